@@ -119,24 +119,25 @@ class LinformerProjections(nn.Module):
             shape = (groups, k, n) if self.kind == "linear" else (groups, n // k)
             return nn.Parameter(torch.empty(shape))
 
-        self.shared = self.key = self.value = None
+        # Registered directly on this module (no ParameterList): HF's init walk would mark a child
+        # list's tensors as initialised before `_init_weights` reaches this module, leaving E/F empty.
+        self.names = []
         if self.kind in ("mean_pool", "max_pool"):
             return
-        if self.sharing == "layerwise":
-            self.shared = make(self.ks[0])
-        else:
-            self.key = nn.ParameterList([make(k) for k in self.ks])
-            if self.sharing in ("none", "headwise"):
-                self.value = nn.ParameterList([make(k) for k in self.ks])
+        for idx, k in enumerate(self.ks):
+            key = "shared" if self.sharing == "layerwise" else f"key_{idx}"
+            value = key if self.sharing in ("key_value", "layerwise") else f"value_{idx}"
+            for name in (key, value):
+                if name not in self._parameters:
+                    self.register_parameter(name, make(k))
+            self.names.append((key, value))
 
     def for_layer(self, idx):
         """(E, F) of layer `idx`; F is E itself when keys and values share it."""
-        if self.shared is not None:
-            return self.shared, self.shared
-        if self.key is None:
+        if not self.names:
             return None, None
-        key = self.key[idx]
-        return key, (self.value[idx] if self.value is not None else key)
+        key, value = self.names[idx]
+        return getattr(self, key), getattr(self, value)
 
     def num_matrices(self):
         """How many distinct k x n projection matrices (or conv kernels) the model holds."""
@@ -292,6 +293,9 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_attention_backend = False
     _no_split_modules = ["RobertaEmbeddings", "LinformerLayer"]
     _can_record_outputs = {"hidden_states": LinformerLayer, "attentions": LinformerSelfAttention}
+    # Heads return batch means and take no `num_items_in_batch`: without this, Trainer would multiply
+    # the loss by the number of processes under DDP.
+    accepts_loss_kwargs = False
 
     @torch.no_grad()
     def _init_weights(self, module):

@@ -1,0 +1,53 @@
+"""Shared fixtures: tiny configs and an offline byte-level BPE tokenizer trained on the bundled corpus."""
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+def tiny_config(**overrides):
+    from linformer_hf import LinformerConfig
+
+    values = dict(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=64,
+        max_seq_length=32,
+        projected_dim=8,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    values.update(overrides)
+    return LinformerConfig(**values)
+
+
+@pytest.fixture(scope="session")
+def moby_text():
+    with open(REPO / "data" / "moby_dick" / "chapters.jsonl") as f:
+        return [json.loads(line)["text"] for line in f][:10]
+
+
+@pytest.fixture(scope="session")
+def tokenizer(moby_text):
+    """A RoBERTa-style tokenizer (<s>=0, <pad>=1, </s>=2, <unk>=3, <mask>=4) trained in a second."""
+    from tokenizers import ByteLevelBPETokenizer, processors
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(moby_text, vocab_size=300, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    return PreTrainedTokenizerFast(
+        tokenizer_object=bpe._tokenizer,
+        bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
+        cls_token="<s>", sep_token="</s>", model_max_length=32,
+    )

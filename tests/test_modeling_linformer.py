@@ -1,0 +1,263 @@
+"""The paper's attention, exactly: padding invariance, sharing, RoBERTa equivalence, heads and losses."""
+
+import itertools
+
+import pytest
+import torch
+from torch.nn import functional as F
+from transformers import RobertaConfig, RobertaModel
+
+from conftest import tiny_config
+from linformer_hf import (
+    LinformerForMaskedLM,
+    LinformerForMultipleChoice,
+    LinformerForQuestionAnswering,
+    LinformerForSequenceClassification,
+    LinformerForTokenClassification,
+    LinformerModel,
+)
+from linformer_hf.modeling_linformer import LinformerSelfAttention
+
+SHARING = ["none", "headwise", "key_value", "layerwise"]
+TYPES = ["linear", "mean_pool", "max_pool", "conv"]
+
+
+def model_for(sharing, kind, impl="sdpa", dtype=torch.float32, **overrides):
+    torch.manual_seed(0)
+    config = tiny_config(projection_sharing=sharing, projection_type=kind, **overrides)
+    model = LinformerModel._from_config(config, attn_implementation=impl).to(dtype).eval()
+    with torch.no_grad():  # non-trivial projections, so that every column of E matters
+        for p in model.encoder.projections.parameters():
+            p.normal_(0.0, 0.3)
+    return model
+
+
+@pytest.mark.parametrize("sharing, kind", list(itertools.product(SHARING, TYPES)))
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_padding_does_not_change_real_tokens(sharing, kind, impl):
+    model = model_for(sharing, kind, impl)
+    n = model.config.max_seq_length
+    generator = torch.Generator().manual_seed(1)
+    worst = 0.0
+    for length in (1, 5, 8, 13, n):
+        ids = torch.randint(5, 300, (1, length), generator=generator)
+        alone = model(ids).last_hidden_state[0]
+        for pad, side in itertools.product((0, 3, 19), ("right", "left")):
+            total = length + pad
+            if total > n:
+                continue
+            batch = torch.full((3, total), model.config.pad_token_id)
+            mask = torch.zeros(3, total, dtype=torch.long)
+            real = slice(0, length) if side == "right" else slice(pad, total)
+            batch[0, real], mask[0, real] = ids[0], 1
+            batch[1], mask[1] = torch.randint(5, 300, (total,), generator=generator), 1  # a full neighbour
+            batch[2, : total // 2], mask[2, : total // 2] = 7, 1  # a shorter neighbour
+            out = model(batch, attention_mask=mask).last_hidden_state[0, real]
+            worst = max(worst, (out - alone).abs().max().item())
+    assert worst <= 1e-5
+
+
+def test_padding_leaks_without_the_mask():
+    """Guards the test above: the same comparison does see a difference when padding is not masked."""
+    model = model_for("layerwise", "linear")
+    ids = torch.randint(5, 300, (1, 6))
+    padded = torch.cat([ids, torch.full((1, 10), model.config.pad_token_id)], dim=1)
+    alone = model(ids).last_hidden_state[0]
+    unmasked = model(padded).last_hidden_state[0, :6]
+    assert (unmasked - alone).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("sharing, kind", [(s, t) for s in SHARING for t in TYPES if t != "max_pool"])
+def test_both_projection_orders_agree(sharing, kind, monkeypatch):
+    """E (X W + b) == (E X) W + (E m) b, padding included, in float64."""
+    model = model_for(sharing, kind, dtype=torch.float64)
+    ids = torch.randint(5, 300, (2, 20))
+    mask = torch.ones(2, 20, dtype=torch.long)
+    mask[1, 11:] = 0
+    outputs = []
+    for first in (True, False):
+        monkeypatch.setattr(LinformerSelfAttention, "project_inputs_first", lambda self, n, s, f=first: f)
+        outputs.append(model(ids, attention_mask=mask).last_hidden_state)
+    torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=1e-10)
+
+
+def test_cheaper_projection_order_is_chosen_for_the_paper_setting():
+    """n=512, k=128, d=768, 12 heads: per-head E must follow W; a head-shared E must precede it."""
+    from linformer_hf import LinformerConfig
+
+    def first(sharing, kind="linear"):
+        config = LinformerConfig(num_hidden_layers=1, projection_sharing=sharing, projection_type=kind)
+        return LinformerSelfAttention(config, 0).project_inputs_first(512, sharing in ("key_value", "layerwise"))
+
+    assert not first("none")
+    assert first("headwise") and first("key_value") and first("layerwise")
+    assert not first("layerwise", "max_pool")  # not linear: cannot be moved before W
+
+
+def test_sharing_counts_for_twelve_layers_and_heads():
+    counts = {}
+    for sharing in SHARING:
+        config = tiny_config(num_hidden_layers=12, num_attention_heads=12, hidden_size=24, projection_sharing=sharing)
+        model = LinformerModel(config)
+        projections = model.encoder.projections
+        counts[sharing] = projections.num_matrices()
+        matrices = {id(m) for i in range(12) for m in projections.for_layer(i)}
+        assert len(matrices) == {"none": 24, "headwise": 24, "key_value": 12, "layerwise": 1}[sharing]
+    assert counts == {"none": 288, "headwise": 24, "key_value": 12, "layerwise": 1}
+
+
+def test_per_layer_k():
+    model = LinformerModel(tiny_config(num_hidden_layers=3, projected_dim=[4, 8, 16], projection_sharing="headwise"))
+    shapes = [model.encoder.projections.for_layer(i)[0].shape for i in range(3)]
+    assert shapes == [(1, 4, 32), (1, 8, 32), (1, 16, 32)]
+    out = model(torch.randint(5, 300, (2, 20)), output_attentions=True)
+    assert [a.shape[-1] for a in out.attentions] == [4, 8, 16]
+
+
+@pytest.mark.parametrize("kind, slots", [("linear", 8), ("mean_pool", 3), ("conv", 3)])
+def test_attention_maps_are_n_by_k(kind, slots):
+    """k slots for learned E; windows of n/k = 4 positions for pooling (10 tokens -> 3 windows)."""
+    model = model_for("headwise", kind)
+    out = model(torch.randint(5, 300, (2, 10)), output_attentions=True)
+    assert all(a.shape == (2, 4, 10, slots) for a in out.attentions)
+    torch.testing.assert_close(out.attentions[0].sum(-1), torch.ones(2, 4, 10))
+
+
+def test_sdpa_and_eager_agree():
+    ids = torch.randint(5, 300, (3, 17))
+    mask = torch.ones_like(ids)
+    mask[0, 9:] = 0
+    for kind in TYPES:
+        sdpa = model_for("none", kind, "sdpa")(ids, attention_mask=mask).last_hidden_state
+        eager = model_for("none", kind, "eager")(ids, attention_mask=mask).last_hidden_state
+        torch.testing.assert_close(sdpa, eager, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("sharing", SHARING)
+def test_identity_projections_reproduce_roberta(sharing):
+    """k = n with E = F = I is standard attention: same weights, same outputs as HF RobertaModel."""
+    n = 24
+    torch.manual_seed(0)
+    roberta_config = RobertaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, max_position_embeddings=n + 2, type_vocab_size=1,
+                                   layer_norm_eps=1e-5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    roberta = RobertaModel(roberta_config).eval()
+    model = LinformerModel(tiny_config(max_seq_length=n, projected_dim=n, projection_sharing=sharing)).eval()
+    missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
+    assert not unexpected and all(key.startswith("encoder.projections.") for key in missing)
+    with torch.no_grad():
+        for p in model.encoder.projections.parameters():
+            p.copy_(torch.eye(n).expand_as(p))
+    ids = torch.randint(5, 300, (3, n))
+    expected = roberta(ids).last_hidden_state
+    assert (model(ids).last_hidden_state - expected).abs().max() <= 1e-5
+
+
+def test_initialisation_is_the_documented_one():
+    from transformers import AutoModel
+
+    config = tiny_config(max_seq_length=256, projected_dim=64, initializer_range=0.02)
+    projections = AutoModel.from_config(config).encoder.projections
+    assert abs(projections.shared.std().item() - 256**-0.5) < 0.05 * 256**-0.5
+    config = tiny_config(max_seq_length=256, projected_dim=64, projection_init_std=0.2)
+    assert abs(AutoModel.from_config(config).encoder.projections.shared.std().item() - 0.2) < 0.01
+    conv = AutoModel.from_config(tiny_config(projection_type="conv", projection_sharing="headwise"))
+    torch.testing.assert_close(conv.encoder.projections.key_0, torch.full((1, 4), 0.25))
+    for sharing in SHARING:  # every tensor is initialised, in every sharing mode
+        projections = AutoModel.from_config(tiny_config(projection_sharing=sharing)).encoder.projections
+        for name, param in projections.named_parameters():
+            assert abs(param.std().item() - 32**-0.5) < 0.3 * 32**-0.5, name
+
+
+def test_too_long_input_is_an_error_naming_max_seq_length():
+    model = LinformerModel(tiny_config())
+    with pytest.raises(ValueError, match="max_seq_length"):
+        model(torch.randint(5, 300, (1, 33)))
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(attention_mask=torch.ones(1, 1, 4, 4)), "attention_mask"),
+    (dict(encoder_hidden_states=torch.zeros(1, 4, 32)), "encoder_hidden_states"),
+    (dict(is_causal=True), "is_causal"),
+])
+def test_unsupported_inputs_are_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LinformerModel(tiny_config())(torch.randint(5, 300, (1, 4)), **kwargs)
+
+
+def test_exactly_one_of_ids_or_embeddings():
+    model = LinformerModel(tiny_config())
+    with pytest.raises(ValueError, match="exactly one"):
+        model()
+    embeds = model.embeddings.word_embeddings(torch.randint(5, 300, (2, 6)))
+    assert model(inputs_embeds=embeds).last_hidden_state.shape == (2, 6, 32)
+
+
+# ---- heads: shapes and the loss each computes, against the textbook formula --------------------------
+
+def test_masked_lm_loss_ignores_minus_100_and_ties_the_decoder():
+    model = LinformerForMaskedLM(tiny_config())
+    assert model.lm_head.decoder.weight is model.linformer.embeddings.word_embeddings.weight
+    ids = torch.randint(5, 300, (2, 12))
+    labels = torch.full_like(ids, -100)
+    labels[:, 3] = ids[:, 3]
+    out = model(ids, labels=labels)
+    assert out.logits.shape == (2, 12, 300)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits[:, 3], ids[:, 3]))
+
+
+@pytest.mark.parametrize("problem", ["regression", "single_label_classification", "multi_label_classification"])
+def test_sequence_classification_losses(problem):
+    num_labels = 1 if problem == "regression" else 3
+    model = LinformerForSequenceClassification(tiny_config(num_labels=num_labels)).eval()
+    ids = torch.randint(5, 300, (4, 9))
+    labels = {
+        "regression": torch.randn(4),
+        "single_label_classification": torch.tensor([0, 2, 1, 2]),
+        "multi_label_classification": torch.tensor([[1.0, 0, 1], [0, 0, 1], [1, 1, 1], [0, 0, 0]]),
+    }[problem]
+    out = model(ids, labels=labels)
+    assert model.config.problem_type == problem
+    assert out.logits.shape == (4, num_labels)
+    expected = {
+        "regression": lambda: F.mse_loss(out.logits.squeeze(-1), labels),
+        "single_label_classification": lambda: F.cross_entropy(out.logits, labels),
+        "multi_label_classification": lambda: F.binary_cross_entropy_with_logits(out.logits, labels),
+    }[problem]()
+    torch.testing.assert_close(out.loss, expected)
+
+
+def test_token_classification_loss():
+    model = LinformerForTokenClassification(tiny_config(num_labels=5)).eval()
+    ids, labels = torch.randint(5, 300, (2, 7)), torch.randint(0, 5, (2, 7))
+    labels[0, -2:] = -100
+    out = model(ids, labels=labels)
+    assert out.logits.shape == (2, 7, 5)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits.reshape(-1, 5), labels.reshape(-1)))
+
+
+def test_question_answering_loss():
+    model = LinformerForQuestionAnswering(tiny_config()).eval()
+    ids = torch.randint(5, 300, (2, 11))
+    start, end = torch.tensor([1, 4]), torch.tensor([3, 9])
+    out = model(ids, start_positions=start, end_positions=end)
+    assert out.start_logits.shape == out.end_logits.shape == (2, 11)
+    expected = (F.cross_entropy(out.start_logits, start) + F.cross_entropy(out.end_logits, end)) / 2
+    torch.testing.assert_close(out.loss, expected)
+
+
+def test_multiple_choice_loss():
+    model = LinformerForMultipleChoice(tiny_config()).eval()
+    ids, labels = torch.randint(5, 300, (2, 3, 10)), torch.tensor([2, 0])
+    out = model(ids, attention_mask=torch.ones_like(ids), labels=labels)
+    assert out.logits.shape == (2, 3)
+    torch.testing.assert_close(out.loss, F.cross_entropy(out.logits, labels))
+
+
+def test_hidden_states_and_tuple_outputs():
+    model = LinformerForMaskedLM(tiny_config()).eval()
+    ids = torch.randint(5, 300, (2, 6))
+    out = model(ids, output_hidden_states=True)
+    assert len(out.hidden_states) == 3 and out.hidden_states[-1].shape == (2, 6, 32)
+    as_tuple = model(ids, return_dict=False)
+    torch.testing.assert_close(as_tuple[0], out.logits)
