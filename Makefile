@@ -11,7 +11,7 @@ setup-dev:
 	PYTHON=$(PYTHON) bash scripts/setup.sh dev
 
 demo: setup
-	$(PYTHON) train_mlm.py
+	$(PYTHON) train_mlm.py --overwrite_output_dir
 
 test: setup-dev
 	HF_HUB_OFFLINE=1 $(PYTHON) -m pytest -q --durations=15
