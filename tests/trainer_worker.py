@@ -91,3 +91,6 @@ def main(output_dir, sharing):
 
 if __name__ == "__main__":
     main(sys.argv[1], sys.argv[2])
+    if dist.is_initialized():  # a clean gloo shutdown; left to interpreter exit it can abort the process
+        dist.barrier()
+        dist.destroy_process_group()

