@@ -169,6 +169,19 @@ def test_initialisation_is_the_documented_one():
             assert abs(param.std().item() - 32**-0.5) < 0.3 * 32**-0.5, name
 
 
+def test_chunked_feed_forward_matches_and_allows_any_length():
+    model = model_for("headwise", "linear")
+    ids = torch.randint(5, 300, (2, 23))  # not a multiple of the chunk
+    mask = torch.ones_like(ids)
+    mask[1, 15:] = 0
+    expected = model(ids, attention_mask=mask).last_hidden_state
+    model.config.chunk_size_feed_forward = 5
+    calls = []
+    model.encoder.layer[0].intermediate.register_forward_hook(lambda *args: calls.append(args[2].shape[1]))
+    torch.testing.assert_close(model(ids, attention_mask=mask).last_hidden_state, expected)
+    assert calls == [5, 5, 5, 5, 3]
+
+
 def test_too_long_input_is_an_error_naming_max_seq_length():
     model = LinformerModel(tiny_config())
     with pytest.raises(ValueError, match="max_seq_length"):

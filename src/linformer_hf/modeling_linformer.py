@@ -252,12 +252,18 @@ class LinformerAttention(nn.Module):
 class LinformerLayer(GradientCheckpointingLayer):
     def __init__(self, config, layer_idx):
         super().__init__()
+        self.config = config
         self.attention = LinformerAttention(config, layer_idx)
         self.intermediate = RobertaIntermediate(config)
         self.output = RobertaOutput(config)
 
     def forward(self, hidden_states, key_mask=None, key_index=None, proj_key=None, proj_value=None, **kwargs):
         attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, **kwargs)
+        chunk = self.config.chunk_size_feed_forward
+        if chunk and attended.shape[1] > chunk:
+            # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
+            # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
+            return torch.cat([self.output(self.intermediate(part), part) for part in attended.split(chunk, dim=1)], 1)
         return self.output(self.intermediate(attended), attended)
 
 

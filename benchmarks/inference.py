@@ -1,0 +1,239 @@
+"""Inference time and memory: Linformer vs a RoBERTa of identical size (the paper's Table 3).
+
+For every sequence length n, RoBERTa with eager attention (what the paper compared against) and with
+sdpa (what users run today) and Linformer for each projected length k (layerwise sharing, k <= n/2
+like the paper's grid) run interleaved in one process on the same random tokens, after warm-up,
+under torch.inference_mode. A large matmul is timed in the same loop: it is the machine's peak that
+each model's achieved FLOP/s (analytic matmul count / median time) is compared to. Peak activation
+memory per sequence is measured per configuration in a fresh process (CPU: peak RSS; CUDA:
+max_memory_allocated): the paper's "largest batch that fits" is the memory budget over this number.
+
+    python benchmarks/inference.py --quick             # a few minutes on 2 CPU cores
+    python benchmarks/inference.py                      # n = 512..8192, k = 128..2048 (~20-30 min on 2 cores)
+    python benchmarks/inference.py --n 512,4096 --k 256 --repeats 7
+
+Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_memory.png (default out: benchmarks/results).
+"""
+
+import argparse
+import gc
+import os
+
+import torch
+from tqdm import tqdm
+
+import common as C
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("--n", default="512,1024,2048,4096,8192", help="sequence lengths (paper: 512..65536)")
+p.add_argument("--k", default="128,256,512,1024,2048", help="projected lengths; only k <= n/2 run, like the paper")
+p.add_argument("--batch", type=int, default=1)
+p.add_argument("--baselines", default="eager,sdpa", help="RoBERTa attention implementations to compare with")
+p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], help="Linformer's attention kernel")
+p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
+p.add_argument("--repeats", type=int, default=3, help="timed runs of each model (interleaved)")
+p.add_argument("--warmup", type=int, default=1)
+p.add_argument("--device", default="auto")
+p.add_argument("--dtype", default="float32")
+p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+p.add_argument("--max-forward-s", type=float, default=60.0,
+               help="skip configurations whose estimated forward time exceeds this")
+p.add_argument("--mem-budget", type=float, default=0.5,
+               help="skip configurations whose estimated activations exceed this fraction of free memory")
+p.add_argument("--no-memory", action="store_true", help="time only")
+p.add_argument("--quick", action="store_true", help="n=512,2048, k=128,256: a few minutes on 2 CPU cores")
+p.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
+p.add_argument("--out", default=C.RESULTS)
+p.add_argument("--tag", default=None, help="output file prefix (default: inference, inference_quick)")
+p.add_argument("--no-plots", action="store_true")
+args = p.parse_args()
+
+if args.quick:
+    args.n, args.k = "512,2048", "128,256"
+ns, ks = C.int_list(args.n), C.int_list(args.k)
+baselines = [b for b in args.baselines.split(",") if b]
+if any(b not in ("eager", "sdpa") for b in baselines):
+    p.error(f"--baselines: each must be eager or sdpa, got {args.baselines!r}")
+if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
+    p.error("--batch and --repeats must be >= 1, --warmup >= 0")
+try:
+    device = C.pick_device(args.device)
+    dtype = C.pick_dtype(args.dtype, device)
+except ValueError as e:
+    p.error(str(e))
+if args.threads:
+    torch.set_num_threads(args.threads)
+dims = C.TINY if args.tiny else C.BASE
+tag = args.tag or ("inference_quick" if args.quick else "inference")
+bytes_per = torch.finfo(dtype).bits // 8
+
+# ------------------------------------------------ the machine's matmul peak, first estimate (for skipping)
+peak_fn, peak_flops = C.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
+peak_est = peak_flops / C.stats(C.time_interleaved({"mm": peak_fn}, device, 1, 3)["mm"])["median"]
+budget = args.mem_budget * (torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else C.available_bytes())
+print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
+      f"GFLOP/s, memory budget {C.fmt_bytes(budget)}")
+
+# ------------------------------------------------ plan: which configurations run, which are skipped and why
+plan, skipped = {}, []
+for n in ns:
+    configs = [dict(model=f"roberta-{b}", n=n, k=None, flops=C.flops_roberta(n, dims, args.batch)) for b in baselines]
+    configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k,
+                     flops=C.flops_linformer(n, k, dims, args.batch, args.sharing)) for k in ks if k <= n // 2]
+    keep = []
+    for c in configs:
+        est_t = c["flops"] / peak_est
+        est_m = C.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
+        if est_t > args.max_forward_s:
+            skipped.append(dict(c, reason=f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"))
+        elif est_m > budget:
+            skipped.append(dict(c, reason=f"est. {C.fmt_bytes(est_m)} activations > budget {C.fmt_bytes(budget)}"))
+        else:
+            keep.append(c)
+    if keep:
+        plan[n] = keep
+for s in skipped:
+    print(f"skip n={s['n']} {s['model']} k={s['k']}: {s['reason']}")
+
+# ------------------------------------------------ time, interleaved per n; then memory, one fresh process each
+rows = []
+total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
+bar = tqdm(total=total, desc="timing", unit="run")
+for n, configs in plan.items():
+    ids = C.random_ids(args.batch, n, device)
+    fns = {}
+    for c in configs:
+        name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
+        spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing)
+        fns[name] = C.inference_step(C.build(spec, device), ids)
+        c.update(name=name, spec=spec)
+    bar.set_postfix(n=n)
+    times = C.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
+    for c in configs:
+        st = C.stats(times[c["name"]])
+        peak_rate = peak_flops / C.stats(times[c["name"] + "@probe"])["median"]
+        best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
+        rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch,
+                         time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], time_min=st["min"],
+                         time_max=st["max"], time_per_seq_s=st["median"] / args.batch, repeats=st["n"],
+                         gflops=c["flops"] / 1e9, gflop_per_s=c["flops"] / st["median"] / 1e9,
+                         peak_gflop_per_s=peak_rate / 1e9, frac_of_peak=c["flops"] / st["median"] / peak_rate,
+                         best_peak_gflop_per_s=best_rate / 1e9, frac_of_best_peak=c["flops"] / st["median"] / best_rate,
+                         samples=times[c["name"]], peak_samples=times[c["name"] + "@probe"], spec=c["spec"]))
+    del fns
+    gc.collect()
+bar.close()
+
+if not args.no_memory:
+    for r in tqdm(rows, desc="memory (fresh process each)"):
+        m = C.probe_memory(dict(r["spec"], batch=args.batch, device=device.type, threads=torch.get_num_threads()))
+        r["peak_mem_bytes"] = m["peak_bytes"]
+        r["mem_per_seq_bytes"] = m["peak_bytes"] / args.batch
+
+# ------------------------------------------------ ratios (baseline / Linformer) and the paper's figures
+def lookup(n, model):
+    return next((r for r in rows if r["n"] == n and r["model"] == model), None)
+
+for r in rows:
+    if r["k"] is None:
+        continue
+    for b in baselines:
+        base = lookup(r["n"], f"roberta-{b}")
+        r[f"time_saved_vs_{b}"] = base["time_s"] / r["time_s"] if base else None
+        if base and "peak_mem_bytes" in r:
+            r[f"mem_saved_vs_{b}"] = base["peak_mem_bytes"] / r["peak_mem_bytes"]
+    r["paper_time_saved"] = C.PAPER_TIME.get(r["n"], {}).get(r["k"])
+    r["paper_mem_saved"] = C.PAPER_MEMORY.get(r["n"], {}).get(r["k"])
+
+
+def ratio_table(key, paper, title):
+    used_k = [k for k in ks if any(r["k"] == k for r in rows)]
+    lines = [f"**{title}** (ours, paper in brackets)", "",
+             "| n | " + " | ".join(f"k={k}" for k in used_k) + " |", "|---" * (len(used_k) + 1) + "|"]
+    for n in plan:
+        cells = []
+        for k in used_k:
+            r = next((r for r in rows if r["n"] == n and r["k"] == k), None)
+            ours = C.fmt_ratio(r.get(key)) if r else "-"
+            ref = paper.get(n, {}).get(k)
+            cells.append(f"{ours} ({C.fmt_ratio(ref)})" if ref else ours)
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+info = C.machine_info(device)
+md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs RoBERTa, {dims['num_hidden_layers']} layers, "
+      f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, batch {args.batch}, {args.dtype}", "",
+      f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. "
+      f"Median of {args.repeats} interleaved runs after {args.warmup} warm-up. Ratios are RoBERTa / Linformer "
+      "(time per sequence; peak activation memory per sequence, which sets the largest batch that fits).", ""]
+for b in baselines:
+    md.append(ratio_table(f"time_saved_vs_{b}", C.PAPER_TIME, f"Time saved vs RoBERTa-{b}"))
+    if not args.no_memory:
+        md.append(ratio_table(f"mem_saved_vs_{b}", C.PAPER_MEMORY, f"Memory saved vs RoBERTa-{b}"))
+md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 2048^3 matmul timed right before "
+       "and after each run of that model (median), i.e. the machine's speed at that moment; in brackets, over the "
+       "best matmul of the whole run (a lower bound when neighbours slow the machine down).", "",
+       "| n | model | k | time/seq (median) | IQR | GFLOP | GFLOP/s | % of matmul peak | peak mem/seq |",
+       "|---|---|---|---|---|---|---|---|---|"]
+for r in rows:
+    mem = C.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
+    md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['time_per_seq_s'] * 1e3:.0f} ms | "
+              f"{r['time_q1'] * 1e3:.0f}-{r['time_q3'] * 1e3:.0f} ms | {r['gflops']:.0f} | {r['gflop_per_s']:.0f} | "
+              f"{100 * r['frac_of_peak']:.0f}% of {r['peak_gflop_per_s']:.0f} ({100 * r['frac_of_best_peak']:.0f}% of "
+              f"{r['best_peak_gflop_per_s']:.0f}) | {mem} |")
+if skipped:
+    md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
+md = "\n".join(md) + "\n"
+print("\n" + md)
+
+os.makedirs(args.out, exist_ok=True)
+base_path = os.path.join(args.out, tag)
+C.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
+                                for r in rows])
+C.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, rows=rows, skipped=skipped))
+with open(base_path + ".md", "w") as f:
+    f.write(md)
+
+# ------------------------------------------------ plots: time and memory per sequence vs n
+if not args.no_plots:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    series = {}
+    for r in rows:
+        label = r["model"].replace("linformer-" + args.linformer_attn, "Linformer") + (f", k={r['k']}" if r["k"] else "")
+        series.setdefault(label, []).append(r)
+
+    def draw(ax, key, scale, ylabel, title):
+        for label, rs in series.items():
+            style = dict(ls="--", lw=2.2, color="black" if "eager" in label else "gray", zorder=3) if "roberta" in label else {}
+            ax.plot([r["n"] for r in rs], [r[key] * scale / (r["n"] if "token" in ylabel else 1) for r in rs],
+                    marker="o", label=label, **style)
+        ax.set(xscale="log", yscale="log", xlabel="sequence length n", ylabel=ylabel, title=title)
+        ax.set_xticks(list(plan), [str(n) for n in plan])
+        ax.minorticks_off()
+        ax.yaxis.set_major_locator(LogLocator(subs=(1, 2, 5)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+
+    where = f"batch {args.batch}, {device.type} {args.dtype}, {torch.get_num_threads()} thread(s)"
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
+    draw(a, "time_per_seq_s", 1, "time per sequence (s)", f"Inference time per sequence, {where}")
+    draw(b, "time_per_seq_s", 1e3, "time per token (ms)", "Same, per token (fixed total tokens, paper Fig. 2)")
+    fig.tight_layout()
+    fig.savefig(f"{base_path}_time.png", dpi=110)
+    plt.close(fig)
+    if not args.no_memory:
+        fig, ax = plt.subplots(figsize=(6.4, 4.4))
+        draw(ax, "mem_per_seq_bytes", 2**-20, "peak activation memory per sequence (MiB)",
+             f"Inference memory, {where}")
+        fig.tight_layout()
+        fig.savefig(f"{base_path}_memory.png", dpi=110)
+        plt.close(fig)
+print(f"wrote {base_path}.{{csv,json,md}}" + ("" if args.no_plots else f" and {base_path}_{{time,memory}}.png"))

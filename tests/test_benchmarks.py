@@ -1,0 +1,159 @@
+"""Smoke tests of benchmarks/: counts agree with hand and torch counts, scripts run on tiny models.
+
+Never asserts speed or memory savings: those are measured by the benchmark scripts themselves.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BENCH = os.path.join(ROOT, "benchmarks")
+sys.path.insert(0, BENCH)
+
+import common as C  # noqa: E402
+
+TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
+
+
+def run_script(name, *args, timeout=120):
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run([sys.executable, os.path.join(BENCH, name), *args], capture_output=True, text=True,
+                         timeout=timeout, env=env, cwd=ROOT)
+    return out
+
+
+def test_flops_by_hand():
+    # D=32, L=2, I=64, H=4, n=16, k=8, batch 1, layerwise: E X first (cheaper: 1*8*16*32 + 2*8*32*32 < 2*16*32*32 + 2*8*16*32)
+    n, k, D, I = 16, 8, 32, 64
+    per_layer = (2 * n * D * D * 2      # query, output
+                 + 2 * n * D * I * 2    # FFN
+                 + 2 * n * k * D * 2    # Q (EK)^T, P (FV)
+                 + 2 * k * n * D        # E X (once: E = F)
+                 + 2 * k * D * D * 2)   # key and value maps on k rows
+    once = 2 * k * n                    # E 1, for the key/value biases
+    assert C.flops_linformer(n, k, TINY) == 2 * (per_layer + once)
+    assert C.flops_roberta(n, TINY, batch=3) == 3 * 2 * (2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * I * 2)
+
+
+@pytest.mark.parametrize("sharing", ["layerwise", "key_value", "headwise", "none"])
+@pytest.mark.parametrize("nmax,n,k", [(64, 64, 16), (64, 40, 16), (32, 8, 16)])
+def test_flops_match_torch_count(sharing, nmax, n, k):
+    """The analytic count equals the matmul FLOPs torch sees the model execute (eager attention)."""
+    model = C.build_linformer(nmax, k, TINY, "eager", sharing=sharing)
+    ids = C.random_ids(2, n)
+    counted = C.count_matmul_flops(C.inference_step(model, ids), model)
+    assert counted == C.flops_linformer(n, k, TINY, batch=2, sharing=sharing)
+
+
+def test_roberta_flops_match_torch_count():
+    model = C.build_roberta(64, TINY, "eager")
+    assert C.count_matmul_flops(C.inference_step(model, C.random_ids(2, 48))) == C.flops_roberta(48, TINY, batch=2)
+
+
+def test_timing_helpers():
+    times = C.time_interleaved({"a": lambda: None, "b": lambda: None}, "cpu", warmup=1, repeats=3)
+    assert set(times) == {"a", "b"} and all(len(v) == 3 for v in times.values())
+    s = C.stats([3.0, 1.0, 2.0])
+    assert s["median"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0 and s["q1"] <= 2.0 <= s["q3"]
+    with pytest.raises(ValueError):
+        C.int_list("512,abc")
+    with pytest.raises(ValueError):
+        C.pick_device("tpu")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_memory_probe_in_fresh_process():
+    m = C.probe_memory(dict(model="linformer-sdpa", n=64, k=16, dims=TINY, threads=1))
+    assert m["peak_bytes"] >= 0 and m["resident_bytes"] > 0
+
+
+def test_inference_quick_path_tiny(tmp_path):
+    out = run_script("inference.py", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1", "--warmup", "0",
+                     "--threads", "1", "--no-memory", "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    assert {r["model"] for r in rows} == {"roberta-eager", "roberta-sdpa", "linformer-sdpa"}
+    assert sorted(r["k"] for r in rows if r["k"]) == [16, 32]  # k <= n/2, like the paper's grid
+    lin = next(r for r in rows if r["k"] == 16)
+    assert lin["time_saved_vs_eager"] > 0 and lin["frac_of_peak"] > 0
+    assert "Time saved vs RoBERTa-sdpa" in open(tmp_path / "t.md").read()
+
+
+def test_training_tiny(tmp_path):
+    out = run_script("training.py", "--tiny", "--n", "32", "--k", "8", "--repeats", "1", "--warmup", "0",
+                     "--threads", "1", "--no-memory", "--baselines", "sdpa", "--out", str(tmp_path), "--tag", "t")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"] and rows[1]["tokens_per_s"] > 0
+
+
+def run_main(module, monkeypatch, *args):
+    """Run a script's main() in this process (no interpreter start-up)."""
+    monkeypatch.setattr(sys, "argv", [module.__name__ + ".py", *args])
+    module.main()
+
+
+def test_bad_flags_are_clear_errors(tmp_path, monkeypatch):
+    out = run_script("inference.py", "--tiny", "--baselines", "flash", "--out", str(tmp_path))
+    assert out.returncode == 2 and "eager or sdpa" in out.stderr
+    import spectrum
+
+    with pytest.raises(SystemExit, match="no such folder"):
+        run_main(spectrum, monkeypatch, "--model", str(tmp_path / "missing"))
+    with pytest.raises(SystemExit, match="no such file"):
+        run_main(spectrum, monkeypatch, "--model", "minilm", "--text", str(tmp_path / "missing.txt"))
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoints(tmp_path_factory):
+    """A random tiny BERT and a random tiny Linformer, saved with a word-level tokenizer, plus a text file."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+
+    from linformer_hf import LinformerConfig, LinformerModel
+
+    root = tmp_path_factory.mktemp("ckpt")
+    words = "call me ishmael some years ago never mind how long precisely having little or no money".split()
+    vocab = {w: i for i, w in enumerate(["<pad>", "<s>", "</s>", "<unk>"] + words)}
+    tk = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+                                  unk_token="<unk>")
+    torch.manual_seed(0)
+    bert = BertModel(BertConfig(vocab_size=len(vocab), max_position_embeddings=64, **TINY))
+    lin = LinformerModel(LinformerConfig(vocab_size=len(vocab), max_seq_length=32, projected_dim=8, **TINY))
+    for name, model in (("bert", bert), ("linformer", lin)):
+        model.save_pretrained(root / name)
+        tok.save_pretrained(root / name)
+    text = root / "text.txt"
+    text.write_text(" ".join(words * 40))
+    return root, text
+
+
+@pytest.mark.parametrize("name,rank", [("bert", 32), ("linformer", 8)])
+def test_spectrum_on_tiny_checkpoints(tiny_checkpoints, tmp_path, monkeypatch, name, rank):
+    import spectrum
+
+    root, text = tiny_checkpoints
+    run_main(spectrum, monkeypatch, "--model", str(root / name), "--text", str(text), "--n", "32", "--samples", "2",
+             "--index", "4", "--out", str(tmp_path), "--tag", "s")
+    res = json.load(open(tmp_path / "s.json"))
+    assert res["rank"] == rank and res["layers"] == 2 and res["heads"] == 4
+    heat = torch.tensor(res["at_index"])
+    assert ((heat > 0) & (heat <= 1 + 1e-5)).all()
+    assert (tmp_path / "s.png").exists()
+
+
+def test_theorem_on_tiny_checkpoint(tiny_checkpoints, tmp_path, monkeypatch):
+    import theorem
+
+    root, text = tiny_checkpoints
+    run_main(theorem, monkeypatch, "--model", str(root / "bert"), "--text", str(text), "--n", "32", "--k", "4,16,64",
+             "--samples", "1", "--seeds", "1", "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    summary = json.load(open(tmp_path / "t.json"))["summary"]
+    assert set(summary) == {"thm1", "linformer", "thm2", "svd"} and "64" not in summary["svd"]
