@@ -75,6 +75,18 @@ def pick_dtype(name, device):
     return DTYPES[name]
 
 
+def setup_run(args, parser):
+    """Device, dtype, threads and model size from the flags every benchmark script shares."""
+    try:
+        device = pick_device(args.device)
+        dtype = pick_dtype(args.dtype, device)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return device, dtype, (TINY if args.tiny else BASE)
+
+
 def machine_info(device):
     info = dict(torch=torch.__version__, device=device.type, threads=torch.get_num_threads(),
                 cpu_count=os.cpu_count())

@@ -56,14 +56,7 @@ if any(b not in ("eager", "sdpa") for b in baselines):
     p.error(f"--baselines: each must be eager or sdpa, got {args.baselines!r}")
 if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
     p.error("--batch and --repeats must be >= 1, --warmup >= 0")
-try:
-    device = C.pick_device(args.device)
-    dtype = C.pick_dtype(args.dtype, device)
-except ValueError as e:
-    p.error(str(e))
-if args.threads:
-    torch.set_num_threads(args.threads)
-dims = C.TINY if args.tiny else C.BASE
+device, dtype, dims = C.setup_run(args, p)
 tag = args.tag or ("inference_quick" if args.quick else "inference")
 bytes_per = torch.finfo(dtype).bits // 8
 

@@ -48,14 +48,7 @@ ns, ks = C.int_list(args.n), C.int_list(args.k)
 levels = [v for v in args.level.split(",") if v]
 if not levels or any(v not in ("layer", "model") for v in levels):
     p.error(f"--level must be layer, model or layer,model; got {args.level!r}")
-try:
-    device = C.pick_device(args.device)
-    dtype = C.pick_dtype(args.dtype, device)
-except ValueError as e:
-    p.error(str(e))
-if args.threads:
-    torch.set_num_threads(args.threads)
-dims = C.TINY if args.tiny else C.BASE
+device, dtype, dims = C.setup_run(args, p)
 D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
 tag = args.tag or ("peers_quick" if args.quick else "peers")
 

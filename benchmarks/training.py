@@ -44,14 +44,7 @@ ns, ks = C.int_list(args.n), C.int_list(args.k)
 baselines = [b for b in args.baselines.split(",") if b]
 if any(b not in ("eager", "sdpa") for b in baselines):
     p.error(f"--baselines: each must be eager or sdpa, got {args.baselines!r}")
-try:
-    device = C.pick_device(args.device)
-    C.pick_dtype(args.dtype, device)
-except ValueError as e:
-    p.error(str(e))
-if args.threads:
-    torch.set_num_threads(args.threads)
-dims = C.TINY if args.tiny else C.BASE
+device, _, dims = C.setup_run(args, p)
 tag = args.tag or ("training_quick" if args.quick else "training")
 D, V = dims["hidden_size"], C.VOCAB
 
