@@ -13,7 +13,6 @@ from transformers import (
     AutoConfig,
     AutoModel,
     AutoModelForMaskedLM,
-    AutoModelForSequenceClassification,
     pipeline,
 )
 
@@ -182,7 +181,7 @@ def run_trainer_worker(tmp_path, processes):
 @pytest.mark.parametrize("processes", [1, 2])
 def test_trainer_trains_every_head_with_its_loss(processes, tmp_path):
     rows = run_trainer_worker(tmp_path, processes)
-    assert set(rows) == {"masked_lm", "regression", "single_label", "multi_label", "token", "qa"}
+    assert set(rows) == {"masked_lm", "regression", "single_label", "multi_label", "token", "qa", "multiple_choice"}
     for head, row in rows.items():
         assert row["world"] == processes
         # The loss Trainer reports is the head's loss recomputed by hand (no rescaling under DDP) ...

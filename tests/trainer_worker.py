@@ -38,6 +38,11 @@ HEADS = {
     "token": (LinformerForTokenClassification, {"num_labels": 4}, lambda: {"labels": torch.randint(0, 4, (N, L), generator=g)}),
     "qa": (LinformerForQuestionAnswering, {}, lambda: {"start_positions": torch.randint(0, L, (N,), generator=g),
                                                        "end_positions": torch.randint(0, L, (N,), generator=g)}),
+    # Two choices per example: (N, 2, L) inputs replace the shared ones.
+    "multiple_choice": (LinformerForMultipleChoice, {}, lambda: {
+        "input_ids": torch.randint(5, 300, (N, 2, L), generator=g),
+        "attention_mask": mask[:, None].expand(N, 2, L).clone(),
+        "labels": torch.randint(0, 2, (N,), generator=g)}),
 }
 
 
@@ -52,6 +57,8 @@ def manual_loss(name, out, labels):
         return F.binary_cross_entropy_with_logits(out.logits, labels["labels"])
     if name == "token":
         return F.cross_entropy(out.logits.flatten(0, 1), labels["labels"].flatten())
+    if name == "multiple_choice":
+        return F.cross_entropy(out.logits, labels["labels"])
     if name == "qa":
         return (F.cross_entropy(out.start_logits, labels["start_positions"])
                 + F.cross_entropy(out.end_logits, labels["end_positions"])) / 2
@@ -62,8 +69,8 @@ def main(output_dir, sharing):
     for name, (cls, extra, make_labels) in HEADS.items():
         torch.manual_seed(0)
         labels = make_labels()
-        rows = [{"input_ids": ids[i], "attention_mask": mask[i], **{k: v[i] for k, v in labels.items()}}
-                for i in range(N)]
+        inputs = {"input_ids": labels.pop("input_ids", ids), "attention_mask": labels.pop("attention_mask", mask)}
+        rows = [{**{k: v[i] for k, v in inputs.items()}, **{k: v[i] for k, v in labels.items()}} for i in range(N)]
         model = cls(tiny_config(projection_sharing=sharing, **extra))
         args = TrainingArguments(output_dir=f"{output_dir}/{name}", per_device_train_batch_size=4,
                                  per_device_eval_batch_size=N, max_steps=4, learning_rate=1e-3, use_cpu=True,
@@ -74,7 +81,7 @@ def main(output_dir, sharing):
         reported = trainer.evaluate()["eval_loss"]
         model.eval()
         with torch.no_grad():
-            out = model(input_ids=ids, attention_mask=mask)
+            out = model(**inputs)
             recomputed = manual_loss(name, out, labels).item()
             checksum = torch.stack([p.double().sum() for p in model.parameters()]).sum()
             if dist.is_initialized():
