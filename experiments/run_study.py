@@ -1,0 +1,178 @@
+"""Run the quality study: pretrain each run of experiments/study.py with train_mlm.py, then finetune it
+on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/results/NAME.json
+(config, commands, validation perplexity curve, final perplexity, finetuning accuracies); checkpoints to
+experiments/checkpoints/ (git-ignored, rebuilt by running this again). Finished work is skipped.
+
+    python experiments/run_study.py                          # every run, in priority order
+    python experiments/run_study.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python experiments/run_study.py --stage pretrain         # pretraining only
+    python experiments/run_study.py --finetune_seeds 0       # one finetuning seed per run
+    python experiments/run_study.py --list
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))
+import study  # noqa: E402
+
+RESULTS = REPO / "experiments/results"
+CHECKPOINTS = REPO / "experiments/checkpoints"
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("--only", nargs="+", metavar="NAME", help="run just these runs (names from --list)")
+p.add_argument("--stage", choices=["all", "pretrain", "finetune"], default="all")
+p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINETUNE_SEEDS))
+p.add_argument("--rebuild", action="store_true", help="pretrain again even where results exist "
+               "(e.g. to rebuild a deleted checkpoint); the results file is rewritten")
+p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
+args = p.parse_args()
+
+by_name = {r["name"]: r for r in study.RUNS}
+unknown = [n for n in args.only or [] if n not in by_name]
+if unknown:
+    p.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
+runs = [by_name[n] for n in args.only] if args.only else study.RUNS
+if any(s < 0 for s in args.finetune_seeds):
+    p.error("--finetune_seeds must be non-negative")
+
+# One core per process, as agreed on the shared machine (train_mlm.py and finetune_glue.py inherit it).
+env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+       "RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS", "1"), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def load(name):
+    path = RESULTS / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def save(result):
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{result['name']}.json").write_text(json.dumps(result, indent=1) + "\n")
+
+
+def flags(options):
+    return [x for key, value in options.items() for x in (f"--{key}", str(value))]
+
+
+def execute(cmd, log):
+    """Run one command from the repository root; its output goes to `log`; fail loudly."""
+    print("$", " ".join(cmd), flush=True)
+    start = time.time()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "w") as f:
+        code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
+    if code:
+        tail = "".join(open(log).readlines()[-15:])
+        sys.exit(f"run_study.py: command failed (exit {code}), log {log}:\n{tail}")
+    return time.time() - start
+
+
+if args.list:
+    for r in runs:
+        res = load(r["name"]) or {}
+        print(f"{r['name']:40s} pretrained: {'perplexity' in res!s:5s} finetune seeds: "
+              f"{sorted(res.get('finetune', {}))}")
+    sys.exit(0)
+
+# The shared tokenizer: byte-level BPE trained once on the news train split by train_mlm.py's own code.
+tokenizer = REPO / study.TOKENIZER
+if not (tokenizer / "tokenizer_config.json").exists():
+    print(f"training the shared tokenizer into {tokenizer}", flush=True)
+    from linformer_hf import mlm_data
+    corpus = mlm_data.load_corpus(train_file=[str(REPO / study.PRETRAIN["train_file"])],
+                                  validation_file=[str(REPO / study.PRETRAIN["validation_file"])])
+    mlm_data.train_tokenizer(corpus["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(tokenizer)
+
+# Reference: the perplexity of a context-free model (train-split unigram frequencies, add-one smoothed) on
+# the validation tokens that masking can pick (no special tokens). A model near it has not learnt to use context.
+reference = RESULTS / "reference/unigram.json"
+if not reference.exists():
+    import math
+    from collections import Counter
+    from linformer_hf import mlm_data
+    tok = mlm_data.load_tokenizer(tokenizer)
+    corpus = mlm_data.load_corpus(train_file=[str(REPO / study.PRETRAIN["train_file"])],
+                                  validation_file=[str(REPO / study.PRETRAIN["validation_file"])])
+    counts = {}
+    for split in ("train", "validation"):
+        ids = tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
+        counts[split] = Counter(i for doc in ids for i in doc)
+    total, vocab = sum(counts["train"].values()), len(tok)
+    nll = -sum(c * math.log((counts["train"][i] + 1) / (total + vocab)) for i, c in counts["validation"].items())
+    tokens = sum(counts["validation"].values())
+    reference.parent.mkdir(parents=True, exist_ok=True)
+    reference.write_text(json.dumps({"unigram_perplexity": math.exp(nll / tokens), "validation_tokens": tokens,
+                                     "train_tokens": total, "vocab_size": vocab}, indent=1) + "\n")
+
+# Reference: Rotten Tomatoes validation accuracy of always predicting the training split's majority label.
+majority = RESULTS / "reference/rotten_tomatoes_majority.json"
+if not majority.exists():
+    import csv
+    labels = {split: [row["label"] for row in csv.DictReader(open(REPO / study.FINETUNE[f"{split}_file"]))]
+              for split in ("train", "validation")}
+    label = max(set(labels["train"]), key=labels["train"].count)
+    majority.parent.mkdir(parents=True, exist_ok=True)
+    majority.write_text(json.dumps({"majority_label": label, "validation_accuracy":
+                                    labels["validation"].count(label) / len(labels["validation"])}, indent=1) + "\n")
+
+for r in runs:
+    name, out = r["name"], CHECKPOINTS / r["name"]
+    result = load(name)
+    has_model = (out / "model.safetensors").exists()
+    need_model = args.stage != "pretrain" and any(
+        str(s) not in (result or {}).get("finetune", {}) for s in args.finetune_seeds)
+    if args.stage != "finetune" and (result is None or args.rebuild or (need_model and not has_model)):
+        n = r["n"]
+        if study.TOKENS_PER_UPDATE % n:
+            sys.exit(f"run_study.py: {name}: n={n} does not divide TOKENS_PER_UPDATE={study.TOKENS_PER_UPDATE}")
+        options = {"config": r["config"], **study.PRETRAIN, "model_type": r["model_type"],
+                   **{k: v for k, v in r.items() if k.startswith("model.")},
+                   "per_device_train_batch_size": study.TOKENS_PER_UPDATE // n, "seed": r["seed"],
+                   "output_dir": out.relative_to(REPO), "overwrite_output_dir": "true"}
+        cmd = [sys.executable, "train_mlm.py", *flags(options)]
+        seconds = execute(cmd, out.with_suffix(".pretrain.log"))
+        log = [json.loads(line) for line in open(out / "metrics.jsonl")]
+        curve = [{"step": m["step"], "loss": m["eval_loss"], "perplexity": m["eval_perplexity"]}
+                 for m in log if "eval_perplexity" in m]
+        train = [m for m in log if "train_loss" in m]
+        result = {"name": name, "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
+                  "pretrain_command": "python " + " ".join(cmd[1:]),
+                  "config": yaml.safe_load((out / "train_config.yaml").read_text()),
+                  "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
+                  "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
+                  "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
+                  "finetune": {}}
+        save(result)
+        print(f"{name}: validation perplexity {result['perplexity']:.2f} after {curve[-1]['step']} updates "
+              f"({seconds / 60:.1f} min)", flush=True)
+    if args.stage == "pretrain":
+        continue
+    if result is None:
+        print(f"{name}: not pretrained yet, no finetuning (run with --stage all or pretrain)")
+        continue
+    for seed in args.finetune_seeds:
+        if str(seed) in result["finetune"]:
+            continue
+        if not (out / "model.safetensors").exists():
+            sys.exit(f"run_study.py: {name}: checkpoint {out} is missing; rebuild it with --only {name} --rebuild")
+        ft_out = CHECKPOINTS / f"{name}_rt_s{seed}"
+        options = {**study.FINETUNE, "model_name_or_path": out.relative_to(REPO), "seed": seed,
+                   "output_dir": ft_out.relative_to(REPO)}
+        cmd = [sys.executable, "finetune_glue.py", *flags(options)]
+        seconds = execute(cmd, ft_out.with_suffix(".log"))
+        scores = json.loads((ft_out / "eval_results.json").read_text())
+        result["finetune"][str(seed)] = {"accuracy": scores["validation"]["accuracy"],
+                                         "command": "python " + " ".join(cmd[1:]), "seconds": round(seconds, 1),
+                                         "eval_results": scores}
+        save(result)
+        print(f"{name}: Rotten Tomatoes validation accuracy {scores['validation']['accuracy']:.4f} "
+              f"(finetuning seed {seed}, {seconds / 60:.1f} min)", flush=True)
