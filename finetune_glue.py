@@ -554,9 +554,7 @@ def main(argv=None):
                 accelerator.unwrap_model(model).push_to_hub(repo_id, commit_message=f"Finetuned on {task.name}")
                 tokenizer.push_to_hub(repo_id)
             except Exception as error:  # offline, no token, no rights: the local save stands
-                raise UsageError(f"--push_to_hub: uploading to {repo_id} failed ({type(error).__name__}: {error}); "
-                                 f"the model is saved in {output_dir}, upload it later with "
-                                 f"`hf upload {repo_id} {output_dir}`") from None
+                raise script_utils.push_failed(repo_id, output_dir, error) from None
             say(f"pushed to the Hub as {repo_id}")
     accelerator.end_training()
     return results

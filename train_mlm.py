@@ -476,9 +476,7 @@ def main(argv=None):
             push_to_hub(args, out, f"{args.model_type} MLM, {step} updates")
             say(f"Pushed to https://huggingface.co/{args.hub_model_id}")
         except Exception as e:  # noqa: BLE001  offline, no token, no rights: the local save above stands
-            raise UsageError(f"--push_to_hub: uploading to {args.hub_model_id} failed ({type(e).__name__}: {e}). "
-                             f"Nothing is lost: the model is saved in {out}; upload it later with "
-                             f"`hf upload {args.hub_model_id} {out}`") from None
+            raise su.push_failed(args.hub_model_id, out, e) from None
     return final
 
 

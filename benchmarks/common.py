@@ -121,29 +121,26 @@ def build_roberta(n, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", 
         raise ValueError(f"attention must be eager or sdpa, got {attn!r}")
     config = RobertaConfig(vocab_size=VOCAB, max_position_embeddings=n + 2, hidden_dropout_prob=0.0,
                            attention_probs_dropout_prob=0.0, **dims)
+    return _instantiate(RobertaForMaskedLM if head == "mlm" else RobertaModel, config, attn, dtype, device, seed)
+
+
+def _instantiate(model_class, config, attn, dtype, device, seed):
+    """Same seed, attention backend and dtype for every model; no pooler on the bare encoders."""
     torch.manual_seed(seed)
-    if head == "mlm":
-        model = RobertaForMaskedLM._from_config(config, attn_implementation=attn, dtype=dtype)
-    else:
-        model = RobertaModel._from_config(config, attn_implementation=attn, dtype=dtype, add_pooling_layer=False)
+    extra = {} if model_class.__name__.endswith("MaskedLM") else {"add_pooling_layer": False}
+    model = model_class._from_config(config, attn_implementation=attn, dtype=dtype, **extra)
     return model.to(device).eval()
 
 
 def build_linformer(n, k, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", head=None,
                     sharing="layerwise", projection="linear", seed=0):
     """Our Linformer of the given size, n = max_seq_length, k = projected_dim."""
-    from linformer_hf import LinformerConfig, LinformerModel
+    from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
 
     config = LinformerConfig(vocab_size=VOCAB, max_seq_length=n, projected_dim=k, projection_sharing=sharing,
                              projection_type=projection, hidden_dropout_prob=0.0,
                              attention_probs_dropout_prob=0.0, **dims)
-    torch.manual_seed(seed)
-    if head == "mlm":
-        from linformer_hf import LinformerForMaskedLM
-        model = LinformerForMaskedLM._from_config(config, attn_implementation=attn, dtype=dtype)
-    else:
-        model = LinformerModel._from_config(config, attn_implementation=attn, dtype=dtype, add_pooling_layer=False)
-    return model.to(device).eval()
+    return _instantiate(LinformerForMaskedLM if head == "mlm" else LinformerModel, config, attn, dtype, device, seed)
 
 
 def random_ids(batch, n, device="cpu", seed=0, vocab=VOCAB):

@@ -110,10 +110,9 @@ class LinformerProjections(nn.Module):
     def __init__(self, config: LinformerConfig):
         super().__init__()
         self.kind = config.projection_type
-        self.sharing = config.projection_sharing
-        self.ks = config.projected_dims
+        sharing = config.projection_sharing
         n = config.max_seq_length
-        groups = config.num_attention_heads if self.sharing == "none" else 1
+        groups = config.num_attention_heads if sharing == "none" else 1
 
         def make(k):
             shape = (groups, k, n) if self.kind == "linear" else (groups, n // k)
@@ -124,9 +123,9 @@ class LinformerProjections(nn.Module):
         self.names = []
         if self.kind in ("mean_pool", "max_pool"):
             return
-        for idx, k in enumerate(self.ks):
-            key = "shared" if self.sharing == "layerwise" else f"key_{idx}"
-            value = key if self.sharing in ("key_value", "layerwise") else f"value_{idx}"
+        for idx, k in enumerate(config.projected_dims):
+            key = "shared" if sharing == "layerwise" else f"key_{idx}"
+            value = key if sharing in ("key_value", "layerwise") else f"value_{idx}"
             for name in (key, value):
                 if name not in self._parameters:
                     self.register_parameter(name, make(k))

@@ -353,3 +353,10 @@ def main_process_first(accelerator, fn):
         raise (UsageError if message.startswith("UsageError") else RuntimeError)(
             f"the main process failed: {message}")
     return result if accelerator.is_main_process else fn()
+
+
+def push_failed(repo_id, folder, error):
+    """The error for a failed upload: the local save stands, and says how to upload it later."""
+    return UsageError(f"--push_to_hub: uploading to {repo_id} failed ({type(error).__name__}: {error}). "
+                      f"Nothing is lost: the model is saved in {folder}; upload it later with "
+                      f"`hf upload {repo_id} {folder}`")
