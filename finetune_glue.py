@@ -50,6 +50,9 @@ class FinetuneConfig:
     model_name_or_path: str = field(default="", metadata={"help": "pretrained checkpoint: local folder or Hub name"})
     tokenizer_name: str | None = field(default=None, metadata={"help": "tokenizer, if not the checkpoint's own"})
     trust_remote_code: bool = False
+    config_overrides: str | None = field(default=None, metadata={
+        "help": "comma-separated key=value settings applied to the checkpoint's config before the model is "
+                "built, e.g. projection_length_scaling=sqrt,hidden_dropout_prob=0.2"})
     # Data: a known task (GLUE, IMDB) from the Hub or from local files, or your own files.
     task_name: str | None = field(default=None, metadata={"help": f"one of {', '.join(TASKS)}"})
     dataset_name: str | None = field(default=None, metadata={"help": "override the task's Hub dataset"})
@@ -318,6 +321,12 @@ def main(argv=None):
         model_config = AutoConfig.from_pretrained(cfg.model_name_or_path, trust_remote_code=cfg.trust_remote_code)
     except (OSError, ValueError) as error:
         raise UsageError(f"--model_name_or_path {cfg.model_name_or_path}: cannot load its config ({error})") from None
+    if cfg.config_overrides:
+        try:
+            model_config.update_from_string(cfg.config_overrides)
+            model_config = type(model_config).from_dict(model_config.to_dict())  # re-validates the whole config
+        except (ValueError, TypeError) as error:
+            raise UsageError(f"--config_overrides {cfg.config_overrides!r}: {error}") from None
     tokenizer_source = cfg.tokenizer_name or cfg.model_name_or_path
     if Path(tokenizer_source).is_dir() and not any((Path(tokenizer_source) / f).is_file() for f in TOKENIZER_FILES):
         raise UsageError(f"{tokenizer_source} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save the "

@@ -5,13 +5,13 @@ validation perplexity against updates. Works on whatever subset of the study exi
 """
 
 import json
+import math
 import statistics
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import matplotlib
-import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -22,8 +22,13 @@ sys.path.insert(0, str(HERE))
 import study  # noqa: E402
 
 BASELINE = "roberta_n512"
-TARGETS = [("linformer_n512_k128_layerwise", "perplexity", 5.0), ("linformer_n512_k256_layerwise", "perplexity", 3.0),
-           ("linformer_n512_k128_layerwise", "accuracy", 1.0), ("linformer_n512_k256_layerwise", "accuracy", 1.0)]
+# (run, what, limit, finetuning results key): the issue's targets, plus the accuracy one under the variant that
+# the short-input investigation points to.
+TARGETS = [("linformer_n512_k128_layerwise", "perplexity", 5.0, None),
+           ("linformer_n512_k256_layerwise", "perplexity", 3.0, None),
+           ("linformer_n512_k128_layerwise", "accuracy", 1.0, "finetune"),
+           ("linformer_n512_k256_layerwise", "accuracy", 1.0, "finetune"),
+           ("linformer_n512_k128_layerwise", "accuracy", 1.0, "finetune_mean")]
 
 # --- load ----------------------------------------------------------------------------------------
 results = []
@@ -58,10 +63,10 @@ def fmt(mean, std, digits=2, scale=1.0):
     return f"{mean * scale:.{digits}f}" + (f" ± {std * scale:.{digits}f}" if std is not None else "")
 
 
-def summary(arch):
+def summary(arch, finetune="finetune"):
     runs = groups.get(arch, [])
     ppl = mean_std([r["perplexity"] for r in runs])
-    accs = [f["accuracy"] for r in runs for f in r.get("finetune", {}).values()]
+    accs = [f["accuracy"] for r in runs for f in r.get(finetune, {}).values()]
     return {"runs": runs, "ppl": ppl, "acc": mean_std(accs), "n_acc": len(accs)}
 
 
@@ -82,6 +87,7 @@ def gap(value, reference):  # relative perplexity gap, in percent
 # --- tables --------------------------------------------------------------------------------------
 lines = ["# Small-scale quality study: results", "",
          "Written by `python experiments/report.py` from `experiments/results/*.json`; do not edit by hand.", ""]
+card_start = len(lines)  # from here to card_end, the text is also written into model_card.md
 if results:
     c = results[0]["config"]
     lines += [f"Every run: {c['model']['num_hidden_layers']} layers, hidden {c['model']['hidden_size']}, "
@@ -130,8 +136,8 @@ for arch in order:
                  f"{paper_sst2} | {paper_avg} |")
 
 lines += ["", "## Targets", "", "| target | measured | met? |", "| --- | --- | --- |"]
-for arch, what, limit in TARGETS:
-    s = summary(arch)
+for arch, what, limit, key in TARGETS:
+    s = summary(arch, key or "finetune")
     if what == "perplexity":
         value = gap(s["ppl"][0], base["ppl"][0])
         text = f"{arch} perplexity within {limit:g}% of the baseline's"
@@ -139,6 +145,8 @@ for arch, what, limit in TARGETS:
     else:
         value = None if s["acc"][0] is None or base["acc"][0] is None else 100 * (s["acc"][0] - base["acc"][0])
         text = f"{arch} Rotten Tomatoes accuracy within {limit:g} point of the baseline's"
+        if key != "finetune":
+            text += f" ({key.removeprefix('finetune_')}: `{study.FINETUNE_VARIANTS[key.removeprefix('finetune_')]}`)"
         shown = "-" if value is None else f"{value:+.1f} points"
     ok = value is not None and (value <= limit if what == "perplexity" else value >= -limit)  # better always meets
     verdict = "not measured" if value is None else ("met" if ok else "MISSED")
@@ -149,7 +157,8 @@ for arch, what, limit in TARGETS:
         at_chance = [a for a, acc in ((arch, s["acc"][0]), (BASELINE, base["acc"][0])) if abs(acc - chance) < 1e-9]
         if at_chance:
             verdict += f" ({', '.join(at_chance)} at the majority-class accuracy: learnt nothing)"
-    seeds = f" ({len(s['runs'])} vs {len(base['runs'])} pretraining seeds)" if value is not None else ""
+    seeds = f" ({len(s['runs'])} vs {len(base['runs'])} pretraining seeds" + (
+        f", {s['n_acc']} vs {base['n_acc']} finetuning runs)" if what == "accuracy" else ")") if value is not None else ""
     lines.append(f"| {text} | {shown}{seeds} | {verdict} |")
 
 lines += ["", "## The paper's Figure 3 claims beside ours", ""]
@@ -159,6 +168,68 @@ compared = {"k": [a for a in order if a == BASELINE or (a.startswith("linformer_
 for key, claim in paper["figure3"].items():
     ours = [f"{a} {fmt(*summary(a)['ppl'])}" for a in compared[key] if groups.get(a)]
     lines += [f"- **{key}** - paper: {claim}", "  - ours (final validation perplexity): " + ("; ".join(ours) or "no runs yet")]
+
+# --- short inputs: the length mismatch between pretraining blocks and finetuning texts ---------------
+short = {}
+for path in sorted((HERE / "results/short_inputs").glob("*.json")):
+    short[json.loads(path.read_text())["name"]] = json.loads(path.read_text())
+short_lines = []
+if short:
+    lengths = sorted({int(L) for r in short.values() for L in r["lengths"]})
+    scalings = list(dict.fromkeys(s for r in short.values() for d in r["lengths"].values() for s in d))
+    first = next(iter(short.values()))
+    short_lines += ["## Short inputs", "",
+                    "Masked-LM validation perplexity on blocks of L tokens (the first validation tokens, cut into "
+                    "blocks of L, identical masks for every model), for each `projection_length_scaling` of the "
+                    "same checkpoint. Pretraining only ever used full n-token blocks. "
+                    f"Command: `{first['command']}`.", "",
+                    "| run | scaling | " + " | ".join(f"L={L}" for L in lengths) + " |",
+                    "| --- | --- | " + " | ".join("---" for _ in lengths) + " |"]
+    for name in [r["name"] for r in study.RUNS if r["name"] in short]:
+        for scaling in scalings:
+            cells = [short[name]["lengths"].get(str(L), {}).get(scaling) for L in lengths]
+            if any(cells):
+                short_lines.append(f"| {name} | {scaling} | "
+                                   + " | ".join("-" if c is None else f"{c['perplexity']:.1f}" for c in cells) + " |")
+variants = [(arch, v) for arch in order for v in study.FINETUNE_VARIANTS
+            if any(v in r["variants"] for r in study.RUNS if arch_of(r["name"]) == arch)]
+if variants:
+    short_lines += ["", "Rotten Tomatoes validation accuracy, % (mean ± std over every finetuning run), finetuned "
+                    "from the same checkpoints with the paper's projection (no scaling) and with each variant of "
+                    "`study.FINETUNE_VARIANTS`:", "",
+                    "| run | variant | options | RT accuracy (runs) | paper's setting (runs) | baseline (runs) |",
+                    "| --- | --- | --- | --- | --- | --- |"]
+    for arch, v in variants:
+        sv, s0 = summary(arch, f"finetune_{v}"), summary(arch)
+        short_lines.append(f"| {arch} | {v} | `{study.FINETUNE_VARIANTS[v]}` | {fmt(*sv['acc'], 1, 100)} "
+                           f"({sv['n_acc']}) | {fmt(*s0['acc'], 1, 100)} ({s0['n_acc']}) | "
+                           f"{fmt(*base['acc'], 1, 100)} ({base['n_acc']}) |")
+probed = {}
+for path in sorted((HERE / "results/feature_probes").glob("*.json")):
+    probed[json.loads(path.read_text())["name"]] = json.loads(path.read_text())
+if probed:
+    first = next(iter(probed.values()))
+    short_lines += ["", "Linear probes (logistic regression on frozen final states, fitted on "
+                    f"{first['train_examples']:,} Rotten Tomatoes training sentences, validation accuracy, %): does "
+                    "the first token's state (what the classification head reads by default) or the mean of the "
+                    f"tokens' states carry the sentiment before any finetuning? Command: `{first['command']}`.", "",
+                    "| run | scaling | first token | mean of tokens |", "| --- | --- | --- | --- |"]
+    for name in [r["name"] for r in study.RUNS if r["name"] in probed]:
+        for scaling, acc in probed[name]["accuracy"].items():
+            short_lines.append(f"| {name} | {scaling} | {100 * acc['first_token']:.1f} | {100 * acc['mean']:.1f} |")
+lines += [""] + short_lines if short_lines else []
+
+card_end = len(lines)
+
+pilot = sorted((HERE / "results/pilot").glob("*.json"))
+if pilot:
+    runs = [json.loads(path.read_text()) for path in pilot]
+    c = runs[0]["config"]
+    lines += ["", "## Pilot (an earlier, smaller budget; not part of the tables above)", "",
+              f"{c['max_steps']} updates of {c['per_device_train_batch_size'] * c['block_size']} tokens, "
+              f"learning rate {c['learning_rate']}, {c['warmup_steps']} warmup updates, otherwise as above. "
+              "Final validation perplexity: "
+              + ", ".join(f"{r['name']} {r['perplexity']:.0f}" for r in runs) + "."]
 
 probes = sorted((HERE / "results/probes").glob("*.json"))
 if probes:
@@ -171,7 +242,9 @@ if probes:
                   + f". Command: `{probe['command']}`"]
 
 missing = [name for name in planned if name not in {r["name"] for r in results}]
-unfinetuned = [r["name"] for r in results if len(r.get("finetune", {})) < len(study.FINETUNE_SEEDS)]
+unfinetuned = [f"{r['name']} ({key})" for r in results
+               for key in ["finetune", *(f"finetune_{v}" for v in planned.get(r["name"], {}).get("variants", []))]
+               if len(r.get(key, {})) < len(study.FINETUNE_SEEDS)]
 lines += ["", "## Missing", "",
           f"- not pretrained yet ({len(missing)} of {len(planned)}): " + (", ".join(missing) or "none"),
           f"- fewer than {len(study.FINETUNE_SEEDS)} finetuning seeds: " + (", ".join(unfinetuned) or "none")]
@@ -180,40 +253,88 @@ lines += ["", "## Commands", "", "Each run, exactly as run_study.py ran it (from
 for r in results:
     lines += [f"- `{r['name']}` ({r['pretrain_seconds'] / 60:.1f} min on a shared CPU core): "
               f"`OMP_NUM_THREADS=1 {r['pretrain_command']}`"]
-    for seed, f in sorted(r.get("finetune", {}).items()):
-        lines += [f"  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"]
+    for key in [k for k in r if k.startswith("finetune")]:
+        for seed, f in sorted(r[key].items()):
+            lines += [f"  - {key.replace('_', ' ')}, seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"]
 
 # --- plots ---------------------------------------------------------------------------------------
 panels = [("k (n=512, layerwise)", lambda a: a == BASELINE or (a.startswith("linformer_n512_") and a.endswith("layerwise"))),
           ("sharing (n=512, k=128)", lambda a: a == BASELINE or a.startswith("linformer_n512_k128_")),
           ("n (k=128, layerwise)", lambda a: a == BASELINE or (a.startswith("linformer_") and "_k128_layerwise" in a))]
-fig, axes = plt.subplots(1, 3, figsize=(16, 4.8), sharey=True)
-for ax, (title, chosen) in zip(axes, panels):
+fig, grid = plt.subplots(2, 3, figsize=(16, 9), sharey="row", sharex=True)
+
+
+def smooth(values, window=5):
+    return [statistics.mean(values[max(0, i - window + 1):i + 1]) for i in range(len(values))]
+
+
+for col, (title, chosen) in enumerate(panels):
+    top, bottom = grid[0, col], grid[1, col]
     for arch in [a for a in order if chosen(a) and groups.get(a)]:
         runs = groups[arch]
         steps = [p["step"] for p in runs[0]["curve"]]
         curves = [[p["perplexity"] for p in r["curve"]] for r in runs if [p["step"] for p in r["curve"]] == steps]
         mean = [statistics.mean(v) for v in zip(*curves)]
-        line, = ax.plot(steps[1:], mean[1:], marker="o", ms=3,
-                        label=f"{arch} ({len(curves)} seed{'s' * (len(curves) > 1)})",
-                        color="black" if arch == BASELINE else None)
+        label = f"{arch} ({len(curves)} seed{'s' * (len(curves) > 1)})"
+        line, = top.plot(steps[1:], mean[1:], marker="o", ms=3, label=label,
+                         color="black" if arch == BASELINE else None)
         if len(curves) > 1:
-            ax.fill_between(steps[1:], [min(v) for v in zip(*curves)][1:], [max(v) for v in zip(*curves)][1:],
-                            color=line.get_color(), alpha=0.2)
+            top.fill_between(steps[1:], [min(v) for v in zip(*curves)][1:], [max(v) for v in zip(*curves)][1:],
+                             color=line.get_color(), alpha=0.2)
+        train_steps = [p["step"] for p in runs[0]["train_curve"]]
+        train = [[p["loss"] for p in r["train_curve"]] for r in runs
+                 if [p["step"] for p in r["train_curve"]] == train_steps]
+        bottom.plot(train_steps, smooth([statistics.mean(v) for v in zip(*train)]), color=line.get_color(),
+                    lw=1.2, label=label)
     if unigram is not None:
-        ax.axhline(unigram, color="gray", ls="--", lw=1, label="unigram (no context)")
-    ax.set(title=title, xlabel="update", yscale="log")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%.0f"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.FormatStrFormatter("%.0f"))
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.lines:
-        ax.legend(fontsize=7)
-axes[0].set_ylabel("validation perplexity (news)")
-fig.suptitle("Masked-LM validation perplexity vs updates (step 0 omitted; band: min-max over seeds)")
+        top.axhline(unigram, color="gray", ls="--", lw=1, label="unigram (no context)")
+        bottom.axhline(math.log(unigram), color="gray", ls="--", lw=1, label="unigram (no context)")
+    top.set(title=title)
+    bottom.set(xlabel="update")
+    for ax in (top, bottom):
+        ax.grid(True, which="both", alpha=0.3)
+        if ax.lines:
+            ax.legend(fontsize=7)
+grid[0, 0].set_ylabel("validation perplexity (news)")
+grid[1, 0].set_ylabel("training loss (mean over seeds, moving average of 5 logs)")
+fig.suptitle("Masked-LM pretraining: validation perplexity (top; step 0 omitted; band: min-max over seeds) "
+             "and training loss (bottom) vs updates")
 fig.tight_layout()
-fig.savefig(HERE / "perplexity_curves.png", dpi=120)
+fig.savefig(HERE / "perplexity_curves.png", dpi=110)
 lines += ["", "## Plots", "", "![validation perplexity vs update](perplexity_curves.png)", ""]
 
 (HERE / "results.md").write_text("\n".join(lines) + "\n")
-print(f"wrote {HERE / 'results.md'} and {HERE / 'perplexity_curves.png'} from {len(results)} results "
+
+# --- model card: its results section is this report's tables plus the benchmarks' efficiency summary ----
+bench = HERE.parent / "benchmarks/results/inference.json"
+efficiency = []
+if bench.exists():
+    b = json.loads(bench.read_text())
+    rows = [r for r in b["rows"] if r["model"].startswith("linformer") and r["k"] in (128, 256)]
+    efficiency += ["### Efficiency", "",
+                   f"Inference, batch 1, {b['dims']['num_hidden_layers']} layers x hidden {b['dims']['hidden_size']} "
+                   f"(RoBERTa-base size), {b['machine']['device'].upper()} ({b['machine']['cpu']}, "
+                   f"{b['machine']['threads']} thread, torch {b['machine']['torch']}, {b['args']['dtype']}): how many "
+                   "times faster / less activation memory than HF RoBERTa of the same size, medians of interleaved "
+                   "repeats; the paper's V100 figure in brackets. From `benchmarks/results/inference.json`, written by "
+                   f"`python benchmarks/inference.py --threads {b['args']['threads']} --max-forward-s "
+                   f"{b['args']['max_forward_s']:g}`; every benchmark is in `benchmarks/results/RESULTS.md`.", "",
+                   "| n | k | time vs RoBERTa eager (paper) | time vs RoBERTa sdpa | memory vs eager (paper) | memory vs sdpa |",
+                   "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        efficiency.append(f"| {r['n']} | {r['k']} | {r['time_saved_vs_eager']:.2f}x ({r['paper_time_saved']}x) | "
+                          f"{r['time_saved_vs_sdpa']:.2f}x | {r['mem_saved_vs_eager']:.1f}x ({r['paper_mem_saved']}x) | "
+                          f"{r['mem_saved_vs_sdpa']:.2f}x |")
+    efficiency.append("")
+card = HERE.parent / "model_card.md"
+begin, end = "<!-- BEGIN RESULTS: written by experiments/report.py, do not edit -->", "<!-- END RESULTS -->"
+text = card.read_text()
+if begin not in text or end not in text:
+    sys.exit(f"report.py: {card} lacks the markers {begin!r} / {end!r} around its results")
+section = [("#" + line if line.startswith("## ") else line).replace("`results/", "`experiments/results/")
+           for line in lines[card_start:card_end]]
+section += ["", "### Curves", "", "![validation perplexity and training loss vs update](experiments/perplexity_curves.png)",
+            "", *efficiency, "Every run's exact command, the probes and the pilot: `experiments/results.md`."]
+card.write_text(text[:text.index(begin) + len(begin)] + "\n" + "\n".join(section) + "\n" + text[text.index(end):])
+print(f"wrote {HERE / 'results.md'}, {HERE / 'perplexity_curves.png'} and {card} from {len(results)} results "
       f"({len(missing)} runs missing)")

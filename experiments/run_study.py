@@ -31,16 +31,16 @@ p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDes
 p.add_argument("--only", nargs="+", metavar="NAME", help="run just these runs (names from --list)")
 p.add_argument("--stage", choices=["all", "pretrain", "finetune"], default="all")
 p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINETUNE_SEEDS))
+p.add_argument("--variants", nargs="*", metavar="NAME", help="finetuning variants to run (default: every one a "
+               "run lists; none: the study's own setting only)")
 p.add_argument("--rebuild", action="store_true", help="pretrain again even where results exist "
                "(e.g. to rebuild a deleted checkpoint); the results file is rewritten")
 p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
 args = p.parse_args()
 
-by_name = {r["name"]: r for r in study.RUNS}
-unknown = [n for n in args.only or [] if n not in by_name]
-if unknown:
-    p.error(f"unknown run(s) {', '.join(unknown)}; known: {', '.join(by_name)}")
-runs = [by_name[n] for n in args.only] if args.only else study.RUNS
+runs = study.select(args.only, p)
+if args.variants and not set(args.variants) <= set(study.FINETUNE_VARIANTS):
+    p.error(f"--variants: allowed: {', '.join(study.FINETUNE_VARIANTS)}")
 if any(s < 0 for s in args.finetune_seeds):
     p.error("--finetune_seeds must be non-negative")
 
@@ -79,8 +79,9 @@ def execute(cmd, log):
 if args.list:
     for r in runs:
         res = load(r["name"]) or {}
-        print(f"{r['name']:40s} pretrained: {'perplexity' in res!s:5s} finetune seeds: "
-              f"{sorted(res.get('finetune', {}))}")
+        keys = ["finetune", *(f"finetune_{v}" for v in r["variants"])]
+        print(f"{r['name']:40s} pretrained: {'perplexity' in res!s:5s} seeds: "
+              + ", ".join(f"{key} {sorted(int(s) for s in res.get(key, {}))}" for key in keys))
     sys.exit(0)
 
 # The shared tokenizer: byte-level BPE trained once on the news train split by train_mlm.py's own code.
@@ -128,8 +129,10 @@ for r in runs:
     name, out = r["name"], CHECKPOINTS / r["name"]
     result = load(name)
     has_model = (out / "model.safetensors").exists()
+    variants = [v for v in r["variants"] if args.variants is None or v in args.variants]
     need_model = args.stage != "pretrain" and any(
-        str(s) not in (result or {}).get("finetune", {}) for s in args.finetune_seeds)
+        str(s) not in (result or {}).get(key, {}) for key in ["finetune", *(f"finetune_{v}" for v in variants)]
+        for s in args.finetune_seeds)
     if args.stage != "finetune" and (result is None or args.rebuild or (need_model and not has_model)):
         n = r["n"]
         if study.TOKENS_PER_UPDATE % n:
@@ -159,20 +162,27 @@ for r in runs:
     if result is None:
         print(f"{name}: not pretrained yet, no finetuning (run with --stage all or pretrain)")
         continue
-    for seed in args.finetune_seeds:
-        if str(seed) in result["finetune"]:
-            continue
-        if not (out / "model.safetensors").exists():
-            sys.exit(f"run_study.py: {name}: checkpoint {out} is missing; rebuild it with --only {name} --rebuild")
-        ft_out = CHECKPOINTS / f"{name}_rt_s{seed}"
-        options = {**study.FINETUNE, "model_name_or_path": out.relative_to(REPO), "seed": seed,
-                   "output_dir": ft_out.relative_to(REPO)}
-        cmd = [sys.executable, "finetune_glue.py", *flags(options)]
-        seconds = execute(cmd, ft_out.with_suffix(".log"))
-        scores = json.loads((ft_out / "eval_results.json").read_text())
-        result["finetune"][str(seed)] = {"accuracy": scores["validation"]["accuracy"],
-                                         "command": "python " + " ".join(cmd[1:]), "seconds": round(seconds, 1),
-                                         "eval_results": scores}
-        save(result)
-        print(f"{name}: Rotten Tomatoes validation accuracy {scores['validation']['accuracy']:.4f} "
-              f"(finetuning seed {seed}, {seconds / 60:.1f} min)", flush=True)
+    for variant in [None, *variants]:
+        key = "finetune" if variant is None else f"finetune_{variant}"
+        done = result.setdefault(key, {})
+        for seed in args.finetune_seeds:
+            if str(seed) in done or str(seed) in (load(name) or {}).get(key, {}):  # done here or by another process
+                continue
+            if not (out / "model.safetensors").exists():
+                sys.exit(f"run_study.py: {name}: checkpoint {out} is missing; rebuild it with --only {name} --rebuild")
+            ft_out = CHECKPOINTS / f"{name}_rt{'' if variant is None else '_' + variant}_s{seed}"
+            options = {**study.FINETUNE, **study.FINETUNE_VARIANTS.get(variant, {}),
+                       "model_name_or_path": out.relative_to(REPO), "seed": seed, "output_dir": ft_out.relative_to(REPO)}
+            cmd = [sys.executable, "finetune_glue.py", *flags(options)]
+            seconds = execute(cmd, ft_out.with_suffix(".log"))
+            scores = json.loads((ft_out / "eval_results.json").read_text())
+            done[str(seed)] = {"accuracy": scores["validation"]["accuracy"], "command": "python " + " ".join(cmd[1:]),
+                               "seconds": round(seconds, 1), "eval_results": scores}
+            # Merge into the file as it is now: another run_study.py process may have added other seeds.
+            latest = load(name)
+            for k in [k for k in latest if k.startswith("finetune")]:
+                for s, entry in latest[k].items():
+                    result.setdefault(k, {}).setdefault(s, entry)
+            save(result)
+            print(f"{name}: Rotten Tomatoes validation accuracy {scores['validation']['accuracy']:.4f} "
+                  f"({key}, seed {seed}, {seconds / 60:.1f} min)", flush=True)

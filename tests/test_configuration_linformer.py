@@ -42,6 +42,9 @@ def test_auto_map_names_every_head():
         (dict(pad_token_id=None), "pad_token_id"),
         (dict(projection_init_std=-1.0), "projection_init_std"),
         (dict(max_seq_length=0), "max_seq_length"),
+        (dict(projection_length_scaling="log"), "projection_length_scaling"),
+        (dict(classifier_pooling="max"), "classifier_pooling"),
+        (dict(projection_type="mean_pool", projection_length_scaling="sqrt"), "projection_length_scaling"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(kwargs, field):

@@ -257,6 +257,10 @@ def without_tokenizer(checkpoint, folder):
     (["--do_train", "false"], r"--do_train false needs a finetuned checkpoint"),
     (["--do_train", "false", "--push_to_hub"], r"--push_to_hub uploads the finetuned model, so it needs --do_train"),
     (["--model_name_or_path", "NO_TOKENIZER"], r"has no tokenizer .*pass --tokenizer_name"),
+    (["--config_overrides", "projection_length_scaling=cube"],
+     r"--config_overrides 'projection_length_scaling=cube': .*`projection_length_scaling`='cube' is invalid"),
+    (["--config_overrides", "hiden_size=8"], r"--config_overrides 'hiden_size=8': key hiden_size isn't in"),
+    (["--config_overrides", "classifier_dropout=0.3"], r"--config_overrides .*only update int, float, bool or string"),
 ])
 def test_bad_input_fails_before_training(checkpoints, own_data, tmp_path, change, message):
     placeholders = {
@@ -270,6 +274,13 @@ def test_bad_input_fails_before_training(checkpoints, own_data, tmp_path, change
     with pytest.raises(UsageError, match=message):
         main(own_args(checkpoints / "linformer", own_data, tmp_path / "out", *change))
     assert not (tmp_path / "out" / "model.safetensors").exists()
+
+
+def test_config_overrides_reach_the_finetuned_model(checkpoints, own_data, tmp_path):
+    main(own_args(checkpoints / "linformer", own_data, tmp_path, "--num_train_epochs", "1", "--do_predict", "false",
+                  "--config_overrides", "projection_length_scaling=sqrt,hidden_dropout_prob=0.3"))
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert saved["projection_length_scaling"] == "sqrt" and saved["hidden_dropout_prob"] == 0.3
 
 
 def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, tmp_path):

@@ -57,6 +57,44 @@ def test_padding_does_not_change_real_tokens(sharing, kind, impl):
     assert worst <= 1e-5
 
 
+@pytest.mark.parametrize("scaling", ["sqrt", "linear"])
+def test_length_scaling_is_padding_invariant(scaling):
+    model = model_for("headwise", "linear", projection_length_scaling=scaling)
+    ids = torch.randint(5, 300, (1, 9))
+    batch = torch.cat([ids, torch.full((1, 7), model.config.pad_token_id)], dim=1)
+    mask = (torch.arange(16) < 9).long()[None]
+    torch.testing.assert_close(model(batch, attention_mask=mask).last_hidden_state[:, :9],
+                               model(ids).last_hidden_state, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("scaling, power", [("none", 0.0), ("sqrt", 0.5), ("linear", 1.0)])
+def test_length_scaling_multiplies_the_projection_by_n_over_l(scaling, power):
+    """Against a float64 hand computation: (n / L)^p * E[:, :L] X for the real tokens only."""
+    from linformer_hf.modeling_linformer import PROJECTION_LENGTH_SCALING, project_sequence
+
+    n, k, length, real = 32, 8, 20, 11
+    weight = torch.randn(1, k, n, dtype=torch.float64)
+    x = torch.randn(2, 1, length, 5, dtype=torch.float64)
+    mask = torch.zeros(2, 1, length, 1, dtype=torch.float64)
+    mask[0, :, :real], mask[1] = 1, 1
+    out, _ = project_sequence(x, weight, "linear", n // k, mask, PROJECTION_LENGTH_SCALING[scaling])
+    expected_0 = (n / real) ** power * weight[0, :, :real] @ x[0, 0, :real]
+    expected_1 = (n / length) ** power * weight[0, :, :length] @ x[1, 0]
+    torch.testing.assert_close(out[0, 0], expected_0, rtol=0, atol=1e-12)
+    torch.testing.assert_close(out[1, 0], expected_1, rtol=0, atol=1e-12)
+
+
+def test_length_scaling_leaves_full_length_inputs_unchanged():
+    """So a model pretrained on full n-token blocks can switch scaling for finetuning on short texts."""
+    plain = model_for("layerwise", "linear")
+    scaled = model_for("layerwise", "linear", projection_length_scaling="sqrt")
+    scaled.load_state_dict(plain.state_dict())
+    n = plain.config.max_seq_length
+    full, short = torch.randint(5, 300, (2, n)), torch.randint(5, 300, (2, n // 4))
+    torch.testing.assert_close(scaled(full).last_hidden_state, plain(full).last_hidden_state, rtol=0, atol=0)
+    assert (scaled(short).last_hidden_state - plain(short).last_hidden_state).abs().max() > 1e-3
+
+
 def test_padding_leaks_without_the_mask():
     """Guards the test above: the same comparison does see a difference when padding is not masked."""
     model = model_for("layerwise", "linear")
@@ -238,6 +276,19 @@ def test_sequence_classification_losses(problem):
         "multi_label_classification": lambda: F.binary_cross_entropy_with_logits(out.logits, labels),
     }[problem]()
     torch.testing.assert_close(out.loss, expected)
+
+
+def test_mean_pooling_classifies_the_mean_of_the_real_tokens():
+    torch.manual_seed(0)
+    model = LinformerForSequenceClassification(tiny_config(classifier_pooling="mean", num_labels=3)).eval()
+    ids = torch.randint(5, 300, (1, 9))
+    padded = torch.cat([ids, torch.full((1, 5), 1)], dim=1)
+    mask = (torch.arange(14) < 9).long()[None]
+    hidden = model.linformer(ids).last_hidden_state
+    expected = model.classifier(hidden.mean(1, keepdim=True))
+    torch.testing.assert_close(model(ids).logits, expected, rtol=0, atol=1e-6)
+    torch.testing.assert_close(model(padded, attention_mask=mask).logits, expected, rtol=0, atol=1e-5)
+    assert (model.classifier(hidden) - expected).abs().max() > 1e-4  # the first token's state differs
 
 
 def test_token_classification_loss():

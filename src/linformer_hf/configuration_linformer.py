@@ -11,6 +11,9 @@ from transformers import PreTrainedConfig
 
 PROJECTION_SHARING = ("none", "headwise", "key_value", "layerwise")
 PROJECTION_TYPES = ("linear", "mean_pool", "max_pool", "conv")
+# Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
+PROJECTION_LENGTH_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+CLASSIFIER_POOLING = ("cls", "mean")
 
 # Every head this package ships, for the `auto_map` written next to saved weights, so that
 # `AutoModelFor*.from_pretrained(folder, trust_remote_code=True)` finds each of them.
@@ -46,6 +49,16 @@ class LinformerConfig(PreTrainedConfig):
         projection_init_std (`float`, *optional*):
             Standard deviation of the normal initialisation of learned E/F. Defaults to 1/sqrt(n), so a
             projected key over n positions has the scale of one key (see README, "Initialisation").
+        projection_length_scaling (`str`, defaults to `"none"`):
+            How a learned (`"linear"`) projection treats an input of L < n real tokens, which meets only
+            the first L columns of E/F: `"none"` uses them as they are (the paper), so projected keys and
+            values shrink by about sqrt(L/n); `"sqrt"` multiplies them by sqrt(n/L), which keeps their
+            scale at init; `"linear"` by n/L. Inputs of exactly n tokens are unaffected, so this can be
+            changed between pretraining on full blocks and finetuning on short texts (see model card).
+        classifier_pooling (`str`, defaults to `"cls"`):
+            What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
+            RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
+            gives every query the same k keys, so the first token has no privileged view of the sentence.
     """
 
     model_type = "linformer"
@@ -76,6 +89,8 @@ class LinformerConfig(PreTrainedConfig):
     projection_sharing: str = "layerwise"
     projection_type: str = "linear"
     projection_init_std: float | None = None
+    projection_length_scaling: str = "none"
+    classifier_pooling: str = "cls"
     auto_map: dict | None = None
 
     def __post_init__(self, **kwargs):
@@ -133,6 +148,15 @@ class LinformerConfig(PreTrainedConfig):
                     fail("projected_dim", self.projected_dim,
                          f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
                          f"max_seq_length={self.max_seq_length} must be divisible by every k")
+        if self.projection_length_scaling not in PROJECTION_LENGTH_SCALING:
+            fail("projection_length_scaling", self.projection_length_scaling,
+                 f"allowed: {', '.join(PROJECTION_LENGTH_SCALING)}")
+        if self.projection_length_scaling != "none" and self.projection_type != "linear":
+            fail("projection_length_scaling", self.projection_length_scaling,
+                 f"only learned projections (projection_type='linear') sum over positions; "
+                 f"projection_type={self.projection_type!r} needs 'none'")
+        if self.classifier_pooling not in CLASSIFIER_POOLING:
+            fail("classifier_pooling", self.classifier_pooling, f"allowed: {', '.join(CLASSIFIER_POOLING)}")
         if self.projection_init_std is not None and self.projection_init_std <= 0:
             fail("projection_init_std", self.projection_init_std, "it must be positive (or None)")
 

@@ -54,21 +54,26 @@ from transformers.models.roberta.modeling_roberta import (
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
-from .configuration_linformer import LinformerConfig
+from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
 
 
-def project_sequence(x, weight, kind, stride, mask):
+def project_sequence(x, weight, kind, stride, mask, length_power=0.0):
     """Map `x` (B, G, L, C) along L to (B, G', slots, C).
 
     `weight` is (G', k, n) for "linear" and (G', n/k) for "conv"; G and G' broadcast (1 or heads).
     `mask` is (B|1, 1, L, 1), 1 for real tokens (compacted to the front), or None when all are real.
+    A linear projection of L real tokens is multiplied by (n / L) ** `length_power`.
     Returns the projection and, for windowed kinds, which slots hold at least one real token.
     """
     length = x.shape[-2]
     if kind == "linear":
         if mask is not None:
             x = x * mask
-        return torch.matmul(weight[..., :length], x), None
+        out = torch.matmul(weight[..., :length], x)
+        if length_power:
+            real = length if mask is None else mask.sum(-2, keepdim=True).clamp(min=1)
+            out = out * (weight.shape[-1] / real) ** length_power
+        return out, None
 
     slots = -(-length // stride)
     if mask is None:
@@ -158,6 +163,7 @@ class LinformerSelfAttention(nn.Module):
         self.k = config.projected_dims[layer_idx]
         self.stride = config.max_seq_length // self.k
         self.groups = self.num_heads if config.projection_sharing == "none" else 1
+        self.length_power = PROJECTION_LENGTH_SCALING[config.projection_length_scaling]
 
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
@@ -197,21 +203,24 @@ class LinformerSelfAttention(nn.Module):
         x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
         mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
 
+        def project(t, weight):
+            return project_sequence(t, weight, self.kind, self.stride, mask, self.length_power)
+
         shared_kv = proj_key is proj_value
         if self.project_inputs_first(length, shared_kv):
             ones = x.new_ones(1, 1, length, 1) if mask is None else mask
-            xk, valid = project_sequence(x[:, None], proj_key, self.kind, self.stride, mask)
-            mk, _ = project_sequence(ones, proj_key, self.kind, self.stride, mask)
+            xk, valid = project(x[:, None], proj_key)
+            mk, _ = project(ones, proj_key)
             if shared_kv:
                 xv, mv = xk, mk
             else:
-                xv, _ = project_sequence(x[:, None], proj_value, self.kind, self.stride, mask)
-                mv, _ = project_sequence(ones, proj_value, self.kind, self.stride, mask)
+                xv, _ = project(x[:, None], proj_value)
+                mv, _ = project(ones, proj_value)
             key = self._map_projected(xk, mk, self.key)
             value = self._map_projected(xv, mv, self.value)
         else:
-            key, valid = project_sequence(self._heads(self.key(x)), proj_key, self.kind, self.stride, mask)
-            value, _ = project_sequence(self._heads(self.value(x)), proj_value, self.kind, self.stride, mask)
+            key, valid = project(self._heads(self.key(x)), proj_key)
+            value, _ = project(self._heads(self.value(x)), proj_value)
 
         attention_mask = None
         if valid is not None and key_mask is not None:
@@ -418,7 +427,11 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
                 inputs_embeds=None, labels=None, **kwargs) -> SequenceClassifierOutput:
         outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                  position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
-        logits = self.classifier(outputs.last_hidden_state)
+        hidden = outputs.last_hidden_state
+        if self.config.classifier_pooling == "mean":
+            real = hidden.new_ones(hidden.shape[:2]) if attention_mask is None else attention_mask.to(hidden.dtype)
+            hidden = ((hidden * real[..., None]).sum(1) / real.sum(1, keepdim=True).clamp(min=1))[:, None]
+        logits = self.classifier(hidden)  # RoBERTa's head reads position 0: the first token, or the mean
         loss = None
         if labels is not None:
             labels = labels.to(logits.device)

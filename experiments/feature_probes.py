@@ -1,0 +1,79 @@
+"""Where is the sentence? Linear probes for Rotten Tomatoes sentiment on the frozen final states of each
+pretrained checkpoint: the first token's state (what RoBERTa's classification head reads) and the mean of
+the real tokens' states (`classifier_pooling="mean"`). A probe at the majority-class rate means that
+representation carries no linearly readable sentiment, so finetuning has to create it. Logistic
+regression (scikit-learn) fitted on the first --train_examples training sentences, scored on the whole
+validation split; writes results/feature_probes/NAME.json.
+
+    python experiments/feature_probes.py                               # every pretrained run
+    python experiments/feature_probes.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+"""
+
+import argparse
+import csv
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+from sklearn.linear_model import LogisticRegression
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "experiments"))
+import study  # noqa: E402
+
+import linformer_hf  # noqa: E402, F401  (registers Linformer with the Auto classes)
+
+OUT = REPO / "experiments/results/feature_probes"
+
+p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+p.add_argument("--only", nargs="+", metavar="NAME", help="runs to probe (default: every one with a checkpoint)")
+p.add_argument("--train_examples", type=int, default=2000, help="training sentences the probe is fitted on")
+p.add_argument("--scalings", nargs="+", default=["none", "sqrt"], help="projection_length_scaling values (Linformer)")
+args = p.parse_args()
+runs = [r for r in study.select(args.only, p)
+        if (REPO / "experiments/checkpoints" / r["name"] / "model.safetensors").exists()]
+if not runs:
+    sys.exit("feature_probes.py: no pretrained checkpoint found; run experiments/run_study.py --stage pretrain first")
+
+torch.set_num_threads(1)
+splits = {}
+for split in ("train", "validation"):
+    with open(REPO / study.FINETUNE[f"{split}_file"]) as f:
+        rows = list(csv.DictReader(f))
+    rows = rows[: args.train_examples] if split == "train" else rows
+    splits[split] = ([r[study.FINETUNE["text_column"]] for r in rows],
+                     np.array([int(r[study.FINETUNE["label_column"]]) for r in rows]))
+
+
+@torch.no_grad()
+def features(model, tokenizer, texts):
+    first, mean = [], []
+    for i in range(0, len(texts), 64):
+        batch = tokenizer(texts[i:i + 64], padding=True, truncation=True, max_length=study.FINETUNE["max_seq_length"],
+                          return_tensors="pt")
+        hidden = model(**batch).last_hidden_state
+        real = batch["attention_mask"][..., None].to(hidden.dtype)
+        first.append(hidden[:, 0])
+        mean.append((hidden * real).sum(1) / real.sum(1))
+    return {"first_token": torch.cat(first).numpy(), "mean": torch.cat(mean).numpy()}
+
+
+for r in tqdm(runs, desc="runs"):
+    path = REPO / "experiments/checkpoints" / r["name"]
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    result = {"name": r["name"], "command": "python " + " ".join(sys.argv), "train_examples": len(splits["train"][1]),
+              "validation_examples": len(splits["validation"][1]), "accuracy": {}}
+    for scaling in args.scalings if r["model_type"] == "linformer" else ["n/a"]:
+        extra = {} if scaling == "n/a" else {"projection_length_scaling": scaling}
+        model = AutoModel.from_pretrained(path, add_pooling_layer=False, **extra).eval()
+        (x_train, y_train), (x_val, y_val) = [(features(model, tokenizer, t), y) for t, y in splits.values()]
+        result["accuracy"][scaling] = {
+            pooling: LogisticRegression(max_iter=3000).fit(x_train[pooling], y_train).score(x_val[pooling], y_val)
+            for pooling in ("first_token", "mean")}
+    OUT.mkdir(parents=True, exist_ok=True)
+    (OUT / f"{r['name']}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(r["name"], result["accuracy"], flush=True)
