@@ -20,6 +20,7 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
+from transformers.utils import logging as hf_logging
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))
@@ -34,12 +35,10 @@ p.add_argument("--only", nargs="+", metavar="NAME", help="runs to probe (default
 p.add_argument("--train_examples", type=int, default=2000, help="training sentences the probe is fitted on")
 p.add_argument("--scalings", nargs="+", default=["none", "sqrt"], help="projection_length_scaling values (Linformer)")
 args = p.parse_args()
-runs = [r for r in study.select(args.only, p)
-        if (REPO / "experiments/checkpoints" / r["name"] / "model.safetensors").exists()]
-if not runs:
-    sys.exit("feature_probes.py: no pretrained checkpoint found; run experiments/run_study.py --stage pretrain first")
+runs = study.pretrained(args.only, p, REPO)
 
 torch.set_num_threads(1)
+hf_logging.set_verbosity_error()  # the masked-LM head is left out on purpose: no "unexpected keys" report
 splits = {}
 for split in ("train", "validation"):
     with open(REPO / study.FINETUNE[f"{split}_file"]) as f:
@@ -63,7 +62,7 @@ def features(model, tokenizer, texts):
 
 
 for r in tqdm(runs, desc="runs"):
-    path = REPO / "experiments/checkpoints" / r["name"]
+    path = REPO / study.CHECKPOINTS / r["name"]
     tokenizer = AutoTokenizer.from_pretrained(path)
     result = {"name": r["name"], "command": "python " + " ".join(sys.argv), "train_examples": len(splits["train"][1]),
               "validation_examples": len(splits["validation"][1]), "accuracy": {}}

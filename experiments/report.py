@@ -97,7 +97,7 @@ if results:
               f"({c['lr_scheduler_type']}, {c['warmup_steps']} warmup), mixed precision {c['mixed_precision']}, "
               f"news corpus (train/validation as given), one shared byte-level BPE tokenizer "
               f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}). Rotten Tomatoes: finetune_glue.py, "
-              f"{study.FINETUNE['num_train_epochs']} epochs, learning rate {study.FINETUNE['learning_rate']}, "
+              f"{study.FINETUNE['num_train_epochs']} epoch{'s' * (study.FINETUNE['num_train_epochs'] != 1)}, learning rate {study.FINETUNE['learning_rate']}, "
               f"validation accuracy of the final model (no epoch selection).", ""]
 if unigram is not None:
     lines += [f"Reference: a context-free (unigram) model scores perplexity {unigram:.1f} on the same validation "
@@ -177,12 +177,11 @@ short_lines = []
 if short:
     lengths = sorted({int(L) for r in short.values() for L in r["lengths"]})
     scalings = list(dict.fromkeys(s for r in short.values() for d in r["lengths"].values() for s in d))
-    first = next(iter(short.values()))
     short_lines += ["## Short inputs", "",
                     "Masked-LM validation perplexity on blocks of L tokens (the first validation tokens, cut into "
                     "blocks of L, identical masks for every model), for each `projection_length_scaling` of the "
-                    "same checkpoint. Pretraining only ever used full n-token blocks. "
-                    f"Command: `{first['command']}`.", "",
+                    "same checkpoint. Pretraining packs documents into full n-token blocks. Commands: "
+                    + "; ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in short.values())) + ".", "",
                     "| run | scaling | " + " | ".join(f"L={L}" for L in lengths) + " |",
                     "| --- | --- | " + " | ".join("---" for _ in lengths) + " |"]
     for name in [r["name"] for r in study.RUNS if r["name"] in short]:
@@ -212,7 +211,8 @@ if probed:
     short_lines += ["", "Linear probes (logistic regression on frozen final states, fitted on "
                     f"{first['train_examples']:,} Rotten Tomatoes training sentences, validation accuracy, %): does "
                     "the first token's state (what the classification head reads by default) or the mean of the "
-                    f"tokens' states carry the sentiment before any finetuning? Command: `{first['command']}`.", "",
+                    "tokens' states carry the sentiment before any finetuning? Commands: "
+                    + "; ".join(f"`{c}`" for c in dict.fromkeys(r["command"] for r in probed.values())) + ".", "",
                     "| run | scaling | first token | mean of tokens |", "| --- | --- | --- | --- |"]
     for name in [r["name"] for r in study.RUNS if r["name"] in probed]:
         for scaling, acc in probed[name]["accuracy"].items():

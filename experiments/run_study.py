@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO / "experiments"))
 import study  # noqa: E402
 
 RESULTS = REPO / "experiments/results"
-CHECKPOINTS = REPO / "experiments/checkpoints"
+CHECKPOINTS = REPO / study.CHECKPOINTS
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--only", nargs="+", metavar="NAME", help="run just these runs (names from --list)")

@@ -37,10 +37,7 @@ p.add_argument("--tokens", type=int, default=32768, help="validation tokens per 
 p.add_argument("--seed", type=int, default=0, help="seed of the masks, identical for every run and scaling")
 args = p.parse_args()
 
-runs = study.select(args.only, p)
-runs = [r for r in runs if (REPO / "experiments/checkpoints" / r["name"] / "model.safetensors").exists()]
-if not runs:
-    sys.exit("short_inputs.py: no pretrained checkpoint found; run experiments/run_study.py --stage pretrain first")
+runs = study.pretrained(args.only, p, REPO)
 if any(L < 8 for L in args.lengths) or args.tokens < max(args.lengths):
     p.error("--lengths must be at least 8 tokens and --tokens at least the longest length")
 
@@ -69,7 +66,7 @@ def loss_on(model, L):
 
 
 for r in tqdm(runs, desc="runs"):
-    path = REPO / "experiments/checkpoints" / r["name"]
+    path = REPO / study.CHECKPOINTS / r["name"]
     scalings = list(PROJECTION_LENGTH_SCALING) if r["model_type"] == "linformer" else ["n/a"]
     result = {"name": r["name"], "n": r["n"], "command": "python " + " ".join(sys.argv), "lengths": {}}
     for scaling in scalings:
