@@ -113,14 +113,15 @@ def machine_info(device):
 
 # ---------------------------------------------------------------- models
 
-def build_roberta(n, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", head=None, seed=0):
-    """RoBERTa of the given size that accepts n tokens (positions start after pad_token_id=1)."""
+def build_roberta(n, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", head=None, seed=0, chunk_ff=0):
+    """RoBERTa of the given size that accepts n tokens (positions start after pad_token_id=1); `chunk_ff`:
+    chunk_size_feed_forward (0: the feed-forward blocks run on the whole sequence at once)."""
     from transformers import RobertaConfig, RobertaForMaskedLM, RobertaModel
 
     if attn not in ("eager", "sdpa"):
         raise ValueError(f"attention must be eager or sdpa, got {attn!r}")
     config = RobertaConfig(vocab_size=VOCAB, max_position_embeddings=n + 2, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, **dims)
+                           attention_probs_dropout_prob=0.0, chunk_size_feed_forward=chunk_ff, **dims)
     return _instantiate(RobertaForMaskedLM if head == "mlm" else RobertaModel, config, attn, dtype, device, seed)
 
 
@@ -133,13 +134,13 @@ def _instantiate(model_class, config, attn, dtype, device, seed):
 
 
 def build_linformer(n, k, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", head=None,
-                    sharing="layerwise", projection="linear", seed=0):
+                    sharing="layerwise", projection="linear", seed=0, chunk_ff=0):
     """Our Linformer of the given size, n = max_seq_length, k = projected_dim."""
     from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
 
     config = LinformerConfig(vocab_size=VOCAB, max_seq_length=n, projected_dim=k, projection_sharing=sharing,
                              projection_type=projection, hidden_dropout_prob=0.0,
-                             attention_probs_dropout_prob=0.0, **dims)
+                             attention_probs_dropout_prob=0.0, chunk_size_feed_forward=chunk_ff, **dims)
     return _instantiate(LinformerForMaskedLM if head == "mlm" else LinformerModel, config, attn, dtype, device, seed)
 
 
@@ -151,14 +152,15 @@ def random_ids(batch, n, device="cpu", seed=0, vocab=VOCAB):
 
 def build(spec, device="cpu"):
     """Model of a spec dict: model in {roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa},
-    n, k (Linformer), dims, dtype, head (None or "mlm"), sharing."""
+    n, k (Linformer), dims, dtype, head (None or "mlm"), sharing, chunk_ff (both models)."""
     kind, _, attn = spec["model"].partition("-")
     dims, dtype = spec.get("dims", BASE), DTYPES[spec.get("dtype", "float32")]
+    chunk_ff = spec.get("chunk_ff", 0)
     if kind == "roberta":
-        return build_roberta(spec["n"], dims, attn, dtype, device, head=spec.get("head"))
+        return build_roberta(spec["n"], dims, attn, dtype, device, head=spec.get("head"), chunk_ff=chunk_ff)
     if kind == "linformer":
         return build_linformer(spec["n"], spec["k"], dims, attn, dtype, device, head=spec.get("head"),
-                               sharing=spec.get("sharing", "layerwise"))
+                               sharing=spec.get("sharing", "layerwise"), chunk_ff=chunk_ff)
     raise ValueError(f"unknown model {spec['model']!r}: roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa")
 
 

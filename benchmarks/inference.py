@@ -31,6 +31,8 @@ p.add_argument("--batch", type=int, default=1)
 p.add_argument("--baselines", default="eager,sdpa", help="RoBERTa attention implementations to compare with")
 p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], help="Linformer's attention kernel")
 p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
+p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
+               help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
 p.add_argument("--repeats", type=int, default=3, help="timed runs of each model (interleaved)")
 p.add_argument("--warmup", type=int, default=1)
 p.add_argument("--device", default="auto")
@@ -97,7 +99,8 @@ for n, configs in plan.items():
     fns = {}
     for c in configs:
         name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
-        spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing)
+        spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
+                    chunk_ff=args.chunk_ff)
         fns[name] = C.inference_step(C.build(spec, device), ids)
         c.update(name=name, spec=spec)
     bar.set_postfix(n=n)

@@ -72,6 +72,13 @@ def test_memory_probe_in_fresh_process():
     assert m["peak_bytes"] >= 0 and m["resident_bytes"] > 0
 
 
+@pytest.mark.parametrize("model", ["roberta-sdpa", "linformer-sdpa"])
+def test_chunked_feed_forward_reaches_both_models(model):
+    spec = dict(model=model, n=64, k=16, dims=TINY, chunk_ff=16)
+    assert C.build(spec).config.chunk_size_feed_forward == 16
+    assert C.probe_memory(dict(spec, threads=1))["peak_bytes"] >= 0  # RoBERTa's warm-up is a whole chunk
+
+
 def test_inference_quick_path_tiny(tmp_path):
     out = run_script("inference.py", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1", "--warmup", "0",
                      "--threads", "1", "--no-memory", "--no-plots", "--out", str(tmp_path), "--tag", "t")
