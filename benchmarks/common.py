@@ -75,6 +75,18 @@ def pick_dtype(name, device):
     return DTYPES[name]
 
 
+def add_run_args(parser, repeats=3, tag_help=None):
+    """The flags every timing script shares; setup_run() reads them."""
+    parser.add_argument("--repeats", type=int, default=repeats, help="timed runs of each model (interleaved)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
+    parser.add_argument("--out", default=RESULTS)
+    parser.add_argument("--tag", default=None, help=tag_help)
+
+
 def setup_run(args, parser):
     """Device, dtype, threads and model size from the flags every benchmark script shares."""
     try:

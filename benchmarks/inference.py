@@ -33,20 +33,13 @@ p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], he
 p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
 p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
                help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
-p.add_argument("--repeats", type=int, default=3, help="timed runs of each model (interleaved)")
-p.add_argument("--warmup", type=int, default=1)
-p.add_argument("--device", default="auto")
-p.add_argument("--dtype", default="float32")
-p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+C.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
 p.add_argument("--max-forward-s", type=float, default=60.0,
                help="skip configurations whose estimated forward time exceeds this")
 p.add_argument("--mem-budget", type=float, default=0.5,
                help="skip configurations whose estimated activations exceed this fraction of free memory")
 p.add_argument("--no-memory", action="store_true", help="time only")
 p.add_argument("--quick", action="store_true", help="n=512,2048, k=128,256: a few minutes on 2 CPU cores")
-p.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
-p.add_argument("--out", default=C.RESULTS)
-p.add_argument("--tag", default=None, help="output file prefix (default: inference, inference_quick)")
 p.add_argument("--no-plots", action="store_true")
 args = p.parse_args()
 

@@ -26,16 +26,9 @@ p.add_argument("--k", default="256", help="Linformer projected lengths (layerwis
 p.add_argument("--batch", type=int, default=1)
 p.add_argument("--baselines", default="eager,sdpa")
 p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
-p.add_argument("--repeats", type=int, default=3)
-p.add_argument("--warmup", type=int, default=1)
-p.add_argument("--device", default="auto")
-p.add_argument("--dtype", default="float32")
-p.add_argument("--threads", type=int, default=None)
+C.add_run_args(p, repeats=3)
 p.add_argument("--no-memory", action="store_true")
 p.add_argument("--quick", action="store_true", help="n=512 only")
-p.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
-p.add_argument("--out", default=C.RESULTS)
-p.add_argument("--tag", default=None)
 args = p.parse_args()
 
 if args.quick:

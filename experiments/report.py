@@ -170,9 +170,11 @@ for key, claim in paper["figure3"].items():
     lines += [f"- **{key}** - paper: {claim}", "  - ours (final validation perplexity): " + ("; ".join(ours) or "no runs yet")]
 
 # --- short inputs: the length mismatch between pretraining blocks and finetuning texts ---------------
-short = {}
-for path in sorted((HERE / "results/short_inputs").glob("*.json")):
-    short[json.loads(path.read_text())["name"]] = json.loads(path.read_text())
+def by_name(folder):
+    return {r["name"]: r for r in (json.loads(p.read_text()) for p in sorted((HERE / folder).glob("*.json")))}
+
+
+short = by_name("results/short_inputs")
 short_lines = []
 if short:
     lengths = sorted({int(L) for r in short.values() for L in r["lengths"]})
@@ -203,9 +205,7 @@ if variants:
         short_lines.append(f"| {arch} | {v} | `{study.FINETUNE_VARIANTS[v]}` | {fmt(*sv['acc'], 1, 100)} "
                            f"({sv['n_acc']}) | {fmt(*s0['acc'], 1, 100)} ({s0['n_acc']}) | "
                            f"{fmt(*base['acc'], 1, 100)} ({base['n_acc']}) |")
-probed = {}
-for path in sorted((HERE / "results/feature_probes").glob("*.json")):
-    probed[json.loads(path.read_text())["name"]] = json.loads(path.read_text())
+probed = by_name("results/feature_probes")
 if probed:
     first = next(iter(probed.values()))
     short_lines += ["", "Linear probes (logistic regression on frozen final states, fitted on "
