@@ -1,3 +1,4 @@
+# Copyright 2026 The linformer-hf authors. Licensed under the Apache License, Version 2.0.
 """Finetune and evaluate an encoder (Linformer, RoBERTa, BERT, ...) on GLUE, IMDB or your own labelled text.
 
     python finetune_glue.py --model_name_or_path outputs/linformer-base --task_name sst2
@@ -7,161 +8,234 @@
     accelerate launch finetune_glue.py --model_name_or_path ckpt --task_name qqp --mixed_precision bf16
 
 Writes to --output_dir the best model (by the task's validation metric, save_pretrained: safetensors,
-tokenizer and, for Linformer, its modeling code), eval_results.json (metrics per split and how many
-examples were truncated), test predictions in the GLUE submission format under predictions/, and the
-training log (log.jsonl, TensorBoard under runs/). `--do_train false` only evaluates and predicts.
-Bad input (task, columns, labels, lengths, tokenizer) is rejected before any training starts.
+tokenizer and, for Linformer, its modeling code) with a model card, eval_results.json (metrics per split
+and how many examples were truncated) and test predictions in the GLUE submission format under
+predictions/, all published together once training ends; beside them the run's metrics.jsonl,
+TensorBoard logs/ and train_config.yaml. `--do_train false` only evaluates and predicts. The training
+loop is train_mlm.py's (linformer_training.loop), so checkpoints and `--resume_from_checkpoint latest`
+work the same way. Bad input (task, columns, labels, lengths, tokenizer, weights) is rejected before
+any training starts.
 """
 
 import dataclasses
 import json
-import math
+import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
-import torch
-from accelerate import Accelerator
-from accelerate.utils import ProjectConfiguration, set_seed
-from datasets import ClassLabel, DatasetDict, load_dataset
+import datasets
+import yaml
+from accelerate.utils import set_seed
+from datasets import load_dataset
 from torch.utils.data import DataLoader
-from tqdm.auto import tqdm
-from transformers import (AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding,
-                          SchedulerType, get_scheduler)
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_hf import script_utils
-from linformer_hf.glue_tasks import TASKS, custom_task, get_task
-from linformer_hf.metrics import GLUE_METRIC_KEYS, load_glue_metric
-from linformer_hf.script_utils import UsageError
+from linformer_training import checkpoints, loop, models, outputs, tasks
+from linformer_training.arguments import (OptimizerArguments, RunArguments, ScriptError, UsageError, apply_overrides,
+                                          arg, parse_args, parse_overrides)
+from linformer_training.corpus import load_files, resolve_files
+from linformer_training.metrics import load_glue_metric
+from linformer_training.tasks import TASKS
+from linformer_training.tracking import MetricsLog, resolve_trackers
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model", "tokenizer.model")
+BEST_DIR = "best"  # under checkpoints/: survives a resume, is never rotated, is not uploaded
 
 
 @dataclass
-class FinetuneConfig:
-    """Finetune and evaluate a sequence classifier on GLUE, IMDB or local CSV/JSON(L)/parquet files.
+class FinetuneArguments(OptimizerArguments, RunArguments):
+    """Finetune and evaluate a sequence classifier on GLUE, IMDB or local CSV/TSV/JSON(L)/parquet files.
 
     The paper gives no finetuning hyperparameters; the defaults are those of RoBERTa (Liu et al. 2019,
     Appendix C), whose setup it pretrains with: AdamW (betas 0.9/0.98, eps 1e-6, weight decay 0.1),
     learning rate 2e-5 with a 6% warmup then linear decay, batch 32, a few epochs, best epoch kept.
     """
 
-    model_name_or_path: str = field(default="", metadata={"help": "pretrained checkpoint: local folder or Hub name"})
-    tokenizer_name: str | None = field(default=None, metadata={"help": "tokenizer, if not the checkpoint's own"})
-    trust_remote_code: bool = False
-    config_overrides: str | None = field(default=None, metadata={
-        "help": "comma-separated key=value settings applied to the checkpoint's config before the model is "
-                "built, e.g. projection_length_scaling=sqrt,hidden_dropout_prob=0.2"})
+    model_name_or_path: str = arg("", "pretrained checkpoint: local folder or Hub name (required)")
+    tokenizer_name: str | None = arg(None, "tokenizer, if not the checkpoint's own")
+    trust_remote_code: bool = arg(False, "run model/tokenizer code that ships with the checkpoint")
+    config_overrides: str | None = arg(None, "checkpoint config fields changed before the model is built, e.g. "
+                                             "projection_length_scaling=sqrt,hidden_dropout_prob=0.2")
     # Data: a known task (GLUE, IMDB) from the Hub or from local files, or your own files.
-    task_name: str | None = field(default=None, metadata={"help": f"one of {', '.join(TASKS)}"})
-    dataset_name: str | None = field(default=None, metadata={"help": "override the task's Hub dataset"})
-    dataset_config_name: str | None = None
-    train_file: str | None = field(default=None, metadata={"help": ".csv, .tsv, .json, .jsonl or .parquet"})
-    validation_file: str | None = None
-    test_file: str | None = None
-    text_column: str | None = field(default=None, metadata={"help": "text column (required for own data)"})
-    text_pair_column: str | None = field(default=None, metadata={"help": "second text column, for pairs"})
-    label_column: str = "label"
-    regression: bool = field(default=False, metadata={"help": "own data: labels are real numbers"})
-    num_labels: int | None = field(default=None, metadata={"help": "if set, must match the labels found"})
-    validation_split_percentage: float = field(
-        default=5.0, metadata={"help": "percent of train held out for model selection when there is no validation split"})
-    max_seq_length: int | None = field(default=None, metadata={"help": "default and maximum: the model's limit"})
-    truncation: Literal["longest_first", "only_first", "only_second", "none"] = field(
-        default="longest_first", metadata={"help": "how longer inputs are cut (counted and reported); none: error"})
-    max_train_samples: int | None = None
-    max_eval_samples: int | None = None
-    max_predict_samples: int | None = None
-    # What to do.
-    do_train: bool = True
-    do_eval: bool = True
-    do_predict: bool = True
-    # Optimisation.
-    learning_rate: float = 2e-5
-    weight_decay: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_epsilon: float = 1e-6
-    max_grad_norm: float = 1.0
-    num_train_epochs: int = 3
-    max_train_steps: int | None = field(default=None, metadata={"help": "overrides num_train_epochs"})
-    warmup_ratio: float = 0.06
-    lr_scheduler_type: str = "linear"
-    per_device_train_batch_size: int = 32
-    per_device_eval_batch_size: int = 64
-    gradient_accumulation_steps: int = 1
-    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
-    seed: int = 42
-    # Model selection.
-    eval_steps: int | None = field(default=None, metadata={"help": "evaluate every N updates (default: each epoch)"})
-    metric_for_best_model: str | None = field(default=None, metadata={"help": "default: the task's metric"})
-    early_stopping_patience: int | None = field(
-        default=None, metadata={"help": "stop after N evaluations without improvement"})
-    ignore_mismatched_sizes: bool = field(
-        default=False, metadata={"help": "replace a classification head that has a different number of labels"})
-    metric_backend: Literal["auto", "evaluate", "local"] = "auto"
-    # Output.
-    output_dir: str = "outputs/finetune"
-    logging_steps: int = 50
-    report_to: str = "tensorboard"
-    push_to_hub: bool = False
-    hub_model_id: str | None = field(default=None, metadata={"help": "default: the output folder's name"})
+    task_name: Literal[tuple(TASKS)] | None = arg(None, "a known task (unset: your own --train_file etc.)")
+    dataset_name: str | None = arg(None, "Hub dataset in place of the task's own")
+    dataset_config_name: str | None = arg(None, "configuration of --dataset_name")
+    train_file: str | None = arg(None, "training data: .csv, .tsv, .json(l), .parquet, .txt (optionally compressed)")
+    validation_file: str | None = arg(None, "validation data, selects the model (default: held out of train)")
+    test_file: str | None = arg(None, "test data: predicted, and scored when labelled")
+    text_column: str | None = arg(None, "text column (required for your own data; renames a task's first one)")
+    text_pair_column: str | None = arg(None, "second text column, for sentence pairs")
+    label_column: str = arg("label", "label column")
+    regression: bool = arg(False, "your own data: labels are real numbers")
+    num_labels: int | None = arg(None, "if set, must match the number of labels found")
+    validation_split_percentage: float = arg(5.0, "percent of train held out for model selection when there "
+                                                  "is no validation split")
+    max_seq_length: int | None = arg(None, "tokens per input (default and maximum: the model's longest input)")
+    truncation: Literal["longest_first", "only_first", "only_second", "none"] = arg(
+        "longest_first", "how longer inputs are cut (counted and reported); none: an error")
+    max_train_samples: int | None = arg(None, "use the first N training examples")
+    max_eval_samples: int | None = arg(None, "use the first N examples of each validation split")
+    max_predict_samples: int | None = arg(None, "use the first N examples of each test split")
+    do_train: bool = arg(True, "finetune (false: evaluate and predict with a finetuned checkpoint)")
+    do_eval: bool = arg(True, "score the validation split(s)")
+    do_predict: bool = arg(True, "predict the test split(s) into predictions/")
+    num_train_epochs: int = arg(3, "epochs to train for (unless --max_steps)")
+    max_steps: int | None = arg(None, "updates to train for (default: --num_train_epochs epochs)")
+    metric_for_best_model: str | None = arg(None, "validation metric that selects the model (default: the task's)")
+    early_stopping_patience: int | None = arg(None, "stop after N evaluations without improvement")
+    ignore_mismatched_sizes: bool = arg(False, "replace a classification head that has a different number of labels")
+    metric_backend: Literal["auto", "evaluate", "local"] = arg(
+        "auto", "GLUE metric: evaluate's (needs the Hub), local (scikit-learn/scipy) or auto (evaluate, else local)")
+    # RoBERTa's finetuning values of shared flags.
+    learning_rate: float = arg(2e-5, "peak learning rate")
+    weight_decay: float = arg(0.1, "AdamW weight decay (not applied to biases and norms)")
+    warmup_ratio: float = arg(0.06, "fraction of the updates spent warming up (overrides --warmup_steps)")
+    per_device_train_batch_size: int = arg(32, "examples per process per forward pass")
+    per_device_eval_batch_size: int = arg(64, "examples per process per evaluation batch")
+    eval_steps: int | None = arg(None, "evaluate every N updates (default: once per epoch; 0: only at the end)")
+    output_dir: str = arg("outputs/finetune", "folder for the final model, results, checkpoints and logs")
+    logging_steps: int = arg(50, "log the training loss every N updates")
+
+    bounds = {"num_labels": "[1, inf)", "validation_split_percentage": "[0, 100)", "max_seq_length": "[8, inf)",
+              "max_train_samples": "[1, inf)", "max_eval_samples": "[1, inf)", "max_predict_samples": "[1, inf)",
+              "num_train_epochs": "[1, inf)", "early_stopping_patience": "[1, inf)"}
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.model_name_or_path:
+            raise UsageError("--model_name_or_path is required (a local checkpoint folder or a Hub model name)")
+        if self.task_name is None and not self.data_files():
+            raise UsageError(f"pass --task_name (one of {', '.join(TASKS)}) or "
+                             f"--train_file/--validation_file/--test_file")
+        if self.task_name is None and self.text_column is None:
+            raise UsageError("your own data needs --text_column (and --text_pair_column for sentence pairs)")
+        if self.text_pair_column and not self.text_column:
+            raise UsageError("--text_pair_column needs --text_column (the first text of each pair)")
+        if self.task_name is not None and self.regression:
+            raise UsageError(f"--regression is for your own data; --task_name {self.task_name} defines its labels")
+        if not (self.do_train or self.do_eval or self.do_predict):
+            raise UsageError("nothing to do: --do_train, --do_eval and --do_predict are all false")
+        if self.push_to_hub and not self.do_train:
+            raise UsageError("--push_to_hub uploads the finetuned model, so it needs --do_train true")
+        if self.resume_from_checkpoint and not self.do_train:
+            raise UsageError("--resume_from_checkpoint continues training, so it needs --do_train true")
+        if self.do_train and self.task_name is None and not self.train_file:
+            raise UsageError("--do_train needs --train_file (or pass --do_train false to only evaluate/predict)")
+        task = self.known_task()
+        if task is not None and self.do_train and task.train_split is None:
+            raise UsageError(f"--task_name {task.name} has no training data: finetune on mnli, then predict "
+                             f"{task.name} with that checkpoint and --do_train false")
+        if self.truncation == "only_second" and len(task.text_columns if task else self.text_columns()) == 1:
+            raise UsageError("--truncation only_second needs sentence pairs (--text_pair_column)")
+
+    def data_files(self):
+        return {split: path for split, path in (("train", self.train_file), ("validation", self.validation_file),
+                                                ("test", self.test_file)) if path}
+
+    def text_columns(self):
+        return (self.text_column, *((self.text_pair_column,) if self.text_pair_column else ()))
+
+    def known_task(self):
+        """The --task_name task as this run reads it (its columns renamed, from local files, ...); None
+        for your own data, whose labels are only known once the data is read."""
+        if self.task_name is None:
+            return None
+        return tasks.adapt_task(TASKS[self.task_name], self.text_columns() if self.text_column else None,
+                                self.metric_for_best_model, local_files=bool(self.data_files()))
 
 
-FILE_FORMATS = {".csv": ("csv", {}), ".tsv": ("csv", {"delimiter": "\t", "quoting": 3}),
-                ".json": ("json", {}), ".jsonl": ("json", {}), ".parquet": ("parquet", {})}
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "spiece.model",
-                   "sentencepiece.bpe.model", "tokenizer.model")
-ROBERTA_LIKE = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod")
+@dataclass
+class Splits:
+    """A task's tokenized splits by role; the first evaluated split selects the model."""
+
+    task: tasks.Task
+    data: dict  # split -> tokenized Dataset (`labels` where labelled)
+    train: str | None
+    evaluated: list  # labelled validation splits
+    predicted: list  # test splits
+    truncated: dict  # split -> examples longer than --max_seq_length
+    test_index: dict  # test split -> the ids its submission file lists
 
 
-def check_args(cfg):
-    """Argument errors that need no data and no model."""
-    if not cfg.model_name_or_path:
-        raise UsageError("--model_name_or_path is required (a local checkpoint folder or a Hub model name)")
-    files = {"train": cfg.train_file, "validation": cfg.validation_file, "test": cfg.test_file}
-    if cfg.task_name is None and not any(files.values()):
-        raise UsageError(f"pass --task_name (one of {', '.join(TASKS)}) or --train_file/--validation_file/--test_file")
-    if cfg.task_name is None and cfg.text_column is None:
-        raise UsageError("your own data needs --text_column (and --text_pair_column for sentence pairs)")
-    if cfg.task_name is not None and cfg.regression:
-        raise UsageError(f"--regression is for your own data; --task_name {cfg.task_name} defines its labels")
-    if not (cfg.do_train or cfg.do_eval or cfg.do_predict):
-        raise UsageError("nothing to do: --do_train, --do_eval and --do_predict are all false")
-    if cfg.push_to_hub and not cfg.do_train:
-        raise UsageError("--push_to_hub uploads the finetuned model, so it needs --do_train true")
-    if cfg.do_train and cfg.task_name is None and not cfg.train_file:
-        raise UsageError("--do_train needs --train_file (or pass --do_train false to only evaluate/predict)")
-    for flag in ("num_train_epochs", "per_device_train_batch_size", "per_device_eval_batch_size",
-                 "gradient_accumulation_steps", "logging_steps"):
-        if getattr(cfg, flag) < 1:
-            raise UsageError(f"--{flag} must be at least 1")
-    if cfg.lr_scheduler_type not in {t.value for t in SchedulerType}:
-        raise UsageError(f"--lr_scheduler_type {cfg.lr_scheduler_type!r} is unknown; allowed: "
-                         f"{', '.join(t.value for t in SchedulerType)}")
-    if cfg.max_seq_length is not None and cfg.max_seq_length < 8:
-        raise UsageError("--max_seq_length must be at least 8 tokens")
-    if not 0 <= cfg.validation_split_percentage < 100:
-        raise UsageError("--validation_split_percentage must be in [0, 100)")
-    for split, path in files.items():
-        if path and not Path(path).is_file():
-            raise UsageError(f"--{split}_file {path}: no such file")
-        if path and Path(path).suffix.lower() not in FILE_FORMATS:
-            raise UsageError(f"--{split}_file {path}: unsupported format; allowed: {', '.join(FILE_FORMATS)}")
+# ---------------------------------------------------------------------------------------------------
+# Before any data: the checkpoint (config, weights, tokenizer, length) and the input files
+# ---------------------------------------------------------------------------------------------------
 
 
-def load_raw(cfg, task):
-    """Local files as splits `train`/`validation`/`test`, or the task's dataset with its own split names."""
-    files = {"train": cfg.train_file, "validation": cfg.validation_file, "test": cfg.test_file}
-    if any(files.values()):
-        raw = DatasetDict()
-        for split, path in files.items():
-            if path:
-                builder, kwargs = FILE_FORMATS[Path(path).suffix.lower()]
-                raw[split] = load_dataset(builder, data_files=str(path), split="train", **kwargs)
-        return raw
-    name = [n for n in ((cfg.dataset_name, cfg.dataset_config_name) if cfg.dataset_name else task.dataset) if n]
+def check_data_files(args):
+    """Each local file exists, is not empty and is of a known type (split -> its path)."""
+    return {split: resolve_files([path], f"--{split}_file")[1] for split, path in args.data_files().items()}
+
+
+def load_model_config(args):
+    """The checkpoint's config with --config_overrides, and whether it has a sequence-classification head."""
+    name = args.model_name_or_path
+    try:
+        config = AutoConfig.from_pretrained(name, trust_remote_code=args.trust_remote_code)
+    except (OSError, ValueError) as error:
+        raise UsageError(f"--model_name_or_path {name}: cannot load its config ({error})") from None
+    if Path(name).is_dir() and not any((Path(name) / f).is_file() for f in WEIGHT_FILES):
+        raise UsageError(f"--model_name_or_path {name} has no weights (none of {', '.join(WEIGHT_FILES)}); "
+                         f"point it at a folder written by save_pretrained")
+    overrides = parse_overrides(args.config_overrides)
+    config = apply_overrides(config, overrides) if overrides else config
+    head = any(a.endswith("ForSequenceClassification") for a in config.architectures or [])
+    if not args.do_train and not head:
+        raise UsageError(f"--do_train false needs a finetuned checkpoint; {name} has no sequence-classification head")
+    return config, head
+
+
+def load_tokenizer(args, config):
+    """The checkpoint's tokenizer (or --tokenizer_name), which must fit the model's embedding table."""
+    source = args.tokenizer_name or args.model_name_or_path
+    if Path(source).is_dir() and not any((Path(source) / f).is_file() for f in TOKENIZER_FILES):
+        raise UsageError(f"{source} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save the tokenizer "
+                         f"it was pretrained with next to it, or pass --tokenizer_name")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=args.trust_remote_code)
+    except (OSError, ValueError, TypeError, KeyError) as error:
+        raise UsageError(f"no tokenizer at {source} ({str(error).splitlines()[0]}); save one with the "
+                         f"checkpoint or pass --tokenizer_name") from None
+    vocab_size = getattr(config, "vocab_size", None)
+    if vocab_size is not None and len(tokenizer) > vocab_size:
+        raise UsageError(f"the tokenizer of {source} has {len(tokenizer):,} tokens but {args.model_name_or_path} "
+                         f"embeds only vocab_size={vocab_size:,}: its larger ids have no embedding. Pass "
+                         f"--tokenizer_name with the tokenizer the checkpoint was pretrained with")
+    return tokenizer
+
+
+def sequence_length(args, config):
+    """--max_seq_length, which defaults to (and may not exceed) the longest input the model accepts."""
+    limit = models.input_limit(config)
+    if args.max_seq_length and args.max_seq_length > limit:
+        raise UsageError(f"--max_seq_length {args.max_seq_length} is above what {args.model_name_or_path} "
+                         f"accepts; allowed: at most {limit}")
+    return args.max_seq_length or limit
+
+
+def find_checkpoint(args, accelerator):
+    if not args.resume_from_checkpoint:
+        return None
+    return checkpoints.find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir,
+                                              accelerator.num_processes, args.allow_inexact_resume)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data: the task, its splits, labels and tokens
+# ---------------------------------------------------------------------------------------------------
+
+
+def read_splits(args, task, files):
+    """Local files as splits train/validation/test (each file of its own type), or the task's Hub dataset."""
+    if files:
+        return datasets.DatasetDict({split: load_files({split: paths})[split] for split, paths in files.items()})
+    name = [n for n in ((args.dataset_name, args.dataset_config_name) if args.dataset_name else task.dataset) if n]
     try:
         return load_dataset(*name)
     except Exception as error:  # offline, unknown name, ...
@@ -169,402 +243,336 @@ def load_raw(cfg, task):
                          f"the Hub, pass the task's data as --train_file/--validation_file/--test_file") from error
 
 
-def model_length_limit(config):
-    """Longest input the model accepts: Linformer's n, else its position table (RoBERTa's is offset)."""
-    if getattr(config, "max_seq_length", None):
-        return config.max_seq_length
-    if config.model_type in ROBERTA_LIKE:
-        return config.max_position_embeddings - config.pad_token_id - 1
-    return config.max_position_embeddings
+def define_task(args, raw, config, head):
+    """Your own data's task, from its train labels (or, predicting only, the labels the checkpoint knows)."""
+    trained = None if args.do_train else [config.id2label[i] for i in range(config.num_labels)]
+    task = tasks.own_task(raw.get("train"), args.text_columns(), args.label_column, args.regression, trained)
+    task = tasks.adapt_task(task, best_metric=args.metric_for_best_model)
+    check_model_fits(args, task, config, head)
+    return task
 
 
-def own_task(cfg, raw, model_config):
-    """The task of the user's files. Class labels: the train split's values, sorted (or, with no training,
-    those the finetuned checkpoint was trained on), named by their text."""
-    columns = (cfg.text_column,) + ((cfg.text_pair_column,) if cfg.text_pair_column else ())
-    if cfg.regression:
-        return custom_task(columns, None)
-    if not cfg.do_train:
-        return custom_task(columns, [model_config.id2label[i] for i in range(model_config.num_labels)])
-    if cfg.label_column not in raw["train"].column_names:
-        raise UsageError(f"train split has no label column {cfg.label_column!r} (--label_column); its columns: "
-                         f"{', '.join(raw['train'].column_names)}")
-    values = set(raw["train"][cfg.label_column])
-    if any(isinstance(v, float) for v in values):
-        raise UsageError(f"the labels in {cfg.label_column!r} are real numbers; pass --regression true for regression")
-    if None in values:
-        raise UsageError(f"train split: column {cfg.label_column!r} has empty labels")
-    return custom_task(columns, [str(v) for v in sorted(values, key=lambda v: (isinstance(v, str), v))])
+def check_model_fits(args, task, config, head):
+    tasks.check_model_fits(task, config, head, args.model_name_or_path, args.num_labels, args.do_train,
+                           args.ignore_mismatched_sizes)
 
 
-def check_model_fits(cfg, task, model_config, head):
-    """The checkpoint's head (if it has one) and --num_labels must agree with the task's labels."""
-    if cfg.num_labels is not None and cfg.num_labels != task.num_labels:
-        raise UsageError(f"--num_labels {cfg.num_labels} does not match the task's {task.num_labels} label(s): "
-                         f"{', '.join(task.labels or ['one real-valued score'])}")
-    if head and model_config.num_labels != task.num_labels and not (cfg.do_train and cfg.ignore_mismatched_sizes):
-        raise UsageError(f"{cfg.model_name_or_path} has a classification head for {model_config.num_labels} "
-                         f"label(s) but the task has {task.num_labels}; " + (
-                             "pass --ignore_mismatched_sizes true to train a new head" if cfg.do_train
-                             else "it was not finetuned on this task"))
-    trained = [model_config.id2label[i] for i in range(model_config.num_labels)]
-    if (not cfg.do_train and task.labels and trained != list(task.labels)
-            and not all(name == f"LABEL_{i}" for i, name in enumerate(trained))):
-        raise UsageError(f"{cfg.model_name_or_path} predicts the labels {trained}, the task has "
-                         f"{list(task.labels)}: it was not finetuned on this task")
-
-
-def label_ids(values, labels, split, column, allow_ids):
-    """Class labels as ids: by name (own data's numeric labels are named by their text) or, where
-    `allow_ids`, as ids 0..K-1 (-1 = unlabelled). Anything else is a clear error."""
-    names = {name: i for i, name in enumerate(labels)}
-    out = []
-    for value in values:
-        if str(value) in names:
-            out.append(names[str(value)])
-        elif allow_ids and isinstance(value, (int, np.integer)) and not isinstance(value, bool) and \
-                -1 <= value < len(labels):
-            out.append(int(value))
-        else:
-            raise UsageError(f"{split} split: label {value!r} in column {column!r} is not one of the task's "
-                             f"{len(labels)} labels ({', '.join(labels)})"
-                             + (f" nor a label id 0..{len(labels) - 1}" if allow_ids else ""))
-    return out
-
-
-def prepare_labels(cfg, task, raw, splits):
-    """Turn each split's label column into `labels` (ids or floats). Returns the labelled splits; a test
-    split without labels (no column, or GLUE's all -1) is only predicted."""
-    labelled = []
-    for split in splits:
-        if cfg.label_column not in raw[split].column_names:
-            if split not in task.test_splits:
-                raise UsageError(f"{split} split has no label column {cfg.label_column!r} (--label_column); "
-                                 f"its columns: {', '.join(raw[split].column_names)}")
-            continue
-        feature, values = raw[split].features[cfg.label_column], list(raw[split][cfg.label_column])
-        if isinstance(feature, ClassLabel) and task.labels and list(feature.names) != list(task.labels):
-            raise UsageError(f"{split} split has labels {feature.names}, the {task.name} task {list(task.labels)}")
-        if task.is_regression:
-            if any(not isinstance(v, (int, float)) for v in values):
-                raise UsageError(f"{split} split: column {cfg.label_column!r} must hold numbers for regression")
-            values = np.asarray(values, dtype=np.float32)
-        else:
-            default_names = all(name == f"LABEL_{i}" for i, name in enumerate(task.labels))
-            values = np.asarray(label_ids(values, task.labels, split, cfg.label_column,
-                                          allow_ids=task.name != "custom" or default_names))
-        raw[split] = raw[split].remove_columns(cfg.label_column)
-        if (values == -1).all():  # GLUE's unlabelled test splits
-            continue
-        if not task.is_regression and (values == -1).any():
-            raise UsageError(f"{split} split: {(values == -1).sum()} rows have label -1 (unlabelled)")
-        raw[split] = raw[split].add_column("labels", values.tolist())
-        labelled.append(split)
-    return labelled
-
-
-def tokenize_split(dataset, split, tokenizer, columns, max_len, truncation, keep_token_types):
-    """Tokenize without padding; inputs over max_len tokens are cut by `truncation` and flagged."""
-
-    def encode(batch):
-        texts = [batch[c] for c in columns]
-        for column, values in zip(columns, texts):
-            if not all(isinstance(v, str) for v in values):
-                raise UsageError(f"{split} split: text column {column!r} has an empty or non-text value")
-        # An input is too long exactly when cutting it at max_len + 1 still leaves max_len + 1 tokens.
-        enc = tokenizer(*texts, truncation="longest_first", max_length=max_len + 1)
-        long = [i for i, ids in enumerate(enc["input_ids"]) if len(ids) > max_len]
-        if long:
-            strategy = "longest_first" if truncation == "none" else truncation  # "none" fails after counting
-            cut = tokenizer(*[[t[i] for i in long] for t in texts], truncation=strategy, max_length=max_len)
-            for key in enc:
-                for j, i in enumerate(long):
-                    enc[key][i] = cut[key][j]
-        if not keep_token_types:  # RoBERTa-style models have one token type
-            enc.pop("token_type_ids", None)
-        flagged = set(long)
-        return {**enc, "truncated": [i in flagged for i in range(len(texts[0]))]}
-
-    return dataset.map(encode, batched=True, remove_columns=[c for c in dataset.column_names if c != "labels"],
-                       desc=f"tokenizing {split}")
-
-
-def predict(accelerator, model, loader, is_regression, desc):
-    """Predictions (and labels, if the split has them) for a whole split, gathered over processes."""
-    model.eval()
-    preds, refs = [], []
-    for batch in tqdm(loader, desc=desc, leave=False, disable=not accelerator.is_local_main_process):
-        labels = batch.pop("labels", None)
-        with torch.no_grad():
-            logits = accelerator.gather_for_metrics(model(**batch).logits)
-        preds.append((logits.squeeze(-1) if is_regression else logits.argmax(-1)).float().cpu().numpy())
-        if labels is not None:
-            refs.append(accelerator.gather_for_metrics(labels).cpu().numpy())
-    return np.concatenate(preds), (np.concatenate(refs) if refs else None)
-
-
-def main(argv=None):
-    cfg = script_utils.parse_config(FinetuneConfig, argv, prog="finetune_glue.py")
-    check_args(cfg)
-    try:
-        task = get_task(cfg.task_name) if cfg.task_name else None
-    except ValueError as error:
-        raise UsageError(str(error)) from None
-    trackers = script_utils.resolve_trackers(cfg.report_to)
-    output_dir = script_utils.ensure_writable_dir(cfg.output_dir)
-    if task and cfg.do_train and task.train_split is None:
-        raise UsageError(f"--task_name {task.name} has no training data: finetune on mnli, then predict "
-                         f"{task.name} with that checkpoint and --do_train false")
-
-    # The checkpoint, its tokenizer and its length limit, before any data is touched.
-    try:
-        model_config = AutoConfig.from_pretrained(cfg.model_name_or_path, trust_remote_code=cfg.trust_remote_code)
-    except (OSError, ValueError) as error:
-        raise UsageError(f"--model_name_or_path {cfg.model_name_or_path}: cannot load its config ({error})") from None
-    if cfg.config_overrides:
-        try:
-            model_config.update_from_string(cfg.config_overrides)
-            model_config = type(model_config).from_dict(model_config.to_dict())  # re-validates the whole config
-        except (ValueError, TypeError) as error:
-            raise UsageError(f"--config_overrides {cfg.config_overrides!r}: {error}") from None
-    tokenizer_source = cfg.tokenizer_name or cfg.model_name_or_path
-    if Path(tokenizer_source).is_dir() and not any((Path(tokenizer_source) / f).is_file() for f in TOKENIZER_FILES):
-        raise UsageError(f"{tokenizer_source} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save the "
-                         f"tokenizer it was pretrained with next to it, or pass --tokenizer_name")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source, trust_remote_code=cfg.trust_remote_code)
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise UsageError(f"no tokenizer at {tokenizer_source} ({str(error).splitlines()[0]}); save one "
-                         f"with the checkpoint or pass --tokenizer_name") from None
-    head = any(a.endswith("ForSequenceClassification") for a in model_config.architectures or [])
-    if not cfg.do_train and not head:
-        raise UsageError(f"--do_train false needs a finetuned checkpoint; {cfg.model_name_or_path} has no "
-                         f"sequence-classification head")
-    limit = model_length_limit(model_config)
-    max_len = cfg.max_seq_length or limit
-    if max_len > limit:
-        raise UsageError(f"--max_seq_length {max_len} is above what {cfg.model_name_or_path} accepts; "
-                         f"allowed: at most {limit}")
-
-    # The task: its data, splits, columns and labels.
-    accelerator = Accelerator(
-        mixed_precision=cfg.mixed_precision, gradient_accumulation_steps=cfg.gradient_accumulation_steps,
-        log_with=trackers, project_config=ProjectConfiguration(output_dir, logging_dir=output_dir / "runs"))
-    say = accelerator.print
-    if task is not None:
-        check_model_fits(cfg, task, model_config, head)
-    with accelerator.main_process_first():
-        raw = load_raw(cfg, task)
-    if task is None:
-        task = own_task(cfg, raw, model_config)
-        check_model_fits(cfg, task, model_config, head)
-    if cfg.text_column:
-        pair = (cfg.text_pair_column,) if cfg.text_pair_column else ()
-        if len(pair) + 1 != len(task.text_columns):
-            raise UsageError(f"--task_name {task.name} has {len(task.text_columns)} text column(s) "
-                             f"({', '.join(task.text_columns)}); rename both with --text_column and --text_pair_column")
-        task = dataclasses.replace(task, text_columns=(cfg.text_column, *pair))
-    if cfg.metric_for_best_model:
-        task = dataclasses.replace(task, best_metric=cfg.metric_for_best_model)
-    if task.best_metric not in GLUE_METRIC_KEYS[task.metric]:
-        raise UsageError(f"--metric_for_best_model {task.best_metric!r} is not computed for this task; "
-                         f"allowed: {', '.join(GLUE_METRIC_KEYS[task.metric])}")
-    if cfg.truncation == "only_second" and len(task.text_columns) == 1:
-        raise UsageError("--truncation only_second needs sentence pairs (--text_pair_column)")
-    if any([cfg.train_file, cfg.validation_file, cfg.test_file]):  # local files have plain split names
-        test_file = next(iter(task.test_splits.values()))
-        task = dataclasses.replace(task, validation_splits=("validation",), test_splits={"test": test_file})
-    if (cfg.do_train and cfg.validation_split_percentage and "train" in raw
+def hold_out_validation(args, task, raw, accelerator):
+    """Training without a validation split holds one out of train, for model selection."""
+    if not (args.do_train and args.validation_split_percentage and "train" in raw
             and not any(s in raw for s in task.validation_splits)):
-        parts = raw["train"].train_test_split(test_size=cfg.validation_split_percentage / 100, seed=cfg.seed)
-        raw["train"], raw["validation"] = parts["train"], parts["test"]
-        task = dataclasses.replace(task, validation_splits=("validation",))
-        say(f"no validation split: held out {len(raw['validation']):,} train examples "
-            f"(--validation_split_percentage {cfg.validation_split_percentage:g})")
-    splits = [task.train_split] if cfg.do_train else []
-    splits += [s for s in task.validation_splits if s in raw] if cfg.do_train or cfg.do_eval else []
-    splits += [s for s in task.test_splits if s in raw] if cfg.do_predict else []
-    for split in splits:
+        return task, raw
+    parts = raw["train"].train_test_split(test_size=args.validation_split_percentage / 100, seed=args.seed)
+    accelerator.print(f"no validation split: held out {len(parts['test']):,} train examples "
+                      f"(--validation_split_percentage {args.validation_split_percentage:g})")
+    raw = datasets.DatasetDict({**raw, "train": parts["train"], "validation": parts["test"]})
+    return dataclasses.replace(task, validation_splits=("validation",)), raw
+
+
+def choose_splits(args, task, raw):
+    """The splits this run uses by role, each checked for its text columns and cut to --max_*_samples."""
+    train = [task.train_split] if args.do_train else []
+    validation = [s for s in task.validation_splits if s in raw] if args.do_train or args.do_eval else []
+    test = [s for s in task.test_splits if s in raw] if args.do_predict else []
+    limits = {**{s: args.max_predict_samples for s in test}, **{s: args.max_eval_samples for s in validation},
+              **{s: args.max_train_samples for s in train}}
+    chosen = {}
+    for split in [*train, *validation, *test]:
         if split not in raw:
             raise UsageError(f"the data has no {split!r} split; it has: {', '.join(raw)}")
         for column in task.text_columns:
             if column not in raw[split].column_names:
                 raise UsageError(f"{split} split has no text column {column!r} (--text_column/--text_pair_column); "
                                  f"its columns: {', '.join(raw[split].column_names)}")
-        n = (cfg.max_train_samples if split == task.train_split else
-             cfg.max_predict_samples if split in task.test_splits else cfg.max_eval_samples)
-        if n:
-            raw[split] = raw[split].select(range(min(n, len(raw[split]))))
-    if not splits:
+        limit = limits[split]
+        chosen[split] = raw[split].select(range(min(limit, len(raw[split])))) if limit else raw[split]
+    if not chosen:
         raise UsageError(f"nothing to evaluate or predict: the data has only the splits {', '.join(raw)}")
-    test_index = {s: list(raw[s]["idx"]) if "idx" in raw[s].column_names else list(range(len(raw[s])))
-                  for s in splits if s in task.test_splits}
-    labelled = prepare_labels(cfg, task, raw, splits)
-    eval_names = [s for s in task.validation_splits if s in labelled and s in splits]
+    return chosen, (train[0] if train else None), validation, test
 
-    # Tokenize, counting what had to be truncated.
-    keep_token_types = getattr(model_config, "type_vocab_size", 1) > 1
+
+def tokenize_splits(args, accelerator, task, labelled, tokenizer, config, max_len):
+    """Every split tokenized, with how many of its examples were longer than max_len (reported)."""
+    keep_token_types = getattr(config, "type_vocab_size", 1) > 1
     data, truncated = {}, {}
-    with accelerator.main_process_first():
-        for split in splits:
-            data[split] = tokenize_split(raw[split], split, tokenizer, task.text_columns, max_len, cfg.truncation,
-                                         keep_token_types)
-            truncated[split] = int(sum(data[split]["truncated"]))
-            data[split] = data[split].remove_columns("truncated")
-            say(f"{split}: {len(data[split]):,} examples; {truncated[split]:,} "
-                f"({truncated[split] / max(len(data[split]), 1):.1%}) longer than {max_len} tokens"
-                + (f", truncated ({cfg.truncation})" if truncated[split] else ""))
-    if cfg.truncation == "none" and any(truncated.values()):
+    for split, dataset in labelled.items():
+        data[split], truncated[split] = tasks.tokenize_split(dataset, split, tokenizer, task.text_columns, max_len,
+                                                             args.truncation, keep_token_types)
+        accelerator.print(f"{split}: {len(data[split]):,} examples; {truncated[split]:,} "
+                          f"({truncated[split] / max(len(data[split]), 1):.1%}) longer than {max_len} tokens"
+                          + (f", truncated ({args.truncation})" if truncated[split] else ""))
+    if args.truncation == "none" and any(truncated.values()):
         raise UsageError(f"--truncation none: {sum(truncated.values()):,} examples are longer than --max_seq_length "
-                         f"{max_len} (the model accepts {limit}); raise it or allow --truncation longest_first, "
-                         f"only_first or only_second")
+                         f"{max_len} (the model accepts {models.input_limit(config)}); raise it or allow --truncation "
+                         f"longest_first, only_first or only_second")
+    return data, truncated
 
-    # The model: a new head for the task, or (no training) the finetuned one.
-    if cfg.do_train:
-        model_config.num_labels = task.num_labels
-        model_config.problem_type = "regression" if task.is_regression else "single_label_classification"
+
+def prepare_data(args, accelerator, files, config, head, tokenizer, max_len):
+    """The task and its labelled, tokenized splits. The main process goes first (it fills the caches)."""
+    task = args.known_task()
+    if task is not None:
+        check_model_fits(args, task, config, head)  # before any data is read
+    with accelerator.main_process_first():
+        raw = read_splits(args, task, files)
+        task = task or define_task(args, raw, config, head)
+        task, raw = hold_out_validation(args, task, raw, accelerator)
+        chosen, train, validation, test = choose_splits(args, task, raw)
+        test_index = {s: list(chosen[s]["idx"]) if "idx" in chosen[s].column_names else list(range(len(chosen[s])))
+                      for s in test}
+        labelled = {split: tasks.attach_labels(task, dataset, split, args.label_column)
+                    for split, dataset in chosen.items()}  # every label checked before any tokenizing
+        data, truncated = tokenize_splits(args, accelerator, task, {s: d for s, (d, _) in labelled.items()},
+                                          tokenizer, config, max_len)
+    evaluated = [s for s in validation if labelled[s][1]]
+    return Splits(task, data, train, evaluated, test, truncated, test_index)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Model, run, and the best model so far
+# ---------------------------------------------------------------------------------------------------
+
+
+def build_model(args, task, config):
+    """A new head for the task on the pretrained encoder, or (predicting only) the finetuned model."""
+    if args.do_train:
+        config.num_labels = task.num_labels
+        config.problem_type = "regression" if task.is_regression else "single_label_classification"
         if task.labels:
-            model_config.id2label = dict(enumerate(task.labels))
-            model_config.label2id = {name: i for i, name in enumerate(task.labels)}
-        model_config.finetuning_task = task.name
-    set_seed(cfg.seed)
-    model = AutoModelForSequenceClassification.from_pretrained(
-        cfg.model_name_or_path, config=model_config, trust_remote_code=cfg.trust_remote_code,
-        ignore_mismatched_sizes=cfg.ignore_mismatched_sizes)
+            config.id2label = dict(enumerate(task.labels))
+            config.label2id = {name: i for i, name in enumerate(task.labels)}
+        config.finetuning_task = task.name
+    set_seed(args.seed)  # the new head's initialisation
+    return AutoModelForSequenceClassification.from_pretrained(
+        args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code,
+        ignore_mismatched_sizes=args.ignore_mismatched_sizes)
 
-    collate = DataCollatorWithPadding(tokenizer)
-    loaders = {s: DataLoader(data[s], batch_size=cfg.per_device_eval_batch_size, collate_fn=collate)
-               for s in splits if not (cfg.do_train and s == task.train_split)}
-    metric = load_glue_metric(task.metric, cfg.metric_backend)
-    jsonl = output_dir / "log.jsonl"
-    script_utils.init_trackers(accelerator, "finetune_glue", script_utils.config_to_dict(cfg))
 
-    def evaluate_splits(step):
-        results = {}
-        for split in eval_names:
-            preds, refs = predict(accelerator, model, loaders[split], task.is_regression, f"evaluating {split}")
-            results[split] = {**metric(preds, refs), "num_examples": len(refs)}
-            script_utils.log_metrics(accelerator, {f"{split}/{k}": v for k, v in results[split].items()}, step, jsonl)
-        return results
+def eval_loader(args, dataset, tokenizer):
+    return DataLoader(dataset, batch_size=args.per_device_eval_batch_size,
+                      collate_fn=DataCollatorWithPadding(tokenizer))
 
-    def save():
-        accelerator.wait_for_everyone()
-        accelerator.unwrap_model(model).save_pretrained(output_dir, is_main_process=accelerator.is_main_process,
-                                                        save_function=accelerator.save)
-        if accelerator.is_main_process:
-            tokenizer.save_pretrained(output_dir)
 
-    results = {"task": task.name, "model_name_or_path": cfg.model_name_or_path, "max_seq_length": max_len,
-               "truncated": truncated}
-    if cfg.do_train:
-        train_loader = DataLoader(data[task.train_split], batch_size=cfg.per_device_train_batch_size, shuffle=True,
-                                  collate_fn=collate)
-        decay = [p for n, p in model.named_parameters() if p.ndim > 1]  # no decay on biases and norms
-        no_decay = [p for n, p in model.named_parameters() if p.ndim <= 1]
-        optimizer = torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg.learning_rate, betas=(cfg.adam_beta1, cfg.adam_beta2), eps=cfg.adam_epsilon)
-        model, optimizer, train_loader, *prepared = accelerator.prepare(model, optimizer, train_loader,
-                                                                        *loaders.values())
-        loaders = dict(zip(loaders, prepared))
-        updates_per_epoch = math.ceil(len(train_loader) / cfg.gradient_accumulation_steps)
-        max_steps = cfg.max_train_steps or cfg.num_train_epochs * updates_per_epoch
-        # A prepared scheduler is stepped once per process at each update, hence the factor.
-        scheduler = accelerator.prepare(get_scheduler(
-            cfg.lr_scheduler_type, optimizer,
-            num_warmup_steps=math.ceil(cfg.warmup_ratio * max_steps) * accelerator.num_processes,
-            num_training_steps=max_steps * accelerator.num_processes))
-        batch_size = cfg.per_device_train_batch_size * cfg.gradient_accumulation_steps * accelerator.num_processes
-        say(f"finetuning on {len(data[task.train_split]):,} examples: {max_steps:,} updates of {batch_size}, "
-            f"selecting on {eval_names[0] if eval_names else 'nothing (keeps the last model)'} {task.best_metric}")
+def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation):
+    """Optimizer, schedule and data prepared by Accelerate, as one `loop.Run` that keeps the best model:
+    evaluated every --eval_steps updates, or once per epoch."""
+    train_loader = DataLoader(splits.data[splits.train], batch_size=args.per_device_train_batch_size, shuffle=True,
+                              collate_fn=DataCollatorWithPadding(tokenizer))
+    optimizer = loop.build_optimizer(model, args)
+    model, optimizer, train_loader, *eval_loaders = accelerator.prepare(
+        model, optimizer, train_loader, *(eval_loader(args, splits.data[s], tokenizer) for s in splits.evaluated))
+    updates_per_epoch = len(train_loader) // accumulation
+    if updates_per_epoch == 0:
+        raise UsageError(f"the training set ({len(splits.data[splits.train]):,} examples) is smaller than one update; "
+                         f"lower --per_device_train_batch_size or --gradient_accumulation_steps")
+    max_steps = args.max_steps or args.num_train_epochs * updates_per_epoch
+    scheduler = accelerator.prepare(loop.build_scheduler(optimizer, args, max_steps))
+    if not splits.evaluated:
+        args.eval_steps = None  # nothing to select on: the last model is kept
+    elif args.eval_steps is None:
+        args.eval_steps = updates_per_epoch
+    objective = tasks.ClassificationObjective(splits.task, metric, dict(zip(splits.evaluated[1:], eval_loaders[1:])))
+    run = loop.Run(args, accelerator, model, optimizer, scheduler, train_loader,
+                   eval_loaders[0] if eval_loaders else None, objective,
+                   MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue", args.to_dict()), out,
+                   max_steps, accumulation, tokenizer=tokenizer,
+                   metric_for_best_model=splits.task.best_metric if splits.evaluated else None,
+                   early_stopping_patience=args.early_stopping_patience, on_best=save_best_model)
+    selection = (f"{splits.evaluated[0]} {splits.task.best_metric}" if splits.evaluated
+                 else "nothing (keeps the last model)")
+    run.say(f"finetuning on {len(splits.data[splits.train]):,} examples: {max_steps:,} updates of "
+            f"{args.per_device_train_batch_size * accelerator.num_processes * accumulation}, selecting on {selection}")
+    return run
 
-        best = {"split": eval_names[0] if eval_names else None, "metric": task.best_metric, "value": None, "step": 0}
-        step, stale, losses, done = 0, 0, [], False
-        progress = tqdm(total=max_steps, desc="finetuning", disable=not accelerator.is_local_main_process)
-        for epoch in range(1, math.ceil(max_steps / updates_per_epoch) + 1):
-            model.train()
-            for batch in train_loader:
-                with accelerator.accumulate(model):
-                    loss = model(**batch).loss
-                    accelerator.backward(loss)
-                    if accelerator.sync_gradients and cfg.max_grad_norm > 0:
-                        accelerator.clip_grad_norm_(model.parameters(), cfg.max_grad_norm)
-                    optimizer.step()
-                    scheduler.step()
-                    optimizer.zero_grad()
-                losses.append(loss.detach())
-                if not accelerator.sync_gradients:
-                    continue
-                step += 1
-                progress.update(1)
-                if step % cfg.logging_steps == 0 or step == max_steps:
-                    train_loss = accelerator.gather(torch.stack(losses)).mean().item()
-                    losses = []
-                    progress.set_postfix(loss=f"{train_loss:.4f}")
-                    script_utils.log_metrics(accelerator, {"train/loss": train_loss, "train/epoch": epoch,
-                                                           "train/lr": scheduler.get_last_lr()[0]}, step, jsonl)
-                done = step >= max_steps
-                if eval_names and (done or (step % cfg.eval_steps == 0 if cfg.eval_steps
-                                            else step % updates_per_epoch == 0)):
-                    scores = evaluate_splits(step)
-                    value = scores[best["split"]][task.best_metric]
-                    if best["value"] is None or value > best["value"]:
-                        best.update(value=value, step=step, epoch=epoch)
-                        results.update(scores)
-                        stale = 0
-                        save()
-                    else:
-                        stale += 1
-                    say(f"step {step}: {best['split']} {task.best_metric} {value:.4f} "
-                        f"(best {best['value']:.4f} at step {best['step']})")
-                    model.train()
-                    if cfg.early_stopping_patience and stale >= cfg.early_stopping_patience:
-                        say(f"early stopping: {stale} evaluations without improvement")
-                        done = True
-                if done:
-                    break
-            if done:
-                break
-        progress.close()
-        results["best"] = best
-        if best["value"] is None:  # nothing to select on: keep the last model
-            save()
-        elif best["step"] != step:  # later evaluations were worse: predict with the best weights
-            accelerator.wait_for_everyone()
-            best_weights = AutoModelForSequenceClassification.from_pretrained(
-                output_dir, trust_remote_code=cfg.trust_remote_code).state_dict()
-            accelerator.unwrap_model(model).load_state_dict(best_weights)
-    else:
-        model, *prepared = accelerator.prepare(model, *loaders.values())
-        loaders = dict(zip(loaders, prepared))
-        if cfg.do_eval:
-            results.update(evaluate_splits(0))
 
-    # Test splits: submission files, and metrics where they are labelled (IMDB, own data).
-    for split in [s for s in splits if s in task.test_splits]:
-        preds, refs = predict(accelerator, model, loaders[split], task.is_regression, f"predicting {split}")
+def best_dir(run):
+    return run.output_dir / checkpoints.CHECKPOINTS_DIR / BEST_DIR
+
+
+def save_best_model(run):
+    """`on_best`: the model, its step and its metrics into checkpoints/best, swapped in whole (a crash
+    leaves the previous best or the new one, never a mix)."""
+    accelerator, state, folder = run.accelerator, run.state, best_dir(run)
+    unwrapped = accelerator.unwrap_model(run.model)
+    checkpoints.check_finite(unwrapped, f"best model at step {state.step}")
+    tmp, old = folder.with_name(f".tmp-{BEST_DIR}"), folder.with_name(f".old-{BEST_DIR}")
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    unwrapped.save_pretrained(tmp, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
+                              state_dict=accelerator.get_state_dict(run.model))
+    if accelerator.is_main_process:
+        record = {"step": state.step, "epoch": state.epoch + 1, "metrics": state.last_eval}
+        (tmp / "best.json").write_text(json.dumps(record, indent=2))
+        shutil.rmtree(old, ignore_errors=True)
+        if folder.exists():
+            folder.rename(old)
+        tmp.rename(folder)
+        shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+
+
+def restore_best_model(run):
+    """The best evaluation's record ({step, epoch, metrics}; None without evaluation), its weights loaded
+    back into the model unless the last update was the best."""
+    state, folder = run.state, best_dir(run)
+    if state.best_step is None:
+        return None
+    record = json.loads((folder / "best.json").read_text()) if (folder / "best.json").is_file() else {}
+    if record.get("step") != state.best_step:
+        raise ScriptError(f"{folder} holds the model of step {record.get('step')}, not the best one (step "
+                          f"{state.best_step}); it was changed or removed since that step. The last model is in "
+                          f"the checkpoints, if any")
+    if state.best_step != state.step:
+        best = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=run.args.trust_remote_code)
+        run.accelerator.unwrap_model(run.model).load_state_dict(best.state_dict())
+        run.say(f"predicting with the best model, of step {state.best_step} ({run.metric_for_best_model} "
+                f"{state.best_metric:.4f})")
+    return record
+
+
+def remove_best_model(run):
+    """Once the final folder holds the best model, its copy under checkpoints/ has done its job."""
+    if run.accelerator.is_main_process:
+        shutil.rmtree(best_dir(run), ignore_errors=True)
+        folder = run.output_dir / checkpoints.CHECKPOINTS_DIR
+        if folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Evaluation, predictions and what the run leaves behind
+# ---------------------------------------------------------------------------------------------------
+
+
+def evaluate_only(args, accelerator, model, tokenizer, splits, metric, out):
+    """Without training: the finetuned model as it is, on the labelled validation splits (logged at step 0)."""
+    model = accelerator.prepare(model)
+    if not splits.evaluated:
+        return model, {}
+    loaders = [accelerator.prepare(eval_loader(args, splits.data[s], tokenizer)) for s in splits.evaluated]
+    objective = tasks.ClassificationObjective(splits.task, metric, dict(zip(splits.evaluated[1:], loaders[1:])))
+    scores = objective.evaluate(model, loaders[0], accelerator)
+    MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue", args.to_dict()).log(scores, 0)
+    return model, scores
+
+
+def predict_tests(args, accelerator, model, tokenizer, splits, metric):
+    """Test predictions as submission files (predictions/NAME.tsv), and scores where a test split is
+    labelled (IMDB, your own data)."""
+    scores, files = {}, {}
+    for split in splits.predicted:
+        loader = accelerator.prepare(eval_loader(args, splits.data[split], tokenizer))
+        preds, refs = tasks.predict(model, loader, accelerator, splits.task.is_regression, f"predicting {split}")
         if refs is not None:
-            results[split] = {**metric(preds, refs), "num_examples": len(refs)}
-        if accelerator.is_main_process:
-            path = output_dir / "predictions" / task.test_splits[split]
-            path.parent.mkdir(exist_ok=True)
-            rows = [f"{i}\t{task.format_prediction(p)}" for i, p in zip(test_index[split], preds)]
-            path.write_text("index\tprediction\n" + "".join(row + "\n" for row in rows))
-            say(f"wrote {len(rows):,} {split} predictions to {path}")
+            scores[split] = {**metric(preds, refs), "num_examples": len(refs)}
+        files[f"predictions/{splits.task.test_splits[split]}"] = tasks.submission(splits.task, splits.test_index[split],
+                                                                                 preds)
+    return scores, files
+
+
+def collect_results(args, splits, max_len, scores, test_scores, best):
+    """eval_results.json: the setup, each validation split's metrics (of the selected model), the
+    selection itself when training, then the test splits' metrics."""
+    results = {"task": splits.task.name, "model_name_or_path": args.model_name_or_path, "max_seq_length": max_len,
+               "truncated": splits.truncated}
+    if scores:
+        for split, metrics in tasks.split_metrics(scores, splits.evaluated).items():
+            results[split] = {**metrics, "num_examples": len(splits.data[split])}
+    if args.do_train:
+        results["best"] = {"split": splits.evaluated[0] if splits.evaluated else None,
+                           "metric": splits.task.best_metric, "value": None, "step": 0}
+        if best is not None:
+            results["best"].update(value=best["metrics"][splits.task.best_metric], step=best["step"],
+                                   epoch=best["epoch"])
+    return {**results, **test_scores}
+
+
+def report(accelerator, results):
     for split, scores in results.items():
         if isinstance(scores, dict) and "num_examples" in scores:
-            say(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items() if k != "num_examples"))
+            accelerator.print(f"{split}: " + ", ".join(f"{k} {v:.4f}" for k, v in scores.items()
+                                                       if k != "num_examples"))
+
+
+def model_card(run, splits, results):
+    """The final folder's README.md: what was finetuned on what, its scores, how to use it, the recipe."""
+    args, task = run.args, splits.task
+    config = run.accelerator.unwrap_model(run.model).config
+    rows = "\n".join(f"| {split} | {name} | {value:.4f} |" for split, scores in results.items()
+                     if isinstance(scores, dict) and "num_examples" in scores
+                     for name, value in scores.items() if name != "num_examples")
+    from_hub = not Path(args.model_name_or_path).exists()  # a local path is no valid `base_model`
+    dataset = args.dataset_name or (task.dataset[0] if task.dataset and not args.data_files() else None)
+    best = results["best"]
+    kept = (f"the model kept is the best by {best['split']} {best['metric']} (step {best['step']})"
+            if best["value"] is not None else "the model kept is the last one (no validation split to select on)")
+    return outputs.model_card(
+        title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="text-classification",
+        tags=[config.model_type, "text-classification", *([task.name] if task.name != "custom" else [])],
+        datasets=[dataset] if dataset else None, base_model=args.model_name_or_path if from_hub else None,
+        body=f"A {config.model_type} sequence classifier finetuned from `{args.model_name_or_path}` on "
+             f"{task.name if task.name != 'custom' else 'local files'} with `finetune_glue.py` from linformer-hf "
+             f"(RoBERTa's finetuning recipe), inputs up to {results['max_seq_length']} tokens; {kept}."
+             f"\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n"
+             f"{rows}\n\n## Use\n\n```python\nfrom transformers import pipeline\nclassify = pipeline("
+             f"'text-classification', model='{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n"
+             f"print(classify('A fine, quiet film.'))\n```\n\n## Training arguments\n\n```yaml\n"
+             f"{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n")
+
+
+def write_results(args, accelerator, out, files):
+    """Predict-only: the results, predictions and arguments, written into a temporary folder and then moved
+    in, so that a killed run leaves no results without their predictions."""
     if accelerator.is_main_process:
-        (output_dir / "eval_results.json").write_text(json.dumps(results, indent=2) + "\n")
-        (output_dir / "finetune_config.json").write_text(json.dumps(script_utils.config_to_dict(cfg), indent=2) + "\n")
-        if cfg.push_to_hub:
-            repo_id = cfg.hub_model_id or output_dir.resolve().name
-            try:
-                accelerator.unwrap_model(model).push_to_hub(repo_id, commit_message=f"Finetuned on {task.name}")
-                tokenizer.push_to_hub(repo_id)
-            except Exception as error:  # offline, no token, no rights: the local save stands
-                raise script_utils.push_failed(repo_id, output_dir, error) from None
-            say(f"pushed to the Hub as {repo_id}")
+        tmp = out / ".results.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        files = {**files, "predict_config.yaml": yaml.safe_dump(args.to_dict(), sort_keys=False)}
+        for name, content in files.items():
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2) + "\n")
+        checkpoints.publish(tmp, out)
+    accelerator.wait_for_everyone()
+
+
+def main(argv=None):
+    args = parse_args(FinetuneArguments, argv, prog="finetune_glue.py")
+    accelerator = loop.make_accelerator(args, log_with=resolve_trackers(args.report_to))
+    accumulation = loop.accumulation_steps(args, accelerator.num_processes)
+    files = check_data_files(args)
+    config, head = load_model_config(args)
+    tokenizer = load_tokenizer(args, config)
+    max_len = sequence_length(args, config)
+    checkpoint = find_checkpoint(args, accelerator)
+    out = checkpoints.prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
+                                         accelerator.is_main_process)
+    splits = prepare_data(args, accelerator, files, config, head, tokenizer, max_len)
+    metric = load_glue_metric(splits.task.metric, args.metric_backend)
+    model = build_model(args, splits.task, config)
+    if args.do_train:
+        run = build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation)
+        if checkpoint is not None:
+            loop.resume(run, checkpoint)
+        run.log.keep_until(run.state.step)
+        outputs.write_run_config(run, task=splits.task.name, max_seq_length=max_len)
+        loop.train(run)
+        best = restore_best_model(run)
+        model, scores = run.model, (best["metrics"] if best else {})
+    else:
+        best = None
+        model, scores = evaluate_only(args, accelerator, model, tokenizer, splits, metric, out)
+    test_scores, predictions = predict_tests(args, accelerator, model, tokenizer, splits, metric)
+    results = collect_results(args, splits, max_len, scores, test_scores, best)
+    report(accelerator, results)
+    files = {"eval_results.json": results, **predictions}
+    if args.do_train:
+        outputs.save_final_model(run, model_card(run, splits, results), extra_files=files)
+        remove_best_model(run)
+    else:
+        write_results(args, accelerator, out, files)
+    accelerator.print(f"Done: results{' and the model' if args.do_train else ''} in {out}")
+    if args.push_to_hub:
+        outputs.push_folder(run, out, f"Finetuned on {splits.task.name}")
     accelerator.end_training()
     return results
 
@@ -572,5 +580,5 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
-    except UsageError as error:
-        sys.exit(f"finetune_glue.py: error: {error}")
+    except ScriptError as e:
+        sys.exit(f"finetune_glue.py: error: {e}")

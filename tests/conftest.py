@@ -51,3 +51,51 @@ def tokenizer(moby_text):
         bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>", mask_token="<mask>",
         cls_token="<s>", sep_token="</s>", model_max_length=32,
     )
+
+
+@pytest.fixture(scope="session")
+def tok(moby_text):
+    """A byte-level BPE trained by the training package on the first 10 sections of Moby Dick."""
+    import datasets
+
+    from linformer_training.tokenization import train_tokenizer
+
+    return train_tokenizer(datasets.Dataset.from_dict({"text": moby_text}), vocab_size=400)
+
+
+@pytest.fixture(scope="session")
+def docs(moby_text):
+    return moby_text
+
+
+def write_jsonl(path, rows, opener=open):
+    with opener(path, "wt") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    return str(path)
+
+
+def error_of(call, capsys):
+    """The one-line message of a script call that fails: a ScriptError, or an argparse exit (status 2)."""
+    from linformer_training.arguments import ScriptError
+
+    try:
+        call()
+    except ScriptError as e:
+        return str(e)
+    except SystemExit as e:
+        assert e.code == 2
+        return capsys.readouterr().err.strip().splitlines()[-1]
+    raise AssertionError("the command did not fail")
+
+
+@pytest.fixture
+def fresh_accelerate_state():
+    """A script's main() runs in this process several times; each run needs Accelerate's singletons fresh."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    yield
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()

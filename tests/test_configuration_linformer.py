@@ -1,3 +1,7 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""LinformerConfig: every invalid value, range or key is a one-line ValueError naming the field; round trips."""
+
 import pytest
 
 from linformer_hf import LinformerConfig
@@ -45,11 +49,90 @@ def test_auto_map_names_every_head():
         (dict(projection_length_scaling="log"), "projection_length_scaling"),
         (dict(classifier_pooling="max"), "classifier_pooling"),
         (dict(projection_type="mean_pool", projection_length_scaling="sqrt"), "projection_length_scaling"),
+        (dict(vocab_size=0), "vocab_size"),
+        (dict(hidden_dropout_prob=-0.1), "hidden_dropout_prob"),
+        (dict(attention_probs_dropout_prob=1.0), "attention_probs_dropout_prob"),
+        (dict(classifier_dropout=-0.5), "classifier_dropout"),
+        (dict(intermediate_size=0), "intermediate_size"),
+        (dict(num_hidden_layers=0), "num_hidden_layers"),
+        (dict(num_attention_heads=0), "num_attention_heads"),
+        (dict(type_vocab_size=0), "type_vocab_size"),
+        (dict(initializer_range=0.0), "initializer_range"),
+        (dict(layer_norm_eps=-1e-5), "layer_norm_eps"),
+        (dict(chunk_size_feed_forward=-1), "chunk_size_feed_forward"),
+        (dict(pad_token_id=-1), "pad_token_id"),
+        (dict(vocab_size=100, eos_token_id=100), "eos_token_id"),
+        (dict(hidden_act="gleu"), "hidden_act"),
+        (dict(vocab_size="big"), "vocab_size"),  # wrong types are reworded from @strict's error
+        (dict(full_attention_short_inputs="yes"), "full_attention_short_inputs"),
+        (dict(projected_dims=64), "projected_dims"),  # not a field: unknown keys are rejected
+        (dict(position_embedding_type="relative_key"), "position_embedding_type"),  # a legacy BERT key
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(kwargs, field):
-    with pytest.raises(ValueError, match=f"`{field}`"):
+    with pytest.raises(ValueError, match=f"`{field}`") as error:
         LinformerConfig(**kwargs)
+    assert "\n" not in str(error.value)  # one line
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(vocab_size=0), r"`vocab_size`=0 is invalid; it must be an integer >= 1\.$"),
+    (dict(hidden_dropout_prob=-0.1), r"`hidden_dropout_prob`=-0.1 is invalid; .*0 <= p < 1"),
+    (dict(projection_sharing="shared"), r"allowed: one of 'none', 'headwise', 'key_value', 'layerwise'"),
+    (dict(projected_dims=64), r"unknown argument `projected_dims` \(did you mean `projected_dim`\?\)"),
+    (dict(hiden_size=64, foo=1), r"unknown arguments `foo`, `hiden_size` \(did you mean `hidden_size`\?\)"),
+])
+def test_errors_state_what_is_allowed(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        LinformerConfig(**kwargs)
+
+
+def test_assigning_a_value_outside_a_literal_is_a_value_error():
+    config = LinformerConfig()
+    with pytest.raises(ValueError, match=r"`projection_type`='fft' is invalid; allowed: one of 'linear'"):
+        config.projection_type = "fft"
+
+
+def test_standard_pretrained_config_keys_are_accepted():
+    """What to_dict writes, what from_pretrained passes and what transformers 4.x / BERT config.json files carry."""
+    config = LinformerConfig(
+        architectures=["LinformerForMaskedLM"], torch_dtype="float16", transformers_version="4.40.0",
+        id2label={0: "no", 1: "yes"}, label2id={"no": 0, "yes": 1}, problem_type="single_label_classification",
+        finetuning_task="sst2", tokenizer_class="RobertaTokenizer", _name_or_path="somewhere", output_attentions=False,
+        name_or_path="somewhere", num_labels=2, position_embedding_type="absolute", gradient_checkpointing=False,
+        max_length=20, num_beams=1, torchscript=False, _commit_hash="abc", model_type="linformer",
+    )
+    assert config.finetuning_task == "sst2" and config.num_labels == 2
+    assert str(config.dtype) == "torch.float16"
+    again = LinformerConfig(**config.to_dict())
+    assert again.to_dict() == config.to_dict()
+
+
+def test_a_checkpoint_of_another_model_type_points_to_conversion():
+    with pytest.raises(ValueError, match=r"is a `bert` model .*convert_to_linformer\.py --model_name_or_path"):
+        LinformerConfig(model_type="bert", vocab_size=30522, max_position_embeddings=512, pad_token_id=0)
+
+
+def test_full_attention_short_inputs_defaults_off_and_round_trips():
+    assert LinformerConfig().full_attention_short_inputs is False
+    config = LinformerConfig(full_attention_short_inputs=True)
+    assert LinformerConfig.from_dict(config.to_dict()).full_attention_short_inputs is True
+
+
+def test_save_and_load_round_trip(tmp_path):
+    from transformers import AutoConfig
+
+    import linformer_hf  # noqa: F401  (registers the model type)
+
+    config = LinformerConfig(num_hidden_layers=2, projected_dim=[32, 64], projection_sharing="none",
+                             full_attention_short_inputs=True, finetuning_task="qnli", num_labels=3)
+    config.save_pretrained(tmp_path)
+    def fields(c):
+        return {key: value for key, value in c.to_dict().items() if key != "_name_or_path"}
+
+    for loaded in (LinformerConfig.from_pretrained(tmp_path), AutoConfig.from_pretrained(tmp_path)):
+        assert fields(loaded) == fields(config)
+    assert LinformerConfig.from_pretrained(tmp_path, num_labels=5).num_labels == 5
 
 
 def test_per_layer_k_is_allowed_without_layerwise_sharing():

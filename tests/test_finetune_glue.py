@@ -4,6 +4,7 @@ finetuning run on Rotten Tomatoes that must beat the majority-class rate."""
 import csv
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -17,8 +18,10 @@ RT = SHARED_DATA / "rotten_tomatoes"
 sys.path.insert(0, str(REPO))
 
 import finetune_glue  # noqa: E402
-from conftest import tiny_config  # noqa: E402
+from conftest import error_of, tiny_config  # noqa: E402
 from finetune_glue import UsageError, main  # noqa: E402
+from linformer_training import loop  # noqa: E402
+from linformer_training.tracking import read_jsonl  # noqa: E402
 
 POS, NEG = ["good", "great", "fine", "lovely"], ["bad", "dull", "poor", "awful"]
 
@@ -46,18 +49,7 @@ def write(path, rows):
     return str(path)
 
 
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    """Each main() builds an Accelerator; Accelerate keeps process-wide singletons between them."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    def reset():
-        AcceleratorState._reset_state(reset_partial_state=True)
-        GradientState._reset_state()
-
-    reset()
-    yield
-    reset()
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 
 @pytest.fixture(scope="module")
@@ -94,12 +86,19 @@ def own_args(checkpoint, data, out, *extra):
 @pytest.fixture(scope="module")
 def finetuned(checkpoints, own_data, tmp_path_factory):
     """A Linformer finetuned on the toy files, with --push_to_hub pointed at a recorder."""
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+    import huggingface_hub
 
     out, pushed = tmp_path_factory.mktemp("finetuned"), []
+
+    class RecordingApi:
+        def create_repo(self, repo_id, **kw):
+            pushed.append(("create", repo_id))
+
+        def upload_folder(self, repo_id, folder_path, **kw):
+            pushed.append(("upload", repo_id, sorted(p.name for p in Path(folder_path).iterdir())))
+
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(PreTrainedModel, "push_to_hub", lambda self, repo_id, **kw: pushed.append(("model", repo_id)))
-        mp.setattr(PreTrainedTokenizerBase, "push_to_hub", lambda self, repo_id, **kw: pushed.append(("tok", repo_id)))
+        mp.setattr(huggingface_hub, "HfApi", RecordingApi)
         results = main(own_args(checkpoints / "linformer", own_data, out, "--push_to_hub", "--hub_model_id", "me/x"))
     return out, results, pushed
 
@@ -112,6 +111,7 @@ def test_finetuning_own_files_writes_model_results_predictions_and_logs(finetune
     assert saved == json.loads(json.dumps(results))
     assert set(saved["validation"]) == {"accuracy", "f1", "num_examples"} and saved["validation"]["num_examples"] == 16
     assert saved["best"]["metric"] == "accuracy" and saved["best"]["value"] == saved["validation"]["accuracy"]
+    assert saved["best"]["step"] in (6, 12) and saved["best"]["epoch"] == saved["best"]["step"] // 6
     assert saved["truncated"] == {"train": 0, "validation": 0, "test": 0}
     lines = (out / "predictions" / "predictions.tsv").read_text().splitlines()
     assert lines[0] == "index\tprediction" and len(lines) == 13
@@ -124,9 +124,12 @@ def test_finetuning_own_files_writes_model_results_predictions_and_logs(finetune
     model = AutoModelForSequenceClassification.from_pretrained(out)
     assert type(model).__name__ == "LinformerForSequenceClassification"
     assert model.config.id2label == {0: "neg", 1: "pos"} and model.config.num_labels == 2
-    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
-    assert any("train/loss" in r for r in log) and sum("validation/accuracy" in r for r in log) == 2  # each epoch
-    assert pushed == [("model", "me/x"), ("tok", "me/x")]
+    assert "text-classification" in (out / "README.md").read_text()  # the model card
+    log = read_jsonl(out / "metrics.jsonl")
+    assert any("train_loss" in r for r in log) and [r["step"] for r in log if "accuracy" in r] == [6, 12]  # each epoch
+    assert not (out / "checkpoints").exists()  # the best model so far lived there until the final save
+    assert pushed[0] == ("create", "me/x") and pushed[1][:2] == ("upload", "me/x")
+    assert {"model.safetensors", "eval_results.json", "predictions", "README.md"} <= set(pushed[1][2])
 
 
 def test_predict_only_reloads_the_finetuned_checkpoint(finetuned, own_data, tmp_path):
@@ -149,7 +152,7 @@ def test_glue_task_from_local_files_with_a_roberta_checkpoint(checkpoints, tmp_p
              (("train", rows[:16]), ("dev", rows[16:]), ("test", [{**r, "label": -1} for r in rows[16:]]))}
     results = main(["--model_name_or_path", str(checkpoints / "roberta"), "--task_name", "mnli",
                     "--train_file", files["train"], "--validation_file", files["dev"], "--test_file", files["test"],
-                    "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_train_steps", "2"])
+                    "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_steps", "2"])
     assert results["max_seq_length"] == 32  # RoBERTa's 34 positions, numbered after pad_token_id + 1
     assert set(results["validation"]) == {"accuracy", "num_examples"} and "test" not in results  # test unlabelled
     lines = (tmp_path / "out" / "predictions" / "MNLI-m.tsv").read_text().splitlines()
@@ -194,7 +197,7 @@ def test_hub_tasks_use_their_splits_metrics_and_submission_files(checkpoints, tm
     calls = []
     monkeypatch.setattr(finetune_glue, "load_dataset", lambda *a, **kw: calls.append(a) or hub_like(task))
     results = main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", task, "--output_dir",
-                    str(tmp_path), "--report_to", "none", "--max_train_steps", "2",
+                    str(tmp_path), "--report_to", "none", "--max_steps", "2",
                     "--validation_split_percentage", "20"])
     assert calls == [expected_dataset]
     assert {s for s in results if isinstance(results[s], dict) and "num_examples" in results[s]} == scored_splits
@@ -221,86 +224,188 @@ def test_truncation_is_explicit_counted_and_reported(checkpoints, tokenizer, tmp
             "test": write(tmp_path / "test.csv", rows[:5])}
     too_long = [len(tokenizer(r["text"])["input_ids"]) > 32 for r in rows]  # n=32 is the default length
     assert too_long == [True] * 3 + [False] * 7
-    results = main(own_args(checkpoints / "linformer", data, tmp_path / "out", "--max_train_steps", "1"))
+    results = main(own_args(checkpoints / "linformer", data, tmp_path / "out", "--max_steps", "2"))
     assert results["max_seq_length"] == 32
     assert results["truncated"] == {"train": 3, "validation": 3, "test": 3}
     assert "train: 10 examples; 3 (30.0%) longer than 32 tokens, truncated (longest_first)" in capsys.readouterr().out
     with pytest.raises(UsageError, match=r"--truncation none: 9 examples are longer than --max_seq_length 32"):
         main(own_args(checkpoints / "linformer", data, tmp_path / "out2", "--truncation", "none"))
     # Counted, not just flagged: a longer limit truncates fewer.
-    results = main(own_args(checkpoints / "roberta", data, tmp_path / "out3", "--max_train_steps", "1",
+    results = main(own_args(checkpoints / "roberta", data, tmp_path / "out3", "--max_steps", "2",
                             "--max_seq_length", "24"))
     assert results["truncated"]["train"] == sum(len(tokenizer(r["text"])["input_ids"]) > 24 for r in rows) > 3
 
 
-def without_tokenizer(checkpoint, folder):
+def copy_checkpoint(checkpoint, folder, names):
     folder.mkdir()
-    for name in ("model.safetensors", "config.json"):
+    for name in names:
         shutil.copy(checkpoint / name, folder / name)
     return str(folder)
 
 
+def bigger_tokenizer(tokenizer, folder):
+    """A copy of the test tokenizer grown to 310 ids, for a model that embeds 300."""
+    from transformers import AutoTokenizer
+
+    tokenizer.save_pretrained(folder)
+    bigger = AutoTokenizer.from_pretrained(folder)
+    bigger.add_tokens([f"<extra_{i}>" for i in range(310 - len(bigger))])
+    bigger.save_pretrained(folder)
+    return str(folder)
+
+
+def non_empty(folder):
+    folder.mkdir()
+    (folder / "notes.txt").write_text("an earlier run's file")
+    return str(folder)
+
+
 @pytest.mark.parametrize("change, message", [
-    (["--task_name", "sst-2"], r"--task_name 'sst-2' is unknown; allowed: cola, sst2"),
-    (["--text_column", "review"], r"train split has no text column 'review' .*its columns: text, label"),
-    (["--label_column", "stars"], r"no label column 'stars'"),
-    (["--num_labels", "3"], r"--num_labels 3 does not match the task's 2 label\(s\): neg, pos"),
-    (["--max_seq_length", "64"], r"--max_seq_length 64 is above what .* accepts; allowed: at most 32"),
-    (["--metric_for_best_model", "matthews_correlation"], r"allowed: accuracy, f1"),
+    # Flags and their cross-checks: refused before anything is loaded.
+    (["--task_name", "sst-2"], r"--task_name.*: invalid choice: 'sst-2' \(choose from 'cola', 'sst2'"),
+    (["--lr_scheduler_type", "cosine_annealing"],
+     r"--lr_scheduler_type.*: invalid choice: 'cosine_annealing' \(choose from 'linear'"),
+    (["--max_steps", "-5"], r"--max_steps -5: must be in \[1, ∞\)"),
+    (["--max_train_steps", "5"], r"--max_train_steps is no longer a flag: use --max_steps"),
+    (["--validation_split_percentage", "100"], r"--validation_split_percentage 100.0: must be in \[0, 100\)"),
+    (["--model_name_or_path", ""], r"--model_name_or_path is required"),
     (["--truncation", "only_second"], r"only_second needs sentence pairs"),
-    (["--lr_scheduler_type", "cosine_annealing"], r"--lr_scheduler_type 'cosine_annealing' is unknown; allowed: linear"),
+    (["--do_train", "false", "--push_to_hub", "--hub_model_id", "me/x"],
+     r"--push_to_hub uploads the finetuned model, so it needs --do_train"),
+    # Files, checkpoint, tokenizer, output folder: refused before any data is read.
+    (["--train_file", "notes.txt"], r"--train_file notes.txt: no such file"),
+    (["--train_file", "XLSX"], r"train.xlsx: unknown data file type; allowed: .txt, .text, .json"),
+    (["--do_train", "false"], r"--do_train false needs a finetuned checkpoint"),
+    (["--model_name_or_path", "NO_TOKENIZER"], r"has no tokenizer .*pass --tokenizer_name"),
+    (["--model_name_or_path", "NO_WEIGHTS"], r"weights_missing has no weights \(none of model.safetensors"),
+    (["--tokenizer_name", "BIG_TOKENIZER"], r"has 310 tokens but .* embeds only vocab_size=300.*--tokenizer_name"),
+    (["--max_seq_length", "64"], r"--max_seq_length 64 is above what .* accepts; allowed: at most 32"),
+    (["--config_overrides", "projection_length_scaling=cube"],
+     r"--config_overrides: .*`projection_length_scaling`='cube' is invalid"),
+    (["--config_overrides", "hiden_size=8"], r"--config_overrides: unknown LinformerConfig field `hiden_size` "
+                                             r"\(did you mean `hidden_size`\?\)"),
+    (["--output_dir", "NOT_EMPTY"], r"--output_dir .*not empty; pass --overwrite_output_dir"),
+    # The data: before any training.
+    (["--text_column", "review"], r"train split has no text column 'review' .*its columns: text, label"),
+    (["--label_column", "stars"], r"train split: missing label column 'stars' \(--label_column\)"),
+    (["--train_file", "TXT"], r"train split: missing label column 'label'"),
+    (["--train_file", "EMPTY_LABEL"], r"train split: missing label in column 'label' for 1 example\(s\) "
+                                      r"\(the first is example 1"),
+    (["--validation_file", "NULL_LABEL"], r"validation split: missing label in column 'label' for 2 example"),
+    (["--num_labels", "3"], r"--num_labels 3 does not match the task's 2 label\(s\): neg, pos"),
+    (["--metric_for_best_model", "matthews_correlation"], r"allowed: accuracy, f1"),
     (["--validation_file", "BAD_LABEL"],
      r"validation split: label 'meh' in column 'label' is not one of the task's 2 labels \(neg, pos\)"),
     (["--train_file", "FLOAT_LABELS"], r"real numbers; pass --regression true"),
-    (["--train_file", "notes.txt"], r"--train_file notes.txt: no such file"),
-    (["--train_file", "TXT"], r"unsupported format; allowed: .csv, .tsv"),
-    (["--do_train", "false"], r"--do_train false needs a finetuned checkpoint"),
-    (["--do_train", "false", "--push_to_hub"], r"--push_to_hub uploads the finetuned model, so it needs --do_train"),
-    (["--model_name_or_path", "NO_TOKENIZER"], r"has no tokenizer .*pass --tokenizer_name"),
-    (["--config_overrides", "projection_length_scaling=cube"],
-     r"--config_overrides 'projection_length_scaling=cube': .*`projection_length_scaling`='cube' is invalid"),
-    (["--config_overrides", "hiden_size=8"], r"--config_overrides 'hiden_size=8': key hiden_size isn't in"),
-    (["--config_overrides", "classifier_dropout=0.3"], r"--config_overrides .*only update int, float, bool or string"),
 ])
-def test_bad_input_fails_before_training(checkpoints, own_data, tmp_path, change, message):
+def test_bad_input_fails_before_training(checkpoints, tokenizer, own_data, tmp_path, capsys, change, message):
     placeholders = {
         "BAD_LABEL": lambda: write(tmp_path / "dev.csv", sentences(3) + [{"text": "so so", "label": "meh"}]),
         "FLOAT_LABELS": lambda: write(tmp_path / "train.csv", [{"text": "a", "label": 0.5},
                                                                {"text": "b", "label": 1.5}]),
-        "TXT": lambda: write(tmp_path / "train.txt", sentences(2)),
-        "NO_TOKENIZER": lambda: without_tokenizer(checkpoints / "linformer", tmp_path / "weights_only"),
+        "EMPTY_LABEL": lambda: write(tmp_path / "train.csv", [{"text": "a", "label": "pos"}, {"text": "b", "label": ""},
+                                                              {"text": "c", "label": "neg"}]),
+        "NULL_LABEL": lambda: write(tmp_path / "dev.jsonl", [{"text": "a", "label": None},
+                                                             {"text": "b", "label": "pos"},
+                                                             {"text": "c", "label": None}]),
+        "TXT": lambda: str(Path(write(tmp_path / "train.jsonl", sentences(2))).rename(tmp_path / "train.txt")),
+        "XLSX": lambda: str(Path(write(tmp_path / "train.csv", sentences(2))).rename(tmp_path / "train.xlsx")),
+        "NO_TOKENIZER": lambda: copy_checkpoint(checkpoints / "linformer", tmp_path / "weights_only",
+                                                ("model.safetensors", "config.json")),
+        "NO_WEIGHTS": lambda: copy_checkpoint(checkpoints / "linformer", tmp_path / "weights_missing",
+                                              ("config.json", "tokenizer.json", "tokenizer_config.json")),
+        "BIG_TOKENIZER": lambda: bigger_tokenizer(tokenizer, tmp_path / "big_tokenizer"),
+        "NOT_EMPTY": lambda: non_empty(tmp_path / "out"),
     }
     change = [placeholders[c]() if c in placeholders else c for c in change]
-    with pytest.raises(UsageError, match=message):
-        main(own_args(checkpoints / "linformer", own_data, tmp_path / "out", *change))
-    assert not (tmp_path / "out" / "model.safetensors").exists()
+    out = tmp_path / "out"
+    assert re.search(message, error_of(lambda: main(own_args(checkpoints / "linformer", own_data, out, *change)),
+                                       capsys))
+    assert not (out / "train_config.yaml").exists() and not (out / "model.safetensors").exists()  # no training
 
 
 def test_config_overrides_reach_the_finetuned_model(checkpoints, own_data, tmp_path):
     main(own_args(checkpoints / "linformer", own_data, tmp_path, "--num_train_epochs", "1", "--do_predict", "false",
-                  "--config_overrides", "projection_length_scaling=sqrt,hidden_dropout_prob=0.3"))
+                  "--config_overrides",
+                  "projection_length_scaling=sqrt,hidden_dropout_prob=0.3,classifier_dropout=0.2"))
     saved = json.loads((tmp_path / "config.json").read_text())
     assert saved["projection_length_scaling"] == "sqrt" and saved["hidden_dropout_prob"] == 0.3
+    assert saved["classifier_dropout"] == 0.2
 
 
-def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, tmp_path):
+def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, tmp_path, capsys):
     base = ["--output_dir", str(tmp_path), "--report_to", "none"]
-    with pytest.raises(UsageError, match=r"--task_name ax has no training data"):
-        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "ax", *base])
-    with pytest.raises(UsageError, match=r"has a classification head for 2 label\(s\) but the task has 3; pass "
-                                         r"--ignore_mismatched_sizes true"):
-        main(["--model_name_or_path", str(finetuned[0]), "--task_name", "mnli", *base])
-    with pytest.raises(UsageError, match=r"predicts the labels \['neg', 'pos'\], the task has \['negative', "
-                                         r"'positive'\]: it was not finetuned on this task"):
-        main(["--model_name_or_path", str(finetuned[0]), "--task_name", "sst2", "--do_train", "false",
-              "--validation_file", own_data["validation"], "--text_column", "text", *base])
-    with pytest.raises(UsageError, match=r"could not load dataset nyu-mll/glue/qnli .*--train_file"):
-        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "qnli", *base])
-    with pytest.raises(UsageError, match=r"--task_name mnli has 2 text column\(s\) \(premise, hypothesis\)"):
-        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "mnli", "--text_column", "text",
-              "--train_file", own_data["train"], *base])
-    with pytest.raises(SystemExit):  # typos in flags are caught by the shared config parser
-        main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", "sst2", "--learning_rat", "1"])
+    linformer = ["--model_name_or_path", str(checkpoints / "linformer")]
+    cases = [
+        ([*linformer, "--task_name", "ax"], r"--task_name ax has no training data"),
+        (["--model_name_or_path", str(finetuned[0]), "--task_name", "mnli"],
+         r"has a classification head for 2 label\(s\) but the task has 3; pass --ignore_mismatched_sizes true"),
+        (["--model_name_or_path", str(finetuned[0]), "--task_name", "sst2", "--do_train", "false",
+          "--validation_file", own_data["validation"], "--text_column", "text"],
+         r"predicts the labels \['neg', 'pos'\], the task has \['negative', 'positive'\]: it was not finetuned"),
+        ([*linformer, "--task_name", "qnli"], r"could not load dataset nyu-mll/glue/qnli .*--train_file"),
+        ([*linformer, "--task_name", "mnli", "--text_column", "text", "--train_file", own_data["train"]],
+         r"--task_name mnli has 2 text column\(s\) \(premise, hypothesis\)"),
+        ([*linformer, "--task_name", "sst2", "--learning_rat", "1"],  # typos in flags: the shared parser
+         r"unknown flag `learning_rat` \(did you mean `learning_rate`\?\)"),
+        ([*linformer, "--task_name", "sst2", "--text_pair_column", "other"], r"--text_pair_column needs --text_column"),
+        ([*linformer, "--task_name", "sst2", "--resume_from_checkpoint", "latest", "--do_train", "false"],
+         r"--resume_from_checkpoint continues training, so it needs --do_train true"),
+    ]
+    for flags, message in cases:
+        assert re.search(message, error_of(lambda: main([*flags, *base]), capsys)), message
+
+
+def test_a_killed_run_resumes_to_the_same_model_and_results(checkpoints, own_data, tmp_path, monkeypatch):
+    """Killed after update 9 of 12 (checkpoints every 4 updates, the best model so far saved at the first
+    epoch's evaluation), then `--resume_from_checkpoint latest`: the same final weights and results as an
+    uninterrupted run, bit for bit."""
+    import torch
+    from safetensors.torch import load_file
+
+    flags = ["--max_steps", "12", "--checkpointing_steps", "4", "--learning_rate", "3e-3"]
+    whole = main(own_args(checkpoints / "linformer", own_data, tmp_path / "whole", *flags))
+
+    real_update = loop.train_update
+
+    def killed_after_update_9(run, group):
+        if run.state.step == 9:
+            raise KeyboardInterrupt
+        return real_update(run, group)
+
+    out = tmp_path / "resumed"
+    with monkeypatch.context() as mp:
+        mp.setattr(loop, "train_update", killed_after_update_9)
+        with pytest.raises(KeyboardInterrupt):
+            main(own_args(checkpoints / "linformer", own_data, out, *flags))
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["best", "checkpoint_4", "checkpoint_8"]
+    assert not (out / "model.safetensors").exists()
+    resumed = main(own_args(checkpoints / "linformer", own_data, out, *flags, "--resume_from_checkpoint", "latest"))
+    assert resumed == whole
+    assert (out / "eval_results.json").read_text() == (tmp_path / "whole" / "eval_results.json").read_text()
+    first, second = load_file(tmp_path / "whole" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert first.keys() == second.keys() and all(torch.equal(first[k], second[k]) for k in first)
+    evaluations = [[(r["step"], r["accuracy"]) for r in read_jsonl(folder / "metrics.jsonl") if "accuracy" in r]
+                   for folder in (tmp_path / "whole", out)]
+    assert evaluations[0] == evaluations[1] and [step for step, _ in evaluations[0]] == [6, 12]
+
+
+def test_every_flag_has_help_every_number_a_bound_and_the_defaults_are_robertas():
+    import dataclasses
+
+    from linformer_training.arguments import numeric_fields, parse_args
+
+    cls = finetune_glue.FinetuneArguments
+    bounds = {name for base in cls.__mro__ for name in vars(base).get("bounds", {})}
+    assert set(numeric_fields(cls)) <= bounds
+    assert all(f.metadata.get("help") for f in dataclasses.fields(cls))
+    args = parse_args(cls, ["--model_name_or_path", "ckpt", "--task_name", "sst2"])
+    assert (args.learning_rate, args.weight_decay, args.adam_beta1, args.adam_beta2, args.adam_epsilon) == \
+        (2e-5, 0.1, 0.9, 0.98, 1e-6)
+    assert (args.warmup_ratio, args.lr_scheduler_type, args.per_device_train_batch_size, args.num_train_epochs) == \
+        (0.06, "linear", 32, 3)
+    assert (args.per_device_eval_batch_size, args.output_dir, args.logging_steps) == (64, "outputs/finetune", 50)
+    assert args.max_steps is None and args.eval_steps is None  # from the data: epochs, once per epoch
 
 
 def test_help_lists_every_option(capsys):
@@ -326,7 +431,7 @@ def test_rotten_tomatoes_finetuning_beats_the_majority_class(tmp_path):
     import torch
 
     from linformer_hf import LinformerForMaskedLM
-    from linformer_hf.mlm_data import train_tokenizer
+    from linformer_training.tokenization import train_tokenizer
 
     train = datasets.load_dataset("csv", data_files=str(RT / "train.csv"), split="train")
     tokenizer = train_tokenizer(train.rename_column("sentence", "text"), vocab_size=4000)
@@ -354,7 +459,7 @@ def test_rotten_tomatoes_finetuning_beats_the_majority_class(tmp_path):
     assert results["validation"]["num_examples"] == len(labels) == 1275
     assert accuracy > majority + 0.05, (accuracy, majority)
     assert results["truncated"]["validation"] > 0  # some reviews exceed n=64 BPE tokens: counted, not hidden
-    assert list((out / "runs").rglob("events.out.tfevents.*")), "no TensorBoard log"
+    assert list((out / "logs").rglob("events.out.tfevents.*")), "no TensorBoard log"
 
     # Predict-only with the saved model reproduces the selected model's validation accuracy.
     run = subprocess.run(
@@ -382,7 +487,7 @@ def test_standard_bert_checkpoint_finetunes_on_sentence_pairs(tmp_path):
             "test": write(tmp_path / "test.csv", [{k: p[k] for k in ("first", "second")} for p in pairs[64:]])}
     args = ["--model_name_or_path", str(minilm.get_model_path()), "--train_file", data["train"], "--validation_file",
             data["validation"], "--test_file", data["test"], "--text_column", "first", "--text_pair_column", "second",
-            "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_train_steps", "3",
+            "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_steps", "3",
             "--per_device_train_batch_size", "16", "--max_seq_length", "48"]
     with pytest.raises(UsageError, match="allowed: at most 512"):
         main([*args, "--max_seq_length", "513"])

@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """Linformer as an HF citizen: Auto classes, save/load, remote code, pipelines, Trainer, DDP, compile."""
 
 import json
@@ -96,6 +98,16 @@ def test_fill_mask_and_text_classification_pipelines(tokenizer, tmp_path):
     assert classify(["The whale was splendid.", "Dreadful voyage."])[0]["label"] in ("rotten", "fresh")
 
 
+def test_a_bert_folder_loaded_as_linformer_points_to_conversion(tmp_path):
+    from transformers import BertConfig, BertModel
+
+    BertModel(BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=1, num_attention_heads=4,
+                         intermediate_size=37)).save_pretrained(tmp_path)
+    for load in (LinformerForMaskedLM.from_pretrained, LinformerConfig.from_pretrained):
+        with pytest.raises(ValueError, match=r"checkpoint is a `bert` model.*convert_to_linformer\.py"):
+            load(tmp_path)
+
+
 def test_resize_token_embeddings_keeps_the_decoder_tied():
     model = LinformerForMaskedLM(tiny_config())
     model.resize_token_embeddings(310)
@@ -110,12 +122,14 @@ def grads(model, ids, mask, run=None):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def test_gradient_checkpointing_gives_the_same_gradients():
+@pytest.mark.parametrize("full_attention_short_inputs", [False, True])
+def test_gradient_checkpointing_gives_the_same_gradients(full_attention_short_inputs):
     torch.manual_seed(0)
-    model = LinformerForMaskedLM(tiny_config(projection_sharing="layerwise")).train()
+    model = LinformerForMaskedLM(tiny_config(projection_sharing="layerwise",
+                                             full_attention_short_inputs=full_attention_short_inputs)).train()
     ids = torch.randint(5, 300, (2, 20))
     mask = torch.ones_like(ids)
-    mask[1, 14:] = 0
+    mask[1, 6:] = 0  # 6 <= k real tokens: with the option, an exact row beside a projected one
     plain = grads(model, ids, mask)
     model.activation_checkpointing_enable()
     checkpointed = grads(model, ids, mask)
@@ -124,11 +138,15 @@ def test_gradient_checkpointing_gives_the_same_gradients():
         torch.testing.assert_close(checkpointed[name], plain[name], msg=name)
 
 
-def test_torch_compile_traces_the_whole_model_without_graph_breaks():
-    model = LinformerForMaskedLM(tiny_config(projection_sharing="headwise")).train()
+@pytest.mark.parametrize("full_attention_short_inputs", [False, True])
+def test_torch_compile_traces_the_whole_model_without_graph_breaks(full_attention_short_inputs):
+    """Input checks and the short-input test read tensor values, which would break the graph: both are
+    skipped or made branch-free under compilation."""
+    model = LinformerForMaskedLM(tiny_config(projection_sharing="headwise",
+                                             full_attention_short_inputs=full_attention_short_inputs)).train()
     ids = torch.randint(5, 300, (2, 20))
     mask = torch.ones_like(ids)
-    mask[0, 11:] = 0
+    mask[0, 5:] = 0
     expected = grads(model, ids, mask)
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     got = grads(model, ids, mask, run=compiled)

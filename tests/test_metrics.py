@@ -1,66 +1,110 @@
-"""The local GLUE metrics must give the numbers scikit-learn/scipy (what the Hub's GLUE metric calls) give."""
+"""The GLUE metrics: the keys and values of the GLUE metric on inputs worked out by hand, and the same
+numbers whichever backend (evaluate or local) computes them."""
+
+import math
+import sys
+import types
 
 import numpy as np
 import pytest
 
-from linformer_hf import metrics
+from linformer_training import metrics
 
-sklearn_metrics = pytest.importorskip("sklearn.metrics")
-stats = pytest.importorskip("scipy.stats")
-
-rng = np.random.default_rng(0)
-BINARY = [(rng.integers(0, 2, 200), rng.integers(0, 2, 200)),
-          (np.array([1, 1, 0, 0, 1]), np.array([1, 0, 0, 1, 1])),
-          (np.zeros(10, int), np.ones(10, int)),  # nothing predicted positive
-          (np.zeros(10, int), np.zeros(10, int))]  # no positives at all: F1 and MCC are 0 by convention
-MULTI = [(rng.integers(0, 3, 300), rng.integers(0, 3, 300)), (np.array([0, 1, 2, 2]), np.array([0, 2, 1, 2]))]
-SCORES = [(rng.normal(size=100), rng.normal(size=100)),
-          (rng.integers(0, 6, 80).astype(float), rng.integers(0, 6, 80).astype(float)),  # many ties
-          (np.arange(10.0), np.arange(10.0) ** 3)]  # monotone: Spearman 1, Pearson < 1
+# Worked by hand. Binary: TP 2, FP 1, TN 1, FN 1 -> MCC (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6.
+BINARY_PREDS, BINARY_REFS = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
+# Three classes: confusion trace 2 of 4, true and predicted counts (1, 1, 2) -> (2*4 - 6) / (16 - 6) = 0.2.
+MULTI_PREDS, MULTI_REFS = [0, 1, 2, 2], [0, 2, 1, 2]
 
 
-@pytest.mark.parametrize("preds, refs", BINARY)
-def test_binary_metrics_match_sklearn(preds, refs):
-    assert metrics.accuracy(preds, refs) == pytest.approx(sklearn_metrics.accuracy_score(refs, preds), abs=1e-12)
-    assert metrics.f1(preds, refs) == pytest.approx(sklearn_metrics.f1_score(refs, preds, zero_division=0), abs=1e-12)
-    assert metrics.matthews_correlation(preds, refs) == pytest.approx(
-        sklearn_metrics.matthews_corrcoef(refs, preds), abs=1e-12)
+def test_accuracy_and_f1_of_class_one():
+    assert metrics.glue_local("mrpc", [1, 0, 1, 1], [1, 0, 0, 1]) == {"accuracy": 0.75, "f1": pytest.approx(0.8)}
+    assert metrics.glue_local("qqp", BINARY_PREDS, BINARY_REFS) == {"accuracy": 0.6, "f1": pytest.approx(2 / 3)}
+    # Class 0 is not what F1 scores: all-correct zeros give F1 0 (nothing predicted or true in class 1).
+    assert metrics.glue_local("mrpc", [0] * 4, [0] * 4) == {"accuracy": 1.0, "f1": 0.0}
+    assert metrics.glue_local("sst2", [1, 0], [1, 1]) == {"accuracy": 0.5}
 
 
-@pytest.mark.parametrize("preds, refs", MULTI)
-def test_multiclass_matthews_matches_sklearn(preds, refs):
-    assert metrics.matthews_correlation(preds, refs) == pytest.approx(
-        sklearn_metrics.matthews_corrcoef(refs, preds), abs=1e-12)
+def test_matthews_correlation_binary_multiclass_and_undefined():
+    assert metrics.glue_local("cola", BINARY_PREDS, BINARY_REFS)["matthews_correlation"] == pytest.approx(1 / 6)
+    assert metrics.glue_local("cola", MULTI_PREDS, MULTI_REFS)["matthews_correlation"] == pytest.approx(0.2)
+    assert metrics.glue_local("cola", [1, 0, 1], [1, 0, 1]) == {"matthews_correlation": 1.0}
+    assert metrics.glue_local("cola", [1, 0, 1], [0, 1, 0])["matthews_correlation"] == pytest.approx(-1.0)
+    assert metrics.glue_local("cola", [0] * 5, [0, 1, 0, 1, 1]) == {"matthews_correlation": 0.0}  # undefined: 0
 
 
-@pytest.mark.parametrize("x, y", SCORES)
-def test_correlations_match_scipy(x, y):
-    np.testing.assert_allclose(metrics.average_ranks(x), stats.rankdata(x))
-    assert metrics.pearson(x, y) == pytest.approx(stats.pearsonr(x, y)[0], abs=1e-12)
-    assert metrics.spearman(x, y) == pytest.approx(stats.spearmanr(x, y)[0], abs=1e-12)
+@pytest.mark.parametrize("preds, refs, pearson, spearman", [
+    ([1, 2, 3, 4], [2, 4, 6, 8], 1.0, 1.0),
+    ([1, 2, 3, 4], [1, 3, 2, 4], 0.8, 0.8),  # covariance 4 / variance 5; same ranks
+    ([1, 1, 2, 3], [1, 2, 2, 3], None, 3.75 / 4.5),  # ties share the mean of their ranks
+    (list(range(10)), [x ** 3 for x in range(10)], None, 1.0),  # monotone: Spearman 1, Pearson below
+])
+def test_pearson_and_spearman(preds, refs, pearson, spearman):
+    result = metrics.glue_local("stsb", preds, refs)
+    assert set(result) == {"pearson", "spearmanr"} and all(type(v) is float for v in result.values())
+    assert result["spearmanr"] == pytest.approx(spearman)
+    if pearson is not None:
+        assert result["pearson"] == pytest.approx(pearson)
+    else:
+        assert 0 < result["pearson"] < 0.999
 
 
-def test_glue_local_returns_the_glue_metric_keys_and_values():
-    preds, refs = BINARY[0]
-    assert metrics.glue_local("cola", preds, refs) == {
-        "matthews_correlation": pytest.approx(sklearn_metrics.matthews_corrcoef(refs, preds), abs=1e-12)}
-    assert metrics.glue_local("qqp", preds, refs) == {
-        "accuracy": pytest.approx(sklearn_metrics.accuracy_score(refs, preds), abs=1e-12),
-        "f1": pytest.approx(sklearn_metrics.f1_score(refs, preds), abs=1e-12)}
-    assert set(metrics.glue_local("mnli", *MULTI[0])) == {"accuracy"}
-    x, y = SCORES[0]
-    x32, y32 = x.astype(np.float32), y.astype(np.float32)  # the GLUE metric stores STS-B scores as float32
-    assert metrics.glue_local("stsb", x, y) == {"pearson": pytest.approx(stats.pearsonr(x32, y32)[0], abs=1e-7),
-                                                "spearmanr": pytest.approx(stats.spearmanr(x32, y32)[0], abs=1e-12)}
+def test_stsb_scores_are_compared_as_float32():
+    """A difference below float32's resolution vanishes, as in the GLUE metric (float32 features)."""
+    refs, preds, nudged = [1.0, 2.0, 3.0], [1.0, 2.0, 3.5], [1.0, 2.0 + 1e-9, 3.5]
+    assert metrics.glue_local("stsb", nudged, refs) == metrics.glue_local("stsb", preds, refs)
+    assert metrics.glue_local("stsb", nudged, refs)["pearson"] < 1
+
+
+def test_every_config_returns_the_glue_metric_keys_in_order():
     for name, keys in metrics.GLUE_METRIC_KEYS.items():
-        assert tuple(metrics.glue_local(name, *SCORES[1] if name == "stsb" else BINARY[0])) == keys
+        preds, refs = ([0.5, 1.5, 2.5, 4.0], [1.0, 1.0, 3.0, 4.5]) if name == "stsb" else (BINARY_PREDS, BINARY_REFS)
+        result = metrics.glue_local(name, preds, refs)
+        assert tuple(result) == keys and all(type(v) is float and math.isfinite(v) for v in result.values())
 
 
-def test_load_glue_metric_falls_back_to_local_offline(monkeypatch):
+def fake_evaluate(monkeypatch, loads):
+    """An `evaluate` module whose GLUE metric computes `glue_local` but returns numpy scalars, as the
+    real one does; `loads=False` makes it fail like an offline `evaluate.load`."""
+    calls = []
+
+    def load(path, config_name):
+        calls.append((path, config_name))
+        if not loads:
+            raise ConnectionError("Couldn't reach 'glue' on the Hub (LocalEntryNotFoundError)")
+        compute = lambda predictions, references: {  # noqa: E731
+            k: np.float64(v) for k, v in metrics.glue_local(config_name, predictions, references).items()}
+        return types.SimpleNamespace(compute=compute)
+
+    monkeypatch.setitem(sys.modules, "evaluate", types.SimpleNamespace(load=load))
+    return calls
+
+
+@pytest.mark.parametrize("config, preds, refs", [
+    ("mrpc", BINARY_PREDS, BINARY_REFS), ("cola", MULTI_PREDS, MULTI_REFS), ("stsb", [0.1, 2.0, 1.5], [0.0, 2.5, 1.0]),
+])
+def test_auto_prefers_evaluate_and_both_backends_agree(monkeypatch, config, preds, refs):
+    calls = fake_evaluate(monkeypatch, loads=True)
+    via_evaluate = metrics.load_glue_metric(config)(preds, refs)
+    assert calls == [("glue", config)]
+    assert via_evaluate == metrics.load_glue_metric(config, backend="local")(preds, refs)
+    assert all(type(v) is float for v in via_evaluate.values())  # JSON-serialisable, not numpy scalars
+    assert calls == [("glue", config)]  # backend="local" never asks evaluate
+
+
+def test_auto_falls_back_to_local_when_evaluate_cannot_load(monkeypatch, caplog):
+    calls = fake_evaluate(monkeypatch, loads=False)
+    compute = metrics.load_glue_metric("mrpc")
+    assert calls == [("glue", "mrpc")] and "computing it locally" in caplog.text
+    assert compute(BINARY_PREDS, BINARY_REFS) == metrics.glue_local("mrpc", BINARY_PREDS, BINARY_REFS)
+    with pytest.raises(ConnectionError):  # asked for explicitly: no silent fallback
+        metrics.load_glue_metric("mrpc", backend="evaluate")
+
+
+def test_the_real_evaluate_offline_falls_back_to_the_same_numbers(monkeypatch):
+    pytest.importorskip("evaluate")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     compute = metrics.load_glue_metric("mrpc")  # evaluate cannot fetch the GLUE script offline
     assert compute([1, 0, 1, 1], [1, 0, 0, 1]) == {"accuracy": 0.75, "f1": pytest.approx(0.8)}
-    assert metrics.load_glue_metric("sst2", backend="local")([1, 0], [1, 1]) == {"accuracy": 0.5}
 
 
 def test_bad_metric_requests_are_rejected():

@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """The paper's attention, exactly: padding invariance, sharing, RoBERTa equivalence, heads and losses."""
 
 import itertools
@@ -325,3 +327,151 @@ def test_hidden_states_and_tuple_outputs():
     assert len(out.hidden_states) == 3 and out.hidden_states[-1].shape == (2, 6, 32)
     as_tuple = model(ids, return_dict=False)
     torch.testing.assert_close(as_tuple[0], out.logits)
+
+
+# ---- full_attention_short_inputs: exact attention for sequences of at most k real tokens ----------------
+
+SHORT_INPUT_MODES = [(s, "linear") for s in SHARING] + [(s, "conv") for s in SHARING] + [
+    ("layerwise", "mean_pool"), ("layerwise", "max_pool")]  # pooling has no weights to share
+
+
+def roberta_and_linformer(sharing, kind, impl, n=32, k=8, **overrides):
+    """A random RoBERTa and a Linformer holding the same weights plus random (non-identity) projections."""
+    torch.manual_seed(0)
+    roberta_config = RobertaConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=64, max_position_embeddings=n + 2, type_vocab_size=1,
+                                   layer_norm_eps=1e-5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    roberta = RobertaModel._from_config(roberta_config, attn_implementation=impl).eval()
+    config = tiny_config(max_seq_length=n, projected_dim=k, projection_sharing=sharing, projection_type=kind,
+                         full_attention_short_inputs=True, **overrides)
+    model = LinformerModel._from_config(config, attn_implementation=impl).eval()
+    missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
+    assert not unexpected and all(key.startswith("encoder.projections.") for key in missing)
+    with torch.no_grad():
+        for p in model.encoder.projections.parameters():
+            p.normal_(0.0, 0.3)
+    return roberta, model
+
+
+def padded_batch(sequences, total, side, pad_id=1):
+    ids = torch.full((len(sequences), total), pad_id)
+    mask = torch.zeros(len(sequences), total, dtype=torch.long)
+    spans = []
+    for row, seq in enumerate(sequences):
+        span = slice(0, len(seq)) if side == "right" else slice(total - len(seq), total)
+        ids[row, span], mask[row, span] = seq, 1
+        spans.append(span)
+    return ids, mask, spans
+
+
+@pytest.mark.parametrize("sharing, kind", SHORT_INPUT_MODES)
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@torch.no_grad()
+def test_short_inputs_reproduce_roberta_and_long_ones_keep_the_projection(sharing, kind, impl):
+    """k=8 < n=32: inputs of <= 8 tokens equal RoBERTa alone and in mixed padded batches, either padding side;
+    longer rows of the same batches are exactly what the projection gives without the option."""
+    roberta, model = roberta_and_linformer(sharing, kind, impl)
+    # Guards that the comparison can fail; not for weightless pooling, whose windowed keys give nearly
+    # uniform attention, like RoBERTa's at this random init.
+    guard = kind in ("linear", "conv")
+    generator = torch.Generator().manual_seed(1)
+    sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (1, 5, 8, 9, 20, 32)]
+    worst_short = 0.0
+    for seq in sequences[:3]:
+        expected = roberta(seq[None]).last_hidden_state
+        worst_short = max(worst_short, (model(seq[None]).last_hidden_state - expected).abs().max().item())
+    for total, side in itertools.product((20, 32), ("right", "left")):
+        rows = [seq for seq in sequences if len(seq) <= total]
+        ids, mask, spans = padded_batch(rows, total, side)
+        out = model(ids, attention_mask=mask).last_hidden_state
+        model.config.full_attention_short_inputs = False
+        projected = model(ids, attention_mask=mask).last_hidden_state
+        model.config.full_attention_short_inputs = True
+        for row, (seq, span) in enumerate(zip(rows, spans)):
+            if len(seq) <= 8:
+                expected = roberta(seq[None]).last_hidden_state[0]
+                worst_short = max(worst_short, (out[row, span] - expected).abs().max().item())
+                if guard and len(seq) > 1:  # the option is what made it exact (one token attends to itself)
+                    assert (projected[row, span] - expected).abs().max() > 1e-3
+            else:
+                torch.testing.assert_close(out[row, span], projected[row, span], rtol=0, atol=1e-6)
+                if guard:
+                    assert (out[row, span] - roberta(seq[None]).last_hidden_state[0]).abs().max() > 1e-3
+    assert worst_short <= 1e-5
+
+
+@torch.no_grad()
+def test_short_inputs_use_each_layers_own_k():
+    """Per-layer k = [4, 16]: a 10-token input is projected in layer 0 and exact in layer 1, padded or not."""
+    model = model_for("headwise", "linear", projected_dim=[4, 16], full_attention_short_inputs=True)
+    ids = torch.randint(5, 300, (1, 10))
+    out = model(ids, output_attentions=True)
+    assert [a.shape[-1] for a in out.attentions] == [4, 10]
+    batch, mask, spans = padded_batch([ids[0], torch.randint(5, 300, (24,))], 24, "left")
+    padded = model(batch, attention_mask=mask, output_attentions=True)
+    torch.testing.assert_close(padded.last_hidden_state[0, spans[0]], out.last_hidden_state[0], rtol=0, atol=1e-5)
+    # Mixed batch in layer 1: 16 key slots; the short row puts no weight on the 6 it does not fill.
+    assert padded.attentions[1].shape == (2, 4, 24, 16)
+    assert padded.attentions[1][0, :, :, 10:].abs().max() == 0
+    torch.testing.assert_close(padded.attentions[1].sum(-1), torch.ones(2, 4, 24))
+
+
+def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
+    """Batches with every row longer than k never compute the unprojected keys."""
+    model = model_for("layerwise", "linear", full_attention_short_inputs=True)
+    calls = []
+    original = LinformerSelfAttention._exact
+    monkeypatch.setattr(LinformerSelfAttention, "_exact", lambda self, *a: calls.append(1) or original(self, *a))
+    ids = torch.randint(5, 300, (2, 20))
+    mask = torch.ones_like(ids)
+    mask[1, 15:] = 0
+    model(ids, attention_mask=mask)
+    model(ids)
+    assert calls == []
+    mask[1, 8:] = 0  # now one row has 8 = k real tokens
+    model(ids, attention_mask=mask)
+    assert len(calls) == model.config.num_hidden_layers
+
+
+# ---- input checks -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("make_inputs, message", [
+    (lambda: dict(input_ids=torch.tensor([[5, 300, 7]])), r"`input_ids` holds values from 5 to 300.*vocab_size=300"),
+    (lambda: dict(input_ids=torch.tensor([[5, -1, 7]])), r"`input_ids` holds values from -1 to 7"),
+    (lambda: dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "empty"),
+    (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 7)),
+     r"`attention_mask` has 7 positions, more than the 5 tokens"),
+    (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 3)),
+     r"`attention_mask` has 3 positions, fewer than the 5 tokens"),
+    (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(3, 5)),
+     r"`attention_mask` is for a batch of 3 sequences but the input has 2"),
+    (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), token_type_ids=torch.ones(2, 5, dtype=torch.long)),
+     r"`token_type_ids` holds values from 1 to 1.*type_vocab_size=1"),
+    (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), token_type_ids=torch.zeros(2, 4, dtype=torch.long)),
+     r"`token_type_ids` has shape \(2, 4\)"),
+    (lambda: dict(input_ids=torch.ones(5, dtype=torch.long)), r"`input_ids` must be \(batch, sequence\)"),
+])
+def test_bad_inputs_are_one_line_errors_naming_the_argument(make_inputs, message):
+    model = LinformerForMaskedLM(tiny_config())
+    with pytest.raises(ValueError, match=message) as error:
+        model(**make_inputs())
+    assert "\n" not in str(error.value)
+
+
+def test_forward_kwargs_are_typed_for_transformers():
+    """`**kwargs: Unpack[TransformersKwargs]` is how transformers (and its common tests) see that a forward
+    accepts `output_attentions` and the other standard keyword arguments."""
+    import inspect
+    from typing import get_args
+
+    from transformers.utils import TransformersKwargs
+
+    from linformer_hf.modeling_linformer import LinformerEncoder, LinformerLayer
+
+    classes = [LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerForTokenClassification,
+               LinformerForQuestionAnswering, LinformerForMultipleChoice, LinformerEncoder, LinformerLayer,
+               LinformerSelfAttention]
+    for cls in classes:
+        annotation = inspect.signature(cls.forward).parameters["kwargs"].annotation
+        assert get_args(annotation) == (TransformersKwargs,), cls.__name__
+        assert "output_attentions" in get_args(annotation)[0].__annotations__

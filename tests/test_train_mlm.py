@@ -1,6 +1,10 @@
 """train_mlm.py end to end on CPU: recipes, bad input, a short run, resume after a kill, 2-process DDP."""
 
+import dataclasses
 import json
+import logging
+import re
+import shutil
 import os
 import signal
 import socket
@@ -13,16 +17,19 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from linformer_hf import script_utils as su
+from linformer_training import checkpoints
+from linformer_training.arguments import UsageError, parse_args
+from linformer_training.models import input_limit
+from linformer_training.tracking import read_jsonl
 
-from conftest import REPO
+from conftest import REPO, error_of, write_jsonl
 
 sys.path.insert(0, str(REPO))
 import train_mlm  # noqa: E402
 
 MICRO = """\
 model_type: {model_type}
-model: {model}
+config_overrides: {model}
 train_file: [{corpus}]
 tokenizer_vocab_size: 400
 per_device_train_batch_size: 8
@@ -36,7 +43,7 @@ report_to: none
 SIZE = "hidden_size: 32, num_hidden_layers: 2, num_attention_heads: 4, intermediate_size: 64"
 LINFORMER = "{" + SIZE + ", max_seq_length: 64, projected_dim: 16}"
 ROBERTA = "{" + SIZE + ", max_position_embeddings: 66}"  # n=64, positions numbered after pad id 1
-NO_DROPOUT = ["--model.hidden_dropout_prob", "0", "--model.attention_probs_dropout_prob", "0"]
+NO_DROPOUT = ["--config_overrides", "hidden_dropout_prob=0,attention_probs_dropout_prob=0"]
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +63,7 @@ def micro(corpus, tmp_path_factory):
     return folder
 
 
-@pytest.fixture(autouse=True)
-def fresh_accelerate_state():
-    """main() runs in this process several times; each run needs Accelerate's singletons fresh."""
-    from accelerate.state import AcceleratorState, GradientState
-
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
+pytestmark = pytest.mark.usefixtures("fresh_accelerate_state")
 
 
 def run(micro, out, *flags, recipe="micro"):
@@ -73,29 +71,30 @@ def run(micro, out, *flags, recipe="micro"):
 
 
 def losses(out, key="train_loss"):
-    return [r[key] for r in su.read_jsonl(Path(out) / "metrics.jsonl") if key in r]
+    return [r[key] for r in read_jsonl(Path(out) / "metrics.jsonl") if key in r]
 
 
 # --- recipes ---------------------------------------------------------------------------------------
 
 
 def test_no_arguments_is_the_tiny_recipe():
-    defaults = su.parse_config(train_mlm.Args, [])
-    tiny = su.parse_config(train_mlm.Args, ["--config", str(REPO / "configs" / "tiny.yaml")])
-    assert defaults == tiny
+    defaults = parse_args(train_mlm.MLMArguments, [])
+    tiny = parse_args(train_mlm.MLMArguments, ["--config", str(REPO / "configs" / "tiny.yaml")])
+    assert train_mlm.model_config(defaults).to_dict() == train_mlm.model_config(tiny).to_dict()
+    assert dataclasses.replace(defaults, config_overrides=None) == dataclasses.replace(tiny, config_overrides=None)
     assert Path(defaults.train_file[0]) == REPO / "data" / "moby_dick" / "chapters.jsonl"
     assert defaults.model_type == "linformer" and defaults.tokenizer_name is None
 
 
-RECIPES = sorted((REPO / "configs").glob("*.yaml"))
+RECIPES = sorted(p for p in (REPO / "configs").glob("*.yaml") if not p.name.startswith("distill_"))  # distill.py's
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[p.stem for p in RECIPES])
 def test_every_recipe_parses_into_a_valid_model(recipe):
-    args = su.parse_config(train_mlm.Args, ["--config", str(recipe)])
-    config = train_mlm.build_model_config(args)
-    n = train_mlm.longest_input(config)
-    assert (args.max_seq_length or n) <= n
+    args = parse_args(train_mlm.MLMArguments, ["--config", str(recipe)])
+    config = train_mlm.model_config(args)
+    n = input_limit(config)
+    assert (args.block_size or n) <= n
     assert args.adam_beta2 == 0.98 and args.adam_epsilon == 1e-6 and args.weight_decay == 0.01
     if args.model_type == "linformer":
         assert all(k <= n for k in config.projected_dims)
@@ -106,12 +105,12 @@ def test_paper_recipes_cover_the_grid():
     a standard-attention RoBERTa of the same size, trained the same way."""
     found = set()
     for recipe in RECIPES:
-        args = su.parse_config(train_mlm.Args, ["--config", str(recipe)])
-        config = train_mlm.build_model_config(args)
+        args = parse_args(train_mlm.MLMArguments, ["--config", str(recipe)])
+        config = train_mlm.model_config(args)
         if config.hidden_size != 768:
             continue
         if args.model_type == "roberta":
-            found.add(("roberta", train_mlm.longest_input(config)))
+            found.add(("roberta", input_limit(config)))
         else:
             found.add((config.max_seq_length, config.projected_dim, config.projection_sharing))
     for k in (128, 256):
@@ -122,51 +121,131 @@ def test_paper_recipes_cover_the_grid():
     assert ("roberta", 512) in found
 
 
-# --- bad input: a clear error before any training ------------------------------------------------
+# --- bad input and faults: one table, a row per case (issue 13) ----------------------------------
 
 
-def _bad_inputs(tmp_path, micro):
-    (tmp_path / "empty.jsonl").write_text("")
-    (tmp_path / "a_file").write_text("x")
-    ckpt = tmp_path / "old_run" / "checkpoints" / "step_5"
-    ckpt.mkdir(parents=True)
-    (ckpt / su.STATE_FILE).write_text(json.dumps({"step": 5}))
-    return {
-        "missing file": (["--train_file", str(tmp_path / "nope.jsonl")], r"--train_file .*nope.jsonl: no such file"),
-        "empty file": (["--train_file", str(tmp_path / "empty.jsonl")], r"--train_file .*empty.jsonl: file is empty"),
-        "empty validation": (["--validation_file", str(tmp_path / "empty.jsonl")], "--validation_file .*file is empty"),
-        "block above n": (["--max_seq_length", "128"], "--max_seq_length 128 exceeds the model's longest input n=64"),
-        "k above n": (["--model.projected_dim", "128"], r"--model: .*`projected_dim`=128 is invalid"),
-        "unknown model field": (["--model.hidden_sise", "3"], "did you mean `hidden_size`"),
-        "unwritable output": (["--output_dir", str(tmp_path / "a_file" / "out")], "--output_dir .* not a writable"),
-        "earlier run": (["--output_dir", str(tmp_path / "old_run")], "holds checkpoints of an earlier run"),
-        "batch arithmetic": (["--total_batch_size", "12"], "--total_batch_size 12 is not a multiple of"),
-        "push without id": (["--push_to_hub"], "--push_to_hub needs --hub_model_id"),
-        "bad checkpoint": (["--resume_from_checkpoint", str(tmp_path)], "--resume_from_checkpoint .*not a checkpoint"),
-        "tokenizer too big": (["--model.vocab_size", "100"], r"does not fit the model config: its vocabulary has \d+"),
-        "unknown tracker": (["--report_to", "tensorbord"], "unknown --report_to tracker"),
-        "all warmup": (["--max_steps", "2"], "--warmup_steps 2 leaves no updates for the polynomial decay"),
-    }
+@pytest.fixture(scope="module")
+def finished(micro, tmp_path_factory):
+    """A finished 4-update run with checkpoints at updates 2 and 4, copied by each case that damages it."""
+    from accelerate.state import AcceleratorState, GradientState
+
+    out = tmp_path_factory.mktemp("finished") / "run"
+    run(micro, out, "--max_steps", "4", "--checkpointing_steps", "2", "--save_total_limit", "2")
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+    return out
 
 
-BAD = ["missing file", "empty file", "empty validation", "block above n", "k above n", "unknown model field",
-       "unwritable output", "earlier run", "batch arithmetic", "push without id", "bad checkpoint",
-       "tokenizer too big", "unknown tracker", "all warmup"]
+def overwrite_tail(path, size=4096):
+    """4 KiB of 0xFF at the end of a file: a header that still parses, weights that are NaN."""
+    data = bytearray(path.read_bytes())
+    data[-size:] = b"\xff" * size
+    path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("case", BAD)
-def test_bad_input_is_a_clear_error_before_training(case, tmp_path, micro):
-    flags, message = _bad_inputs(tmp_path, micro)[case]
+def truncate(path):
+    path.write_bytes(path.read_bytes()[:100])
+
+
+LATEST, PREVIOUS = "checkpoints/checkpoint_4", "checkpoints/checkpoint_2"
+DAMAGE = {  # what is done to a copy of the finished run before the command
+    "nan weights": lambda out: overwrite_tail(out / LATEST / "model.safetensors"),
+    "truncated weights": lambda out: truncate(out / LATEST / "model.safetensors"),
+    "truncated optimizer": lambda out: truncate(out / LATEST / "optimizer.bin"),
+    "no scheduler": lambda out: (out / LATEST / "scheduler.bin").unlink(),
+    "bad state": lambda out: (out / LATEST / "trainer_state.json").write_text("{"),
+    "no rng": lambda out: [(out / c / "random_states_0.pkl").unlink() for c in (LATEST, PREVIOUS)],
+    "all damaged": lambda out: [truncate(out / c / "model.safetensors") for c in (LATEST, PREVIOUS)],
+    "no checkpoints": lambda out: shutil.rmtree(out / "checkpoints"),
+}
+RESUME = ["--resume_from_checkpoint", "latest", "--max_steps", "6"]
+FALLBACK = r"checkpoint_4 is damaged: .*; trying the previous checkpoint[\s\S]*Resumed from .*checkpoint_2: step 2"
+CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex), whether it must fail
+    ("diverging run", None, ["--learning_rate", "1e6", "--max_steps", "6", "--warmup_steps", "1"],
+     r"step \d: the (training loss|gradient norm) is (nan|inf).*last good checkpoint: none", True),
+    ("nan weights in latest checkpoint", "nan weights", RESUME, FALLBACK + r"[\s\S]*Done: 6 updates", False),
+    ("truncated weights", "truncated weights", RESUME, FALLBACK, False),
+    ("truncated optimizer", "truncated optimizer", RESUME, FALLBACK, False),
+    ("missing scheduler", "no scheduler", RESUME, FALLBACK, False),
+    ("invalid trainer_state.json", "bad state", RESUME, FALLBACK, False),
+    ("missing RNG state", "no rng", RESUME, "random_states_0.pkl missing.*pass --allow_inexact_resume true", True),
+    ("missing RNG state, accepted", "no rng", RESUME + ["--allow_inexact_resume", "true"],
+     r"Resumed from .*checkpoint_4", False),
+    ("every checkpoint damaged", "all damaged", RESUME, "no checkpoint can be resumed: .*checkpoint_4.*checkpoint_2", True),
+    ("damaged checkpoint named by path", "truncated weights",
+     ["--resume_from_checkpoint", "{out}/" + LATEST, "--max_steps", "6"], r"checkpoint .*checkpoint_4 is damaged", True),
+    ("finished folder, no checkpoints", "no checkpoints", ["--max_steps", "6"],
+     r"--output_dir .* is not empty; pass --overwrite_output_dir to replace it$", True),
+    ("earlier run with checkpoints", "nan weights", ["--max_steps", "6"],
+     "is not empty; pass --overwrite_output_dir .*, or --resume_from_checkpoint latest", True),
+    ("keep_last_checkpoints", None, ["--keep_last_checkpoints", "-1"], "no longer a flag: use --save_total_limit", True),
+    ("save_total_limit -1", None, ["--save_total_limit", "-1"], r"--save_total_limit -1: must be in \[1, ∞\)", True),
+    ("max_steps -5", None, ["--max_steps", "-5"], r"--max_steps -5: must be in \[1, ∞\)", True),
+    ("learning_rate -1", None, ["--learning_rate", "-1"], r"--learning_rate -1.0: must be in \(0, ∞\)", True),
+    ("learning_rate 0", None, ["--learning_rate", "0"], r"--learning_rate 0.0: must be in \(0, ∞\)", True),
+    ("mlm_probability 1.5", None, ["--mlm_probability", "1.5"], r"--mlm_probability 1.5: must be in \(0, 1\)", True),
+    ("validation_split_percentage 150", None, ["--validation_split_percentage", "150"],
+     r"--validation_split_percentage 150.0: must be in \[0, 100\)", True),
+    ("gradient_accumulation_steps -2", None, ["--gradient_accumulation_steps", "-2"],
+     r"--gradient_accumulation_steps -2: must be in \[1, ∞\)", True),
+    ("fp16 on CPU", None, ["--mixed_precision", "fp16"], "--mixed_precision fp16: needs a GPU; on CPU use bf16 or no", True),
+    ("unknown config field", None, ["--config_overrides", "hiden_size=64"], "did you mean `hidden_size`", True),
+    ("vocab_size 0", None, ["--config_overrides", "vocab_size=0", "--tokenizer_vocab_size", "8"],
+     "`vocab_size`=0 is invalid", True),
+    ("negative dropout", None, ["--config_overrides", "hidden_dropout_prob=-0.1"], "`hidden_dropout_prob`=-0.1 is invalid", True),
+    ("whitespace-only corpus", None, ["--train_file", "{data}/blank.jsonl"], "the train split has no text", True),
+    ("header-only CSV", None, ["--train_file", "{data}/header.csv"], "header.csv: no rows", True),
+    ("0-byte CSV", None, ["--train_file", "{data}/empty.csv"], "empty.csv: file is empty", True),
+    ("missing file", None, ["--train_file", "{data}/nope.jsonl"], r"--train_file .*nope.jsonl: no such file", True),
+    ("block above n", None, ["--block_size", "128"], "--block_size 128 exceeds the model's longest input n=64", True),
+    ("k above n", None, ["--config_overrides", "projected_dim=128"], r"`projected_dim`=128 is invalid", True),
+    ("unwritable output", None, ["--output_dir", "{data}/a_file/out"], "--output_dir .*not a writable folder", True),
+    ("batch arithmetic", None, ["--total_batch_size", "12"], "--total_batch_size 12 is not a multiple of", True),
+    ("push without id", None, ["--push_to_hub"], "--push_to_hub needs --hub_model_id", True),
+    ("not a checkpoint", None, ["--resume_from_checkpoint", "{data}"], "--resume_from_checkpoint .*not a complete checkpoint", True),
+    ("tokenizer too big", None, ["--config_overrides", "vocab_size=100"], "vocab_size=100 is below --tokenizer_vocab_size 400", True),
+    ("unknown tracker", None, ["--report_to", "tensorbord"], "--report_to: unknown tracker `tensorbord`", True),
+    ("all warmup", None, ["--max_steps", "2"], "--warmup_steps 2 leaves no updates for the polynomial decay", True),
+]
+
+
+@pytest.mark.parametrize("case, damage, flags, expected, fails", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, micro, finished, capsys, caplog):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "blank.jsonl", [{"text": "  "}, {"text": "\t"}])
+    (data / "header.csv").write_text("text\n")
+    (data / "empty.csv").write_text("")
+    (data / "a_file").write_text("x")
     out = tmp_path / "out"
-    with pytest.raises(su.UsageError, match=message):
+    if damage:
+        shutil.copytree(finished, out)
+        DAMAGE[damage](out)
+    before = sorted(p.relative_to(out) for p in out.rglob("*")) if out.exists() else []
+    flags = [f.format(out=out, data=data) for f in flags]
+    call = lambda: run(micro, out, *flags)  # noqa: E731
+    if fails:
+        message = error_of(call, capsys)
+        assert re.search(expected, message), message
+        if damage and "damaged" not in case and "RNG" not in case:  # refused before touching the folder
+            assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
+        if not damage:  # nothing written, nothing non-finite saved
+            assert not (out / "model.safetensors").exists() and not list(out.glob("checkpoints/checkpoint_*"))
+    else:
+        caplog.set_level(logging.WARNING)
         run(micro, out, *flags)
-    assert not (out / "metrics.jsonl").exists() and not (out / "checkpoints").exists()
+        text = caplog.text + capsys.readouterr().out
+        assert re.search(expected, text), text
+        assert (out / "model.safetensors").exists() and (out / "config.json").exists()
 
 
 def test_unknown_flag_and_recipe_key_are_errors(tmp_path, micro, capsys):
     with pytest.raises(SystemExit):
         run(micro, tmp_path, "--max_train_steps", "5")
-    assert "unrecognized arguments: --max_train_steps" in capsys.readouterr().err
+    assert "--max_train_steps is no longer a flag: use --max_steps" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run(micro, tmp_path, "--max_stpes", "5")
+    assert "unknown flag `max_stpes` (did you mean `max_steps`?)" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text("base: " + str(micro / "micro.yaml") + "\nlearning_rte: 0.1\n")
     with pytest.raises(SystemExit):
@@ -175,10 +254,10 @@ def test_unknown_flag_and_recipe_key_are_errors(tmp_path, micro, capsys):
 
 
 def test_command_line_error_is_one_line_not_a_traceback(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO / "train_mlm.py"), "--max_seq_length", "4096",
+    result = subprocess.run([sys.executable, str(REPO / "train_mlm.py"), "--block_size", "4096",
                              "--output_dir", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode != 0
-    assert "train_mlm.py: error: --max_seq_length 4096 exceeds the model's longest input n=128" in result.stderr
+    assert "train_mlm.py: error: --block_size 4096 exceeds the model's longest input n=128" in result.stderr
     assert "Traceback" not in result.stderr
 
 
@@ -190,8 +269,8 @@ def test_short_run_learns_and_saves_a_loadable_model(tmp_path, micro):
 
     out = tmp_path / "run"
     final = run(micro, out, "--max_steps", "30", "--eval_steps", "15", "--checkpointing_steps", "10",
-                "--keep_last_checkpoints", "2", "--report_to", "tensorboard")
-    rows = su.read_jsonl(out / "metrics.jsonl")
+                "--save_total_limit", "2", "--report_to", "tensorboard")
+    rows = read_jsonl(out / "metrics.jsonl")
     evals = [r for r in rows if "eval_perplexity" in r]
     assert [r["step"] for r in evals] == [0, 15, 30]  # untrained, periodic, final
     assert evals[-1]["eval_perplexity"] < 0.5 * evals[0]["eval_perplexity"]
@@ -200,11 +279,11 @@ def test_short_run_learns_and_saves_a_loadable_model(tmp_path, micro):
     assert [r["step"] for r in train] == list(range(1, 31))
     assert all(r["tokens_per_second"] > 0 and r["peak_memory_gb"] > 0 for r in train)
     assert train[-1]["tokens_seen"] >= 30 * 8 * 60
-    assert [p.name for p in su.list_checkpoints(out / "checkpoints")] == ["step_20", "step_30"]
+    assert [p.name for p in checkpoints.list_checkpoints(out)] == ["checkpoint_20", "checkpoint_30"]
     assert list((out / "logs").rglob("events.out.tfevents*"))  # TensorBoard
 
     card = (out / "README.md").read_text()
-    assert "pipeline_tag: fill-mask" in card and "eval_perplexity" in card and "projected_dim: 16" in card
+    assert "pipeline_tag: fill-mask" in card and "eval_perplexity" in card and "projected_dim=16" in card
     assert (out / "model.safetensors").exists() and (out / "modeling_linformer.py").exists()
     model = AutoModelForMaskedLM.from_pretrained(out)
     assert type(model).__name__ == "LinformerForMaskedLM" and model.config.projected_dim == 16
@@ -229,8 +308,8 @@ def test_roberta_baseline_trains_with_the_same_script(tmp_path, micro):
 
     run(micro, tmp_path, "--max_steps", "4", recipe="micro_roberta")
     assert type(AutoModelForMaskedLM.from_pretrained(tmp_path)).__name__ == "RobertaForMaskedLM"
-    with pytest.raises(su.UsageError, match="--max_seq_length 128 exceeds the model's longest input n=64"):
-        run(micro, tmp_path / "too_long", "--max_seq_length", "128", recipe="micro_roberta")
+    with pytest.raises(UsageError, match="--block_size 128 exceeds the model's longest input n=64"):
+        run(micro, tmp_path / "too_long", "--block_size", "128", recipe="micro_roberta")
 
 
 def test_streaming_corpus(tmp_path, micro):
@@ -241,7 +320,7 @@ def test_streaming_corpus(tmp_path, micro):
 
 def test_offline_push_fails_after_the_local_save(tmp_path, micro, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(su.UsageError, match="--push_to_hub: uploading to someone/tiny failed .*Nothing is lost"):
+    with pytest.raises(UsageError, match="--push_to_hub: uploading to someone/tiny failed .*Nothing is lost"):
         run(micro, tmp_path, "--max_steps", "3", "--push_to_hub", "--hub_model_id", "someone/tiny")
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "README.md").exists()
 
@@ -250,14 +329,14 @@ def test_offline_push_fails_after_the_local_save(tmp_path, micro, monkeypatch):
 
 
 def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro):
-    run(micro, tmp_path, "--max_steps", "4", "--checkpointing_steps", "2", "--keep_last_checkpoints", "1")
-    assert [p.name for p in su.list_checkpoints(tmp_path / "checkpoints")] == ["step_4"]
-    with pytest.raises(su.UsageError, match="written with .*'per_device_train_batch_size': 8.*resume with the same"):
+    run(micro, tmp_path, "--max_steps", "4", "--checkpointing_steps", "2", "--save_total_limit", "1")
+    assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["checkpoint_4"]
+    with pytest.raises(UsageError, match="written with .*'per_device_train_batch_size': 8.*resume with the same"):
         run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest",
             "--per_device_train_batch_size", "4", "--total_batch_size", "8")
     run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
-    assert [r["step"] for r in su.read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
-    assert json.loads((tmp_path / "checkpoints" / "step_6" / su.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
+    assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
 
 
 def script(*flags):
@@ -278,7 +357,7 @@ def test_resume_after_kill_reaches_the_same_weights(tmp_path, micro):
     proc = subprocess.Popen(script(*common, "--max_steps", "100000", "--output_dir", str(killed)),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
-    while not (killed / "checkpoints" / "step_3" / su.STATE_FILE).exists():
+    while not (killed / "checkpoints" / "checkpoint_3" / checkpoints.STATE_FILE).exists():
         assert proc.poll() is None and time.time() < deadline, "the run ended before its first checkpoint"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
@@ -286,7 +365,7 @@ def test_resume_after_kill_reaches_the_same_weights(tmp_path, micro):
     assert proc.returncode == -signal.SIGKILL
 
     resumed = subprocess.run(script(*common, "--max_steps", "6", "--output_dir", str(killed),
-                                    "--resume_from_checkpoint", str(killed / "checkpoints" / "step_3")),
+                                    "--resume_from_checkpoint", str(killed / "checkpoints" / "checkpoint_3")),
                              check=True, capture_output=True, text=True)
     assert "Resumed from" in resumed.stdout and "step 3" in resumed.stdout
     straight, again = load_file(tmp_path / "straight" / "model.safetensors"), load_file(killed / "model.safetensors")
@@ -311,7 +390,7 @@ def test_two_processes_match_one_process(tmp_path, micro):
     run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     result = subprocess.run(
-        ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          *script("--config", str(micro / "micro.yaml"), "--max_steps", "4", "--per_device_train_batch_size", "4",
                  "--checkpointing_steps", "2", "--output_dir", str(tmp_path / "two"), *NO_DROPOUT)[1:]],
@@ -323,15 +402,15 @@ def test_two_processes_match_one_process(tmp_path, micro):
     assert losses(tmp_path / "two", "eval_loss") == pytest.approx(losses(tmp_path / "one", "eval_loss"), rel=1e-5)
     one, two = load_file(tmp_path / "one" / "model.safetensors"), load_file(tmp_path / "two" / "model.safetensors")
     assert all(torch.allclose(one[k], two[k], atol=1e-6) for k in one)
-    step_2 = tmp_path / "two" / "checkpoints" / "step_2"
+    step_2 = tmp_path / "two" / "checkpoints" / "checkpoint_2"
     assert (step_2 / "random_states_0.pkl").exists() and (step_2 / "random_states_1.pkl").exists()
 
     # An error found on the main process only (the tokenizer is checked there first) stops both ranks
     # with the message, instead of leaving rank 1 waiting at a barrier.
     result = subprocess.run(
-        ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-         *script("--config", str(micro / "micro.yaml"), "--model.vocab_size", "100",
+         *script("--config", str(micro / "micro.yaml"), "--config_overrides", "vocab_size=100",
                  "--output_dir", str(tmp_path / "bad"))[1:]],
         env=env, capture_output=True, text=True, timeout=300)
-    assert result.returncode != 0 and "does not fit the model config" in result.stderr
+    assert result.returncode != 0 and "is below --tokenizer_vocab_size" in result.stderr

@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """Trains every Linformer head with the HF Trainer for a few steps; run under torchrun for DDP.
 
 Prints one JSON line per head (rank 0) with the eval loss the Trainer reports, the loss recomputed by

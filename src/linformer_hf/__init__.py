@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """Linformer for Hugging Face Transformers.
 
 Importing the package registers `LinformerConfig` and every head with the Auto classes, so

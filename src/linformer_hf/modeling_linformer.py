@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Linformer: RoBERTa with self-attention of linear complexity (Wang et al. 2020, arXiv 2006.04768).
 
 Keys and values are projected along the sequence from length n to k before attention, so each
@@ -19,6 +22,10 @@ Three choices that differ from other public implementations, and why:
 Learned projections are linear maps, so when a projection is shared by all heads it is applied to
 the layer input before the key/value linear maps (E X W instead of E (X W)): k x n x d + k x d x d
 instead of n x d x d FLOPs. Each layer picks the cheaper order from the actual shapes.
+
+With `config.full_attention_short_inputs`, a sequence of L <= k real tokens skips the projection and
+attends to its own L keys: that costs no more than k projected ones, and it is exactly standard
+attention, so a model converted from RoBERTa keeps its source's outputs on such inputs.
 """
 
 import math
@@ -51,6 +58,8 @@ from transformers.models.roberta.modeling_roberta import (
     RobertaPooler,
     RobertaSelfOutput,
 )
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
@@ -95,7 +104,16 @@ def project_sequence(x, weight, kind, stride, mask, length_power=0.0):
     return out, count > 0
 
 
-def eager_attention_forward(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
     weights = torch.matmul(query, key.transpose(2, 3)) * scaling
     if attention_mask is not None:
         weights = weights + attention_mask
@@ -195,12 +213,15 @@ class LinformerSelfAttention(nn.Module):
             out = torch.einsum("bhsc,hdc->bhsd", projected, weight)
         return out + mask_projected * bias
 
-    def forward(self, hidden_states, key_mask=None, key_index=None, proj_key=None, proj_value=None, **kwargs):
-        length = hidden_states.shape[1]
-        query = self._heads(self.query(hidden_states))
+    def _exact(self, x, key_mask):
+        """Keys and values of the first min(L, k) compacted positions, unprojected, and the empty slots."""
+        x = x[:, : self.k]
+        key, value = self._heads(self.key(x)), self._heads(self.value(x))
+        return key, value, None if key_mask is None else ~key_mask[:, : self.k]
 
-        # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
-        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+    def _projected(self, x, key_mask, proj_key, proj_value):
+        """Keys and values projected to k slots (windows for pooling), and the slots that hold no token."""
+        length = x.shape[1]
         mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
 
         def project(t, weight):
@@ -221,13 +242,48 @@ class LinformerSelfAttention(nn.Module):
         else:
             key, valid = project(self._heads(self.key(x)), proj_key)
             value, _ = project(self._heads(self.value(x)), proj_value)
+        # Pooling windows past the end of a padded sequence hold no token: they are kept out of the softmax.
+        blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        return key, value, blocked
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`short`: None (every sequence uses the projection), True (every sequence has at most k real
+        tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
+        query = self._heads(self.query(hidden_states))
+
+        # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
+        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        if short is True:
+            key, value, blocked = self._exact(x, key_mask)
+        else:
+            key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+            if short is not None:
+                # A mixed batch, so the padded length exceeds k and both kinds fill k slots (pooling may
+                # fill fewer: the rest are empty). One attention call serves both, each sequence masked.
+                exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
+                if blocked is None:
+                    blocked = key_mask.new_zeros(1, key.shape[-2])
+                missing = self.k - key.shape[-2]
+                if missing:
+                    key, value = F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing))
+                    blocked = F.pad(blocked, (0, missing), value=True)
+                pick = short[:, None, None, None]
+                key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
+                blocked = torch.where(short[:, None], exact_blocked, blocked)
 
         attention_mask = None
-        if valid is not None and key_mask is not None:
-            # Pooling windows past the end of a padded sequence hold no token: keep them out of softmax.
-            blocked = ~valid.reshape(valid.shape[0], 1, 1, -1)
+        if blocked is not None:
             attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
-            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)
+            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
 
         implementation = self.config._attn_implementation or "sdpa"
         if kwargs.get("output_attentions") and implementation == "sdpa":
@@ -247,26 +303,44 @@ class LinformerSelfAttention(nn.Module):
 
 
 class LinformerAttention(nn.Module):
-    def __init__(self, config, layer_idx):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
         self.self = LinformerSelfAttention(config, layer_idx)
         self.output = RobertaSelfOutput(config)
 
-    def forward(self, hidden_states, key_mask, key_index, proj_key, proj_value, **kwargs):
-        attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, **kwargs)
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
         return self.output(attended, hidden_states)
 
 
 class LinformerLayer(GradientCheckpointingLayer):
-    def __init__(self, config, layer_idx):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
         self.config = config
         self.attention = LinformerAttention(config, layer_idx)
         self.intermediate = RobertaIntermediate(config)
         self.output = RobertaOutput(config)
 
-    def forward(self, hidden_states, key_mask=None, key_index=None, proj_key=None, proj_value=None, **kwargs):
-        attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, **kwargs)
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
             # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
@@ -276,13 +350,18 @@ class LinformerLayer(GradientCheckpointingLayer):
 
 
 class LinformerEncoder(nn.Module):
-    def __init__(self, config):
+    def __init__(self, config: LinformerConfig):
         super().__init__()
         self.config = config
         self.projections = LinformerProjections(config)
         self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
 
-    def forward(self, hidden_states, attention_mask=None, **kwargs):
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
         key_mask = key_index = None
         if attention_mask is not None:
             real = attention_mask.bool()
@@ -290,9 +369,24 @@ class LinformerEncoder(nn.Module):
             key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
             key_mask = real.gather(1, key_index)
             key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
+
+        # Real lengths, for `full_attention_short_inputs`: one device sync per forward tells whether any
+        # sequence is short (<= k) and whether all are; under torch.compile both kinds are prepared.
+        lengths = None
+        shortest = longest = hidden_states.shape[1]
+        if self.config.full_attention_short_inputs and key_mask is not None:
+            lengths = key_mask.sum(1)
+            if torch.compiler.is_compiling():
+                shortest = 0
+            else:
+                shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
         for idx, layer in enumerate(self.layer):
+            short = None
+            if self.config.full_attention_short_inputs:
+                k = layer.attention.self.k
+                short = True if longest <= k else (lengths <= k if shortest <= k else None)
             proj_key, proj_value = self.projections.for_layer(idx)
-            hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, **kwargs)
+            hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
 
@@ -330,7 +424,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
 
 class LinformerModel(LinformerPreTrainedModel):
-    def __init__(self, config: LinformerConfig, add_pooling_layer=True):
+    def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = RobertaEmbeddings(config)
         self.encoder = LinformerEncoder(config)
@@ -343,38 +437,76 @@ class LinformerModel(LinformerPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embeddings.word_embeddings = value
 
+    def _check_inputs(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, kwargs):
+        """Reject inputs that would otherwise crash deep inside (or, on GPU, in a device assert) or be misread."""
+
+        def fail(message):
+            raise ValueError(f"LinformerModel: {message}")
+
+        if (input_ids is None) == (inputs_embeds is None):
+            fail("pass exactly one of `input_ids` or `inputs_embeds`.")
+        if input_ids is not None and input_ids.dim() != 2:
+            fail(f"`input_ids` must be (batch, sequence); got shape {tuple(input_ids.shape)}.")
+        if inputs_embeds is not None and (inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size):
+            fail(f"`inputs_embeds` must be (batch, sequence, hidden_size={self.config.hidden_size}); "
+                 f"got shape {tuple(inputs_embeds.shape)}.")
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        if length == 0:
+            fail("the input is empty (0 tokens per sequence); every sequence needs at least one token.")
+        if length > self.config.max_seq_length:
+            fail(
+                f"the input has {length} tokens but `max_seq_length` (n) is {self.config.max_seq_length}; the "
+                f"projections accept at most n positions. Truncate the input (tokenizer(..., truncation=True, "
+                f"max_length={self.config.max_seq_length})) or use a model configured with a larger `max_seq_length`."
+            )
+        if attention_mask is not None:
+            shape = tuple(attention_mask.shape)
+            if attention_mask.dim() != 2:
+                fail(f"`attention_mask` must be (batch, sequence) with 1 for real tokens and 0 for padding; got "
+                     f"shape {shape}.")
+            if shape[0] != batch:
+                fail(f"`attention_mask` is for a batch of {shape[0]} sequences but the input has {batch}.")
+            if shape[1] != length:
+                fail(f"`attention_mask` has {shape[1]} positions, {'more' if shape[1] > length else 'fewer'} than "
+                     f"the {length} tokens of the input; it needs exactly one entry (1 real, 0 padding) per token.")
+        for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if ids is not None and ids.shape[-1] != length:
+                fail(f"`{name}` has shape {tuple(ids.shape)} but the input has {length} tokens per sequence.")
+        for name in ("encoder_hidden_states", "past_key_values", "is_causal"):
+            if kwargs.get(name) is not None and kwargs.get(name) is not False:
+                fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
+                     "encoder only (no causal attention, cache or cross-attention).")
+
+        # Ids outside an embedding table raise an IndexError on CPU and a device-side assert on GPU that
+        # poisons the CUDA context. All ranges are read in one device sync; skipped while compiling or
+        # tracing, where a data-dependent check would break the graph.
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        bounds = [(name, ids, limit, field) for name, ids, limit, field in (
+            ("input_ids", input_ids, self.config.vocab_size, "vocab_size"),
+            ("token_type_ids", token_type_ids, self.config.type_vocab_size, "type_vocab_size"),
+            ("position_ids", position_ids, self.config.max_position_embeddings, "max_position_embeddings"),
+        ) if ids is not None]
+        if not bounds:
+            return
+        ranges = torch.stack([torch.stack(torch.aminmax(ids)) for _, ids, _, _ in bounds]).tolist()
+        for (name, _, limit, field), (low, high) in zip(bounds, ranges):
+            if low < 0 or high >= limit:
+                fail(f"`{name}` holds values from {low} to {high}, but each must satisfy 0 <= id < {field}={limit} "
+                     "(was the input made by this model's tokenizer?).")
+
     @merge_with_config_defaults
     @capture_outputs
     def forward(
         self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        **kwargs,
-    ) -> BaseModelOutputWithPooling:
-        if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("LinformerModel: pass exactly one of `input_ids` or `inputs_embeds`.")
-        length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-        if length > self.config.max_seq_length:
-            raise ValueError(
-                f"LinformerModel: the input has {length} tokens but `max_seq_length` (n) is "
-                f"{self.config.max_seq_length}; the projections accept at most n positions. Truncate the "
-                f"input (tokenizer(..., truncation=True, max_length={self.config.max_seq_length})) or use "
-                "a model configured with a larger `max_seq_length`."
-            )
-        if attention_mask is not None and attention_mask.dim() != 2:
-            raise ValueError(
-                f"LinformerModel: `attention_mask` must be (batch, sequence) with 1 for real tokens and 0 for "
-                f"padding; got shape {tuple(attention_mask.shape)}."
-            )
-        for name in ("encoder_hidden_states", "past_key_values", "is_causal"):
-            if kwargs.get(name) is not None and kwargs.get(name) is not False:
-                raise ValueError(
-                    f"LinformerModel: `{name}` is not supported: Linformer projects keys along the whole "
-                    "sequence, so it is an encoder only (no causal attention, cache or cross-attention)."
-                )
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | BaseModelOutputWithPooling:
+        self._check_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, kwargs)
         embeddings = self.embeddings(
             input_ids=input_ids, position_ids=position_ids, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds
         )
@@ -402,8 +534,16 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
         self.lm_head.decoder = new_embeddings
 
     @can_return_tuple
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> MaskedLMOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | MaskedLMOutput:
         outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                  position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
         logits = self.lm_head(outputs.last_hidden_state)
@@ -423,8 +563,16 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> SequenceClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | SequenceClassifierOutput:
         outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                  position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
         hidden = outputs.last_hidden_state
@@ -462,8 +610,16 @@ class LinformerForMultipleChoice(LinformerPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> MultipleChoiceModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | MultipleChoiceModelOutput:
         source = input_ids if input_ids is not None else inputs_embeds
         num_choices = source.shape[1]
 
@@ -490,8 +646,16 @@ class LinformerForTokenClassification(LinformerPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, labels=None, **kwargs) -> TokenClassifierOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | TokenClassifierOutput:
         outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                  position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
@@ -511,8 +675,17 @@ class LinformerForQuestionAnswering(LinformerPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None,
-                inputs_embeds=None, start_positions=None, end_positions=None, **kwargs) -> QuestionAnsweringModelOutput:
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | QuestionAnsweringModelOutput:
         outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
                                  position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)

@@ -1,0 +1,18 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The training side of linformer-hf: what the scripts (train_mlm.py, finetune_glue.py, ...) stand on.
+
+    arguments    flags: HfArgumentParser + YAML recipes, bounds on every number, shared argument groups
+    corpus       text corpora through `datasets` (Hub names, local files, streaming)
+    tokenization a tokenizer loaded or trained on the corpus
+    mlm          packing, seeded masking, the masked-LM objective
+    tasks        GLUE/IMDB/own-data classification tasks and their objective
+    metrics      GLUE metrics (scikit-learn / scipy, or `evaluate` when it loads)
+    models       facts about model configs (input limit, from-scratch configs)
+    loop         the training loop: `train(run)`, its state in one object
+    checkpoints  complete-or-absent checkpoints and output folders, verified resume
+    tracking     trackers and metrics.jsonl
+    outputs      the final model folder, its card, the Hub upload
+
+The model package (`linformer_hf`) never imports this one.
+"""

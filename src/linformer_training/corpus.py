@@ -1,0 +1,215 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Text corpora through `datasets`: Hub names and local files (globs, compression), mixed or streamed.
+
+One table of file types serves every script; CSV/TSV cells such as "NA" or "None" are text, not
+missing values (pandas' default would drop them silently).
+"""
+
+import glob
+import os
+from pathlib import Path
+
+import datasets
+
+from .arguments import UsageError
+
+FILE_FORMATS = {".txt": ("text", {}), ".text": ("text", {}), ".json": ("json", {}), ".jsonl": ("json", {}),
+                ".parquet": ("parquet", {}), ".csv": ("csv", {"keep_default_na": False}),
+                ".tsv": ("csv", {"delimiter": "\t", "quoting": 3, "keep_default_na": False})}
+COMPRESSIONS = (".gz", ".bz2", ".xz", ".zst", ".lz4")
+
+
+def file_format(path):
+    """The `datasets` builder and its options for a data file, looking through a compression suffix."""
+    name = path.lower()
+    for suffix in COMPRESSIONS:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+    fmt = FILE_FORMATS.get(os.path.splitext(name)[1])
+    if fmt is None:
+        raise UsageError(f"{path}: unknown data file type; allowed: {', '.join(FILE_FORMATS)} "
+                         f"(optionally compressed: {', '.join(COMPRESSIONS)})")
+    return fmt
+
+
+def resolve_files(patterns, flag):
+    """Expand globs and check every local file exists and is not empty, before anything is loaded."""
+    files = []
+    for pattern in patterns:
+        if "://" in pattern:  # remote (hf://, s3://, https://): `datasets` checks these itself
+            files.append(pattern)
+            continue
+        matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
+        if not matches:
+            raise UsageError(f"{flag} {pattern}: no such file (or no file matches the pattern)")
+        for path in matches:
+            if not os.path.isfile(path):
+                raise UsageError(f"{flag} {path}: not a file")
+            if os.path.getsize(path) == 0:
+                raise UsageError(f"{flag} {path}: file is empty")
+        files.extend(matches)
+    kinds = {}
+    for f in files:
+        kinds.setdefault(repr(file_format(f)), (file_format(f), os.path.basename(f)))
+    if len(kinds) > 1:
+        raise UsageError(f"{flag}: files of different types ({', '.join(name for _, name in kinds.values())}); "
+                         f"use one type")
+    return next(iter(kinds.values()))[0], files
+
+
+def load_files(data_files, streaming=False):
+    """Local files as a DatasetDict with one split per key of `data_files` (split -> paths, one type)."""
+    kinds = {repr(file_format(paths[0])): file_format(paths[0]) for paths in data_files.values()}
+    if len(kinds) > 1:
+        raise UsageError(f"{', '.join('--' + split + '_file' for split in data_files)}: files of different "
+                         f"types; use one type")
+    builder, options = next(iter(kinds.values()))
+    try:
+        return datasets.load_dataset(builder, data_files=data_files, streaming=streaming, **options)
+    except Exception as e:  # noqa: BLE001  malformed or header-only files: name them, not a traceback
+        files = ", ".join(str(p) for paths in data_files.values() for p in paths)
+        why = "no rows (only a header?)" if "corresponds to no data" in str(e) else str(e).splitlines()[0][:200]
+        raise UsageError(f"cannot read {files}: {why}") from None
+
+
+class ExcludedIds:
+    """Documents no run may read (held-out evaluation text), dropped by id before anything else sees them.
+
+    Ids are compared as text, so a list file of `123` lines matches an integer `id` column. A split
+    without the id column is left as it is unless `required` (an explicitly named list that cannot
+    apply is a mistake, not a no-op). `dropped` records, per source and split, how many documents went
+    (None when streaming: a lazy filter cannot count without reading the corpus).
+    """
+
+    def __init__(self, ids, column="id", required=False, source="ids"):
+        self.ids = frozenset(str(i).strip() for i in ids)
+        self.column, self.required, self.source = column, required, source
+        self.dropped = {}
+
+    @classmethod
+    def from_file(cls, path, column="id", required=False):
+        try:
+            lines = Path(path).read_text().split()
+        except OSError as e:
+            raise UsageError(f"--exclude_ids_file {path}: cannot read it ({e.strerror or e})") from None
+        return cls(lines, column, required, source=str(path))
+
+    @property
+    def total(self):
+        """Documents dropped in all; None if a streamed split's count is unknown."""
+        counts = list(self.dropped.values())
+        return None if None in counts else sum(counts)
+
+    def __call__(self, ds, where):
+        columns = ds.column_names or list(next(iter(ds)).keys())
+        if self.column not in columns:
+            if self.required:
+                raise UsageError(f"--exclude_ids_file {self.source}: {where} has no `{self.column}` column (it has "
+                                 f"{columns}); pass --id_column, or --exclude_ids_file none")
+            return ds
+        ids, column = self.ids, self.column
+        keep = lambda batch: [str(value).strip() not in ids for value in batch[column]]  # noqa: E731
+        if isinstance(ds, datasets.Dataset):
+            kept = ds.filter(keep, batched=True, desc="Dropping excluded ids")
+            self.dropped[where] = len(ds) - len(kept)
+        else:
+            kept = ds.filter(keep, batched=True)
+            self.dropped[where] = None
+        return kept
+
+
+def _text_only(ds, text_column, source):
+    """Keep one column, renamed `text`, so that corpora of different schemas can be mixed."""
+    columns = ds.column_names or list(next(iter(ds)).keys())  # streaming may not know its columns yet
+    if text_column is None:
+        strings = [c for c in columns if ds.features is not None and getattr(ds.features[c], "dtype", None) == "string"]
+        text_column = "text" if "text" in columns else (strings[0] if len(strings) == 1 else None)
+        if text_column is None:
+            raise UsageError(f"{source}: no `text` column among {columns}; pass --text_column_name")
+    elif text_column not in columns:
+        raise UsageError(f"--text_column_name {text_column}: {source} has no such column; it has {columns}")
+    ds = ds.select_columns([text_column])
+    return ds.rename_column(text_column, "text") if text_column != "text" else ds
+
+
+def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, validation_file=None,
+                text_column_name=None, validation_split_percentage=5, streaming=False,
+                streaming_validation_docs=1000, mix_probabilities=None, seed=0, exclude=None):
+    """Train and validation splits (one `text` column each) from Hub datasets and/or local files.
+
+    Several sources are concatenated, or interleaved with `mix_probabilities` (always interleaved when
+    streaming, so that no source waits for another to run out). A corpus without a validation split
+    gives up `validation_split_percentage`% of its documents (streaming: the first
+    `streaming_validation_docs` documents). `exclude` (an `ExcludedIds`, or any `(split, where) -> split`)
+    sees every split first, with all its columns, before the validation documents are drawn.
+    """
+    names = dataset_name or []
+    configs = dataset_config_name or [None] * len(names)
+    if len(configs) != len(names):
+        raise UsageError(f"--dataset_config_name: got {len(configs)} values for {len(names)} --dataset_name; "
+                         f"give one per dataset (`none` for a dataset without configs)")
+    if not names and not train_file:
+        raise UsageError("no corpus: pass --dataset_name or --train_file")
+    if validation_file and not train_file:
+        raise UsageError("--validation_file needs --train_file")
+
+    sources = []  # (label, train split, validation split or None)
+    for name, config in zip(names, configs):
+        splits = datasets.load_dataset(name, config, streaming=streaming)
+        if "train" not in splits:
+            raise UsageError(f"--dataset_name {name}: no `train` split (it has {list(splits)})")
+        val = splits.get("validation")
+        sources.append((name, splits["train"], val))
+    if train_file:
+        fmt, files = resolve_files(train_file, "--train_file")
+        data_files = {"train": files}
+        if validation_file:
+            vfmt, data_files["validation"] = resolve_files(validation_file, "--validation_file")
+            if vfmt != fmt:
+                raise UsageError(f"--validation_file is {vfmt} but --train_file is {fmt}; use one type")
+        splits = load_files(data_files, streaming)
+        sources.append(("--train_file", splits["train"], splits.get("validation")))
+
+    trains, vals = [], []
+    for label, train, val in sources:
+        if exclude is not None:
+            train = exclude(train, f"{label} train")
+            val = None if val is None else exclude(val, f"{label} validation")
+        train = _text_only(train, text_column_name, label)
+        if not streaming:
+            train = train.filter(lambda doc: bool(doc["text"] and doc["text"].strip()), desc="Dropping blank documents")
+            if len(train) == 0:
+                raise UsageError(f"{label}: the train split has no text (no documents, or only blank ones)")
+        if val is None:
+            if streaming:
+                val, train = train.take(streaming_validation_docs), train.skip(streaming_validation_docs)
+            else:
+                if len(train) < 2:
+                    raise UsageError(f"{label}: one document cannot be split into train and validation; "
+                                     f"pass --validation_file")
+                n_val = max(1, round(len(train) * validation_split_percentage / 100))
+                parts = train.train_test_split(test_size=n_val, seed=seed, shuffle=True)
+                train, val = parts["train"], parts["test"]
+        else:
+            val = _text_only(val, text_column_name, label)
+            if not streaming:
+                val = val.filter(lambda doc: bool(doc["text"] and doc["text"].strip()), desc="Dropping blank documents")
+                if len(val) == 0:
+                    raise UsageError(f"{label}: the validation split has no text (no documents, or only blank ones)")
+        trains.append(train)
+        vals.append(val)
+
+    if mix_probabilities is not None and len(mix_probabilities) != len(trains):
+        raise UsageError(f"--mix_probabilities: got {len(mix_probabilities)} values for {len(trains)} corpora")
+    if len(trains) == 1:
+        train = trains[0]
+    elif streaming or mix_probabilities:
+        train = datasets.interleave_datasets(trains, probabilities=mix_probabilities, seed=seed,
+                                    stopping_strategy="all_exhausted")
+    else:
+        train = datasets.concatenate_datasets(trains)
+    val = vals[0] if len(vals) == 1 else datasets.concatenate_datasets(vals)
+    return {"train": train, "validation": val}
+
+

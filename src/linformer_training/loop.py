@@ -1,0 +1,338 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The training loop every script runs: `train(run)`, with all of its state in `run.state`.
+
+A script builds a `Run` (model, optimizer, scheduler, data, and an objective that says how to count
+and score a batch) and calls `train`. The loop is the same for masked-LM pretraining, finetuning and
+distillation, so each rule is written once:
+
+* One update = `accumulation` batches on every process. Its loss is the sum over the whole update,
+  divided by the objective's count (masked tokens, examples, ...) summed over every batch and process,
+  so one process and eight follow the same trajectory. The scheduler steps once per update.
+* A non-finite loss or gradient norm stops training before the update is applied, naming the step
+  and the last good checkpoint; a model with NaN/inf weights is never saved.
+* An epoch's last partial update is skipped (its batches come back in the next epoch's shuffle), so
+  a run resumed from a checkpoint sees the same batches as an uninterrupted one.
+"""
+
+import contextlib
+import math
+import resource
+import time
+from dataclasses import asdict, dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import (DataLoaderConfiguration, DistributedType, GradientAccumulationPlugin,
+                              ProjectConfiguration)
+from tqdm.auto import tqdm
+from transformers import get_scheduler
+
+from . import checkpoints
+from .arguments import UsageError
+from .checkpoints import NonFiniteError
+
+
+class Objective(Protocol):
+    def count(self, batch) -> torch.Tensor:
+        """What the update's loss is averaged over (masked tokens, examples, ...), for this batch."""
+
+    def loss_sum(self, model, batch) -> torch.Tensor:
+        """The batch's summed loss."""
+
+    def evaluate(self, model, loader, accelerator) -> dict:
+        """Validation metrics over every process's share."""
+
+
+@dataclass
+class TrainState:
+    """Everything that changes as training runs, and everything a checkpoint needs to continue it."""
+
+    step: int = 0
+    epoch: int = 0
+    batches_in_epoch: int = 0
+    tokens_seen: int = 0
+    best_metric: float | None = None
+    best_step: int | None = None
+    evals_since_best: int = 0
+    last_eval: dict = field(default_factory=dict)
+    # Logging window (not needed to resume, reset at each log line).
+    window_loss: float = 0.0
+    window_updates: int = 0
+    window_tokens: int = 0
+    window_start: float = field(default_factory=time.perf_counter)
+
+
+@dataclass
+class Run:
+    """One training run: what `train` needs, and nothing it has to look up elsewhere."""
+
+    args: Any  # OptimizerArguments + RunArguments
+    accelerator: Accelerator
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    train_loader: Any
+    eval_loader: Any
+    objective: Objective
+    log: Any  # tracking.MetricsLog
+    output_dir: Path
+    max_steps: int
+    accumulation: int
+    state: TrainState = field(default_factory=TrainState)
+    tokenizer: Any = None  # saved into every checkpoint
+    metric_for_best_model: str | None = None  # a key of the evaluation metrics, greater is better
+    early_stopping_patience: int | None = None
+    on_best: Callable[["Run"], None] | None = None  # e.g. save the best model so far
+
+    def say(self, message):
+        if self.accelerator.is_main_process:
+            tqdm.write(message)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Set-up pieces every script needs
+# ---------------------------------------------------------------------------------------------------
+
+
+def accumulation_steps(args, num_processes):
+    """Forward passes per update, from --gradient_accumulation_steps or --total_batch_size."""
+    per_update = args.per_device_train_batch_size * num_processes
+    if not args.total_batch_size:
+        return args.gradient_accumulation_steps or 1
+    if args.total_batch_size % per_update:
+        raise UsageError(f"--total_batch_size {args.total_batch_size} is not a multiple of "
+                         f"--per_device_train_batch_size x processes = {per_update}")
+    steps = args.total_batch_size // per_update
+    if args.gradient_accumulation_steps not in (None, steps):
+        raise UsageError(f"--gradient_accumulation_steps {args.gradient_accumulation_steps} contradicts "
+                         f"--total_batch_size {args.total_batch_size} (which needs {steps})")
+    return steps
+
+
+def make_accelerator(args, log_with=None):
+    """An Accelerator for our loop: we drive accumulation and the scheduler ourselves (one step per update),
+    and a precision the device cannot run is an error, not a silent fp32 run."""
+    accelerator = Accelerator(
+        mixed_precision=args.mixed_precision, log_with=log_with,
+        gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1, sync_with_dataloader=False),
+        step_scheduler_with_optimizer=False,
+        dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
+        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")))
+    precision = accelerator.mixed_precision
+    if precision == "fp16" and accelerator.device.type == "cpu":
+        raise UsageError("--mixed_precision fp16: needs a GPU; on CPU use bf16 or no")
+    if precision == "bf16" and accelerator.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise UsageError("--mixed_precision bf16: this GPU does not support bfloat16; use fp16 or no")
+    return accelerator
+
+
+def build_optimizer(model, args):
+    """AdamW; matrices decay, biases and norm weights (1-D) do not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.ndim > 1], "weight_decay": args.weight_decay},
+              {"params": [p for p in params if p.ndim <= 1], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=args.learning_rate, betas=(args.adam_beta1, args.adam_beta2),
+                             eps=args.adam_epsilon)
+
+
+def build_scheduler(optimizer, args, max_steps):
+    warmup = args.num_warmup_steps(max_steps)
+    if warmup >= max_steps and args.lr_scheduler_type not in ("constant", "constant_with_warmup"):
+        raise UsageError(f"--warmup_steps {warmup} leaves no updates for the {args.lr_scheduler_type} decay: "
+                         f"it must be below the {max_steps} updates of the run")
+    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+
+
+def peak_memory_gb():
+    if torch.cuda.is_available():
+        return torch.cuda.max_memory_allocated() / 2**30
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # CPU: peak resident set (KiB -> GiB)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Checkpoint and resume
+# ---------------------------------------------------------------------------------------------------
+
+
+def layout(args, num_processes, accumulation):
+    """What must match between the run that wrote a checkpoint and the run resuming it."""
+    return {"num_processes": num_processes, "accumulation": accumulation,
+            "per_device_train_batch_size": args.per_device_train_batch_size}
+
+
+def check_resume_layout(path, args, num_processes, accumulation):
+    """Before anything is loaded: the data position and every process's RNG carry over only unchanged."""
+    if path is None:
+        return
+    saved = checkpoints.read_state(path).get("layout")
+    expected = layout(args, num_processes, accumulation)
+    if saved != expected:
+        raise UsageError(f"--resume_from_checkpoint {path}: it was written with {saved}, this run has {expected}; "
+                         f"resume with the same layout so the data position and RNG carry over")
+
+
+def save_checkpoint(run):
+    checkpoints.check_finite(run.accelerator.unwrap_model(run.model), f"checkpoint at step {run.state.step}")
+    kept = {k: v for k, v in asdict(run.state).items() if not k.startswith("window_")}
+    state = {**kept, "layout": layout(run.args, run.accelerator.num_processes, run.accumulation)}
+    return checkpoints.save_checkpoint(run.accelerator, run.output_dir, state,
+                                       run.args.save_total_limit, run.tokenizer)
+
+
+def resume(run, path):
+    """Weights, optimizer, scheduler, every process's RNG, then the data position and counters."""
+    check_resume_layout(path, run.args, run.accelerator.num_processes, run.accumulation)
+    saved = checkpoints.load_checkpoint(run.accelerator, path)
+    for key in ("step", "epoch", "batches_in_epoch", "tokens_seen", "best_metric", "best_step",
+                "evals_since_best", "last_eval"):
+        setattr(run.state, key, saved[key])
+    run.say(f"Resumed from {path}: step {run.state.step}, epoch {run.state.epoch}, "
+            f"batch {run.state.batches_in_epoch} of that epoch")
+
+
+def last_good_checkpoint(run):
+    found = checkpoints.list_checkpoints(run.output_dir)
+    return str(found[-1]) if found else "none"
+
+
+# ---------------------------------------------------------------------------------------------------
+# The loop
+# ---------------------------------------------------------------------------------------------------
+
+
+def updates(run):
+    """Groups of `accumulation` batches, epoch after epoch, starting where `run.state` says."""
+    state = run.state
+    while True:
+        run.train_loader.set_epoch(state.epoch)
+        if hasattr(run.train_loader.collate_fn, "set_epoch"):
+            run.train_loader.collate_fn.set_epoch(state.epoch)
+        started_at = state.batches_in_epoch
+        batches = (run.accelerator.skip_first_batches(run.train_loader, started_at) if started_at
+                   else run.train_loader)
+        stream = iter(batches)
+        while len(group := list(islice(stream, run.accumulation))) == run.accumulation:
+            yield group
+        if started_at == 0 and state.batches_in_epoch == 0:
+            total = run.args.per_device_train_batch_size * run.accelerator.num_processes * run.accumulation
+            raise UsageError(f"the training set is smaller than one update ({total} sequences); lower "
+                             f"--per_device_train_batch_size, --gradient_accumulation_steps or --total_batch_size")
+        state.epoch, state.batches_in_epoch = state.epoch + 1, 0
+
+
+def train_update(run, group):
+    """Forward and backward over one update's batches, then one optimizer step; returns (loss, tokens)."""
+    accelerator, model = run.accelerator, run.model
+    count = accelerator.reduce(sum(run.objective.count(b) for b in group).to(accelerator.device), "sum").clamp(min=1)
+    scale = accelerator.num_processes / count  # DDP averages gradients over processes: scale back
+    local = torch.zeros(2, device=accelerator.device)  # summed loss, tokens
+    for i, batch in enumerate(group):
+        # Gradients are all-reduced once, on the update's last batch.
+        with contextlib.nullcontext() if i == len(group) - 1 else accelerator.no_sync(model):
+            loss_sum = run.objective.loss_sum(model, batch)
+            accelerator.backward(loss_sum * scale)
+        tokens = batch["attention_mask"].sum() if "attention_mask" in batch else batch["input_ids"].numel()
+        local += torch.stack([loss_sum.detach().float(), torch.as_tensor(tokens, device=local.device).float()])
+    loss_sum, tokens = accelerator.reduce(local, "sum").tolist()
+    loss = loss_sum / count.item()
+    if not math.isfinite(loss):
+        raise NonFiniteError(f"step {run.state.step + 1}: the training loss is {loss}; stopped before applying "
+                             f"the update (last good checkpoint: {last_good_checkpoint(run)}). Lower "
+                             f"--learning_rate or check the data")
+    if run.args.max_grad_norm > 0:
+        norm = accelerator.clip_grad_norm_(model.parameters(), run.args.max_grad_norm)
+        if not torch.isfinite(torch.as_tensor(norm)) and accelerator.scaler is None:
+            raise NonFiniteError(f"step {run.state.step + 1}: the gradient norm is {float(norm)}; stopped before "
+                                 f"applying the update (last good checkpoint: {last_good_checkpoint(run)})")
+    run.optimizer.step()
+    run.scheduler.step()
+    run.optimizer.zero_grad(set_to_none=True)
+    return loss, int(tokens)
+
+
+def evaluate(run):
+    """Validation metrics, logged; tracks the best value of `metric_for_best_model` and calls `on_best`."""
+    metrics = run.objective.evaluate(run.model, run.eval_loader, run.accelerator)
+    run.model.train()
+    state = run.state
+    for key, value in metrics.items():  # a diverged model; a NaN correlation of constant predictions is not one
+        if ("loss" in key or "perplexity" in key) and isinstance(value, float) and not math.isfinite(value):
+            raise NonFiniteError(f"step {state.step}: validation {key} is {value} (last good checkpoint: "
+                                 f"{last_good_checkpoint(run)})")
+    run.log.log(metrics, state.step)
+    state.last_eval = metrics
+    if run.metric_for_best_model:
+        value = metrics[run.metric_for_best_model]
+        if state.best_metric is None or value > state.best_metric:
+            state.best_metric, state.best_step, state.evals_since_best = value, state.step, 0
+            if run.on_best is not None:
+                run.on_best(run)
+        else:
+            state.evals_since_best += 1
+    run.say(f"step {state.step}: " + ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                                               for k, v in metrics.items()))
+    return metrics
+
+
+def log_window(run):
+    state = run.state
+    elapsed = time.perf_counter() - state.window_start
+    metrics = {"train_loss": state.window_loss / max(state.window_updates, 1),
+               "learning_rate": run.scheduler.get_last_lr()[0], "tokens_per_second": state.window_tokens / elapsed,
+               "tokens_seen": state.tokens_seen, "epoch": state.epoch, "peak_memory_gb": peak_memory_gb()}
+    run.log.log(metrics, state.step)
+    state.window_loss, state.window_updates, state.window_tokens, state.window_start = 0.0, 0, 0, time.perf_counter()
+    return metrics
+
+
+def train(run):
+    """Train until `run.max_steps` updates (or early stopping); evaluates every `eval_steps` and at the end."""
+    args, state = run.args, run.state
+    per_update = args.per_device_train_batch_size * run.accelerator.num_processes * run.accumulation
+    run.say(f"{sum(p.numel() for p in run.model.parameters()):,} parameters, {run.accelerator.num_processes} "
+            f"process(es), {per_update} sequences per update ({run.accumulation} accumulation steps), "
+            f"{run.max_steps} updates")
+    run.model.train()
+    progress = tqdm(total=run.max_steps, initial=state.step, desc="train",
+                    disable=not run.accelerator.is_main_process)
+    batches = updates(run)
+    while state.step < run.max_steps:
+        loss, tokens = train_update(run, next(batches))
+        state.step, state.batches_in_epoch = state.step + 1, state.batches_in_epoch + run.accumulation
+        state.tokens_seen += tokens
+        state.window_loss, state.window_updates = state.window_loss + loss, state.window_updates + 1
+        state.window_tokens += tokens
+        progress.update(1)
+        if state.step % args.logging_steps == 0 or state.step == run.max_steps:
+            metrics = log_window(run)
+            progress.set_postfix(loss=f"{metrics['train_loss']:.3f}", tok_s=f"{metrics['tokens_per_second']:,.0f}")
+        at_end = state.step == run.max_steps
+        if args.eval_steps is not None and (at_end or (args.eval_steps and state.step % args.eval_steps == 0)):
+            evaluate(run)
+        if args.checkpointing_steps and state.step % args.checkpointing_steps == 0:
+            save_checkpoint(run)
+        if run.early_stopping_patience and state.evals_since_best >= run.early_stopping_patience:
+            run.say(f"early stopping: {state.evals_since_best} evaluations without improvement")
+            break
+    progress.close()
+    check_replicas(run)
+    return state
+
+
+def check_replicas(run):
+    """Data-parallel training keeps a full copy of the weights per process, and they must stay bitwise
+    equal; compare per-tensor checksums (sharded setups, FSDP/ZeRO, hold no full copy)."""
+    accelerator = run.accelerator
+    sharded = {DistributedType.DEEPSPEED, DistributedType.FSDP, DistributedType.MEGATRON_LM, DistributedType.XLA}
+    if accelerator.num_processes == 1 or accelerator.distributed_type in sharded:
+        return
+    sums = torch.stack([torch.stack([p.detach().double().sum(), p.detach().double().square().sum()])
+                        for p in run.model.parameters()]).flatten()
+    every = accelerator.gather(sums[None].to(accelerator.device))
+    if not torch.equal(every, every[:1].expand_as(every)):
+        raise RuntimeError("data-parallel replicas diverged: the processes hold different weights")
+    run.say(f"Weights identical on all {accelerator.num_processes} processes")

@@ -1,0 +1,108 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Masked-LM data and objective: packing documents into blocks, seeded masking, the loss and its evaluation.
+
+The recipe is RoBERTa's "full sentences": every document ends with </s>, documents are concatenated,
+and the stream is cut into blocks of `block_size` tokens that each start with <s>. Masks are drawn
+per block from a generator seeded by (seed, epoch, block content), the way fairseq seeds per example:
+a block gets the same mask whether it is trained on one process or eight, in an uninterrupted run or
+in a resumed one, and a new mask every epoch (RoBERTa's dynamic masking).
+"""
+
+import hashlib
+import math
+
+import datasets
+import torch
+import torch.nn.functional as F
+from transformers import DataCollatorForLanguageModeling
+
+from .arguments import UsageError
+
+
+def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packing"):
+    """Tokenize documents, end each with </s>, and cut the stream into blocks of `block_size` that each
+    start with <s>. Nothing is dropped: the tail of every 1000-document batch is a shorter block.
+    Map-style datasets cache the result (keyed by tokenizer and block size) and use `num_proc` workers."""
+    bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
+    eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
+    if bos is None or eos is None:
+        raise UsageError(f"tokenizer {tokenizer.name_or_path}: needs bos/eos (or cls/sep) tokens to pack documents")
+    if block_size < 2:
+        raise UsageError(f"--block_size {block_size}: must be at least 2")
+    body = block_size - 1
+
+    def pack_batch(batch):
+        texts = [t for t in batch["text"] if t and not t.isspace()]
+        stream = []
+        for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]:
+            stream.extend(ids)
+            stream.append(eos)
+        return {"input_ids": [[bos] + stream[i:i + body] for i in range(0, len(stream), body)]}
+
+    if isinstance(split, datasets.Dataset):  # map-style: cached, parallel, with a progress bar
+        kwargs = {"num_proc": num_proc if num_proc and num_proc > 1 else None, "desc": desc}
+    else:  # streaming: packed lazily, batch by batch, as training reads it
+        kwargs = {}
+    return split.map(pack_batch, batched=True, batch_size=1000, remove_columns=["text"], **kwargs)
+
+
+def _block_seed(seed, epoch, ids):
+    digest = hashlib.blake2b(torch.as_tensor(ids).numpy().tobytes(), digest_size=8,
+                             key=f"{seed}/{epoch}".encode()).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+class BlockSeededMLMCollator(DataCollatorForLanguageModeling):
+    """transformers' MLM collator (15% of tokens; 80% <mask>, 10% random, 10% kept) with masks drawn
+    per block from a generator seeded by (seed, epoch, block content); set `epoch` before each epoch."""
+
+    def __init__(self, tokenizer, mlm_probability=0.15, seed=0, epoch=0, **kwargs):
+        super().__init__(tokenizer=tokenizer, mlm=True, mlm_probability=mlm_probability, **kwargs)
+        self.mask_seed, self.epoch = seed, epoch
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def torch_mask_tokens(self, inputs, special_tokens_mask=None, offset_mapping=None):
+        if special_tokens_mask is None:
+            rows = inputs.tolist()
+            special_tokens_mask = torch.tensor(
+                [self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True) for row in rows],
+                dtype=torch.bool)
+        masked, labels = [], []
+        for row, special in zip(inputs, special_tokens_mask):
+            self.generator = torch.Generator().manual_seed(_block_seed(self.mask_seed, self.epoch, row))
+            row_inputs, row_labels = super().torch_mask_tokens(row[None].clone(), special[None])
+            masked.append(row_inputs)
+            labels.append(row_labels)
+        self.generator = None
+        return torch.cat(masked), torch.cat(labels)
+
+
+class MaskedLMObjective:
+    """The loop's objective for masked-LM training: cross-entropy summed over masked tokens."""
+
+    def count(self, batch):
+        return (batch["labels"] != -100).sum()
+
+    def loss_sum(self, model, batch):
+        logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        masked = batch["labels"] != -100
+        return F.cross_entropy(logits[masked].float(), batch["labels"][masked], reduction="sum")
+
+    @torch.no_grad()
+    def evaluate(self, model, loader, accelerator):
+        """Validation loss per masked token and perplexity, over every process's share (gathered per
+        block, so the padding repeats of an uneven last batch are dropped)."""
+        model.eval()
+        total, count = 0.0, 0
+        for batch in loader:
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            masked = batch["labels"] != -100
+            per_token = F.cross_entropy(logits[masked].float(), batch["labels"][masked], reduction="none")
+            per_block = torch.zeros(len(masked), device=per_token.device).index_add_(0, masked.nonzero()[:, 0], per_token)
+            sums, counts = accelerator.gather_for_metrics((per_block, masked.sum(1)))
+            total, count = total + sums.sum().item(), count + counts.sum().item()
+        loss = total / max(count, 1)
+        return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 50))}

@@ -1,0 +1,32 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What the scripts need to know about a model config, said once."""
+
+from transformers import CONFIG_MAPPING
+
+from .arguments import UsageError, apply_overrides
+
+# RoBERTa-family configs number positions after the pad id, so their position table is 2 rows longer.
+OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod")
+
+
+def input_limit(config):
+    """The longest input (in tokens) a model of this config accepts."""
+    if getattr(config, "max_seq_length", None):  # Linformer: n
+        return config.max_seq_length
+    if config.model_type in OFFSET_POSITIONS:
+        return config.max_position_embeddings - config.pad_token_id - 1
+    return config.max_position_embeddings
+
+
+def new_config(model_type, overrides, tokenizer=None):
+    """A from-scratch config of `model_type` with `overrides`; fields they leave unset follow the tokenizer."""
+    if model_type not in CONFIG_MAPPING:
+        raise UsageError(f"--model_type {model_type}: not registered (is linformer_hf installed?)")
+    overrides = dict(overrides)
+    if tokenizer is not None:
+        overrides.setdefault("vocab_size", len(tokenizer))
+        for name in ("pad", "bos", "eos"):
+            if getattr(tokenizer, f"{name}_token_id") is not None:
+                overrides.setdefault(f"{name}_token_id", getattr(tokenizer, f"{name}_token_id"))
+    return apply_overrides(CONFIG_MAPPING[model_type], overrides)

@@ -1,0 +1,84 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""What a finished run leaves behind: the final model folder, its card, the run's config, the Hub upload."""
+
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+from . import checkpoints
+from .arguments import UsageError
+
+
+def model_card(title, body, pipeline_tag, tags=(), datasets=None, license="apache-2.0", base_model=None):
+    """A Hub model card (YAML metadata + markdown) as text."""
+    from huggingface_hub import ModelCardData
+
+    data = ModelCardData(library_name="transformers", pipeline_tag=pipeline_tag, license=license,
+                         tags=["linformer-hf", *tags], datasets=datasets or None, base_model=base_model)
+    return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{body}"
+
+
+def write_run_config(run, **extra):
+    """`train_config.yaml`: the arguments and what was derived from them (processes, accumulation, ...)."""
+    if run.accelerator.is_main_process:
+        config = {**run.args.to_dict(), "num_processes": run.accelerator.num_processes,
+                  "accumulation": run.accumulation, "mixed_precision": run.accelerator.mixed_precision,
+                  "num_parameters": sum(p.numel() for p in run.model.parameters()), **extra}
+        (run.output_dir / "train_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def save_final_model(run, card, extra_files=None, model=None):
+    """`save_pretrained` (+ tokenizer, card, result files) into a temporary folder, then published into
+    the output folder with config.json last; a model with NaN/inf weights is refused. `extra_files` maps a
+    relative name to text, a JSON-able value, or a `Path` to copy (file or folder)."""
+    accelerator = run.accelerator
+    model = model if model is not None else run.model
+    unwrapped = accelerator.unwrap_model(model)
+    checkpoints.check_finite(unwrapped, "final model")
+    tmp = run.output_dir / ".final.tmp"
+    if accelerator.is_main_process:
+        shutil.rmtree(tmp, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    unwrapped.save_pretrained(tmp, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
+                              state_dict=accelerator.get_state_dict(model))
+    if accelerator.is_main_process:
+        if run.tokenizer is not None:
+            run.tokenizer.save_pretrained(tmp)
+        (tmp / "README.md").write_text(card)
+        for name, content in (extra_files or {}).items():  # a name may hold a folder: predictions/MNLI-m.tsv
+            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, Path) and content.is_dir():  # copied as it is, empty folders too
+                shutil.copytree(content, tmp / name)
+            elif isinstance(content, Path):
+                shutil.copy(content, tmp / name)
+            else:
+                (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2) + "\n")
+        checkpoints.publish(tmp, run.output_dir)
+        shutil.rmtree(run.output_dir / "tokenizer", ignore_errors=True)  # the trained tokenizer is now beside the model
+    accelerator.wait_for_everyone()
+
+
+def push_folder(run, folder, message):
+    """Upload the saved folder (not the checkpoints) to `--hub_model_id`; a failure keeps the local save."""
+    if not run.accelerator.is_main_process:
+        return
+    from huggingface_hub import HfApi
+
+    repo_id = run.args.hub_model_id
+    try:
+        api = HfApi()
+        api.create_repo(repo_id, private=run.args.hub_private_repo, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
+                          ignore_patterns=[f"{checkpoints.CHECKPOINTS_DIR}/**", ".*", "logs/**"])
+    except Exception as error:  # noqa: BLE001  offline, no token, no rights: the local save stands
+        raise UsageError(f"--push_to_hub: uploading to {repo_id} failed ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''}). Nothing is lost: the model is "
+                         f"saved in {folder}; upload it later with `hf upload {repo_id} {folder}`") from None
+    run.say(f"Pushed to https://huggingface.co/{repo_id}")
+
+
+def read_json(path):
+    return json.loads(Path(path).read_text())

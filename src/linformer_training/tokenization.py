@@ -1,0 +1,59 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Tokenizers for pretraining: an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids)."""
+
+import json
+
+from transformers import AutoTokenizer
+
+from .arguments import UsageError
+
+SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's ids 0..4
+
+
+def train_tokenizer(train_split, vocab_size, max_docs=None, min_frequency=2):
+    """A byte-level BPE tokenizer trained on the corpus, wrapped as RoBERTa's tokenizer (same special
+    tokens and ids, `<s> ... </s>` template, `<mask>` absorbing the space before it)."""
+    from tokenizers import AddedToken, ByteLevelBPETokenizer
+    from transformers import RobertaTokenizer
+
+    docs = train_split.take(max_docs) if max_docs else train_split
+
+    def texts():
+        for batch in docs.iter(batch_size=1000):
+            yield batch["text"]
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts(), vocab_size=vocab_size, min_frequency=min_frequency,
+                            special_tokens=SPECIAL_TOKENS, show_progress=False)
+    model = json.loads(bpe._tokenizer.to_str())["model"]
+    return RobertaTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
+                            mask_token=AddedToken("<mask>", lstrip=True, special=True))
+
+
+def load_tokenizer(name_or_path):
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--tokenizer_name {name_or_path}: cannot load a tokenizer from it ({e})") from None
+
+
+def check_tokenizer(tokenizer, config):
+    """The tokenizer must fit the model: every id inside the embedding, the same special-token ids."""
+    problems = []
+    if tokenizer.mask_token_id is None:
+        problems.append("it has no mask token (masked-LM training needs one)")
+    if tokenizer.pad_token_id is None:
+        problems.append("it has no pad token")
+    if len(tokenizer) > config.vocab_size:
+        problems.append(f"its vocabulary has {len(tokenizer)} tokens but the model's vocab_size is "
+                        f"{config.vocab_size} (set --model.vocab_size {len(tokenizer)} or more)")
+    for name in ("pad", "bos", "eos"):
+        tok_id, cfg_id = getattr(tokenizer, f"{name}_token_id"), getattr(config, f"{name}_token_id", None)
+        if tok_id is not None and cfg_id is not None and tok_id != cfg_id:
+            problems.append(f"its {name} token id is {tok_id} but the model's {name}_token_id is {cfg_id}")
+    if problems:
+        raise UsageError(f"tokenizer {tokenizer.name_or_path or '(trained)'} does not fit the model config: "
+                         + "; ".join(problems))
+
+

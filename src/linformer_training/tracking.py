@@ -1,0 +1,68 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Metrics go to Accelerate's trackers (TensorBoard by default) and to `metrics.jsonl`, which needs no viewer.
+
+Accelerate quietly drops a tracker whose package is missing; here that is an error before training.
+"""
+
+import json
+import time
+from pathlib import Path
+
+from .arguments import UsageError, did_you_mean
+
+
+def resolve_trackers(report_to):
+    """`report_to` ("tensorboard", "wandb,tensorboard", "all", "none") as Accelerator(log_with=...)."""
+    from accelerate.tracking import LOGGER_TYPE_TO_CLASS, get_available_trackers
+
+    names = [n.strip() for n in str(report_to).split(",") if n.strip()]
+    if not names or names == ["none"]:
+        return None
+    if names == ["all"]:
+        return "all"
+    available = {str(t) for t in get_available_trackers()}
+    for name in names:
+        if name not in LOGGER_TYPE_TO_CLASS:
+            raise UsageError("--report_to: " + did_you_mean("tracker", name, list(LOGGER_TYPE_TO_CLASS) + ["all", "none"]))
+        if name not in available:
+            raise UsageError(f"--report_to {name}: its package is not installed (pip install {name}), "
+                             f"or pass --report_to none")
+    return names
+
+
+def flatten(config, prefix=""):
+    """TensorBoard's hparams take scalars only: nested keys become `a.b`, other values strings."""
+    flat = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(flatten(value, f"{name}."))
+        else:
+            flat[name] = value if isinstance(value, (int, float, str, bool)) else str(value)
+    return flat
+
+
+class MetricsLog:
+    """One JSON line per logged step in `path` (main process), plus the Accelerate trackers."""
+
+    def __init__(self, accelerator, path, project, config):
+        self.accelerator, self.path = accelerator, Path(path)
+        accelerator.init_trackers(project, config=flatten(config))
+
+    def keep_until(self, step):
+        """On resume: drop records of steps this run will redo; a fresh run starts an empty log."""
+        if self.accelerator.is_main_process and self.path.exists():
+            kept = [r for r in read_jsonl(self.path) if r["step"] <= step] if step else []
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+
+    def log(self, metrics, step):
+        self.accelerator.log(metrics, step=step)
+        if self.accelerator.is_main_process:
+            with open(self.path, "a") as f:
+                f.write(json.dumps({"step": step, "time": round(time.time(), 3), **metrics}) + "\n")
+
+
+def read_jsonl(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,83 @@
+"""Masked-LM data: packing documents into blocks, and seeded 80/10/10 masking."""
+
+import datasets
+import pytest
+import torch
+
+from conftest import write_jsonl
+from linformer_training import mlm
+
+
+# --- packing and masking ---------------------------------------------------------------------------
+
+
+def test_packing_keeps_every_token(tok, docs):
+    split = datasets.Dataset.from_dict({"text": docs + ["", "   "]})
+    blocks = list(mlm.pack(split, tok, block_size=64)["input_ids"])
+    assert all(b[0] == tok.bos_token_id for b in blocks)
+    assert all(len(b) == 64 for b in blocks[:-1]) and 1 < len(blocks[-1]) <= 64
+    expected = []
+    for doc in docs:  # blank documents carry no text and are skipped
+        expected += tok(doc, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+    assert [t for b in blocks for t in b[1:]] == expected
+
+
+def test_packing_is_cached_and_parallel(tmp_path, tok, docs):
+    path = write_jsonl(tmp_path / "c.jsonl", [{"text": d} for d in docs])
+    split = datasets.load_dataset("json", data_files=path, split="train", cache_dir=str(tmp_path / "cache"))
+    first = mlm.pack(split, tok, block_size=64, num_proc=2)
+    assert len(first.cache_files) == 2  # one shard per worker
+    again = mlm.pack(split, tok, block_size=64, num_proc=2)
+    assert again.cache_files == first.cache_files  # the same fingerprint: read back, not recomputed
+    other = mlm.pack(split, tok, block_size=32, num_proc=2)
+    assert other.cache_files != first.cache_files
+
+
+@pytest.fixture(scope="module")
+def blocks(tok, docs):
+    return mlm.pack(datasets.Dataset.from_dict({"text": docs}), tok, block_size=64)
+
+
+def test_masking_is_80_10_10_at_15_percent(tok, blocks):
+    collator = mlm.BlockSeededMLMCollator(tok, seed=0)
+    examples = [{"input_ids": ids} for ids in list(blocks["input_ids"])] * 4
+    masked_inputs, labels, originals = [], [], []
+    for epoch in range(4):  # fresh masks each epoch
+        collator.epoch = epoch
+        for i in range(0, len(examples), 64):
+            chunk = examples[i:i + 64]
+            batch = collator(chunk)
+            originals.append(tok.pad([{"input_ids": e["input_ids"]} for e in chunk], return_tensors="pt")["input_ids"])
+            masked_inputs.append(batch["input_ids"])
+            labels.append(batch["labels"])
+    width = max(x.shape[1] for x in originals)
+    pad = lambda x, v: torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)  # noqa: E731
+    orig = torch.cat([pad(x, tok.pad_token_id) for x in originals])
+    inputs = torch.cat([pad(x, tok.pad_token_id) for x in masked_inputs])
+    labels = torch.cat([pad(x, -100) for x in labels])
+
+    special = torch.isin(orig, torch.tensor(tok.all_special_ids))
+    chosen = labels != -100
+    assert not (chosen & special).any()  # <s>, </s> and padding are never masked
+    assert torch.equal(labels[chosen], orig[chosen]) and torch.equal(inputs[~chosen], orig[~chosen])
+    rate = chosen.sum().item() / (~special).sum().item()
+    assert 0.14 < rate < 0.16
+    n = chosen.sum().item()
+    as_mask = (inputs[chosen] == tok.mask_token_id).sum().item() / n
+    kept = (inputs[chosen] == orig[chosen]).sum().item() / n
+    assert 0.77 < as_mask < 0.83 and 0.08 < kept < 0.12 and 0.08 < 1 - as_mask - kept < 0.12
+
+
+def test_masks_depend_on_block_and_epoch_only(tok, blocks):
+    a, b, c = ({"input_ids": ids} for ids in list(blocks["input_ids"])[:3])
+    collator = mlm.BlockSeededMLMCollator(tok, seed=3)
+    together = collator([a, b, c])
+    alone = collator([b])
+    # The same block gets the same mask alone or in a batch: the mask does not depend on how a global
+    # batch is split across processes, nor on what was drawn before a resume.
+    assert torch.equal(together["labels"][1], alone["labels"][0])
+    assert torch.equal(together["input_ids"][1], alone["input_ids"][0])
+    collator.epoch = 1
+    assert not torch.equal(collator([b])["labels"][0], alone["labels"][0])  # dynamic masking
+    other_seed = mlm.BlockSeededMLMCollator(tok, seed=4)
+    assert not torch.equal(other_seed([b])["labels"][0], alone["labels"][0])
