@@ -186,20 +186,8 @@ def main(argv=None):
     set_seed(args.seed)
     tokenizer, blocks = prepare_data(args, accelerator, out, block_size, checkpoint)
     run = build_run(args, accelerator, tokenizer, blocks, out, accumulation)
-    if checkpoint is not None:
-        loop.resume(run, checkpoint)
-    run.log.keep_until(run.state.step)
-    outputs.write_run_config(run, block_size=block_size)
-    if run.state.step == 0 and args.eval_steps is not None:
-        loop.evaluate(run)  # the untrained model's perplexity, the curve's first point
-    loop.train(run)
-    outputs.save_final_model(run, model_card(run), extra_files={"eval_results.json": run.state.last_eval})
-    run.say(f"Done: {run.state.step} updates, {run.state.last_eval}; model saved to {out}")
-    if args.push_to_hub:
-        outputs.push_folder(run, out, f"{args.model_type} MLM, {run.state.step} updates")
-    accelerator.end_training()
-    return run.state.last_eval
-
+    loop.fit(run, checkpoint, block_size=block_size)
+    return outputs.finish(run, model_card(run), f"{args.model_type} MLM, {run.state.step} updates")
 
 if __name__ == "__main__":
     try:

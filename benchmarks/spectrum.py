@@ -11,8 +11,9 @@ layer (mean over heads, band = min..max head), and the heatmap of c at index 128
     python benchmarks/spectrum.py --model outputs/linformer-mlm --tokenizer roberta-tok-dir --tag spectrum_ours
 
 --model takes "minilm" or any local folder that transformers' AutoModel loads (BERT, RoBERTa, our
-Linformer: `linformer_hf` is imported so its checkpoints load). --text takes moby_dick, news or a
-.txt / .jsonl(.gz) file with a "text" field.
+Linformer: `linformer_hf` is imported so its checkpoints load). --text takes moby_dick (bundled:
+data/moby_dick/chapters.jsonl), news (not bundled: read from ../shared/data/news/validation.jsonl.gz, which
+developer checkouts have beside the repository) or any .txt / .jsonl(.gz) file with a "text" field.
 """
 
 import argparse
@@ -25,7 +26,11 @@ from tqdm import tqdm
 
 import common as C
 
-DATA = os.path.normpath(os.path.join(C.HERE, "..", "..", "shared", "data"))
+REPO = os.path.dirname(C.HERE)
+# --text NAME: Moby Dick ships with the repository; the news corpus may not be copied into it (no licence), so
+# it is read from the developers' data folder beside the repository, when there is one.
+NAMED_TEXTS = {"moby_dick": os.path.join(REPO, "data", "moby_dick", "chapters.jsonl"),
+               "news": os.path.normpath(os.path.join(REPO, "..", "shared", "data", "news", "validation.jsonl.gz"))}
 SHIFTED_POSITIONS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start after pad_token_id
 
 
@@ -70,10 +75,11 @@ def load_model(name, tokenizer=None, attn="eager"):
 
 
 def read_texts(text):
-    """Documents of a named corpus in ../shared/data, or of a .txt / .jsonl / .jsonl.gz file."""
-    named = {"moby_dick": os.path.join(DATA, "moby_dick", "chapters.jsonl"),
-             "news": os.path.join(DATA, "news", "validation.jsonl.gz")}
-    path = named.get(text, text)
+    """Documents of a named corpus (NAMED_TEXTS), or of a .txt / .jsonl / .jsonl.gz file."""
+    path = NAMED_TEXTS.get(text, text)
+    if text == "news" and not os.path.isfile(path):
+        raise SystemExit(f"--text news: the news corpus is not bundled and {path} does not exist; pass --text PATH "
+                         "to its validation.jsonl.gz (or any .txt/.jsonl(.gz) file with a 'text' field)")
     if not os.path.isfile(path):
         raise SystemExit(f"--text {text!r}: no such file (give moby_dick, news or a .txt/.jsonl path)")
     if path.endswith(".txt"):
@@ -114,7 +120,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="minilm")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder, if the checkpoint has none")
-    p.add_argument("--text", default="moby_dick")
+    p.add_argument("--text", default="moby_dick",
+                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) file")
     p.add_argument("--n", type=int, default=512, help="tokens per window (capped at the model's longest input)")
     p.add_argument("--samples", type=int, default=16, help="windows of text averaged over")
     p.add_argument("--batch", type=int, default=4)

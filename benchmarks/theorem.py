@@ -69,7 +69,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="minilm", help="'minilm' or a local BERT/RoBERTa-style checkpoint folder")
     p.add_argument("--tokenizer", default=None)
-    p.add_argument("--text", default="moby_dick")
+    p.add_argument("--text", default="moby_dick",
+                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) file")
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--k", default="16,32,64,128,256,512,1024,2048")
     p.add_argument("--samples", type=int, default=2, help="windows of text")

@@ -7,6 +7,7 @@ validation split; writes results/feature_probes/NAME.json.
 
     python experiments/feature_probes.py                               # every pretrained run
     python experiments/feature_probes.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python experiments/feature_probes.py --data_dir ~/linformer-data     # Rotten Tomatoes is not bundled
 """
 
 import argparse
@@ -34,14 +35,16 @@ p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDes
 p.add_argument("--only", nargs="+", metavar="NAME", help="runs to probe (default: every one with a checkpoint)")
 p.add_argument("--train_examples", type=int, default=2000, help="training sentences the probe is fitted on")
 p.add_argument("--scalings", nargs="+", default=["none", "sqrt"], help="projection_length_scaling values (Linformer)")
+study.add_data_dir_argument(p)
 args = p.parse_args()
+files = study.data_files(args.data_dir, p, REPO, "finetune")["finetune"]
 runs = study.pretrained(args.only, p, REPO)
 
 torch.set_num_threads(1)
 hf_logging.set_verbosity_error()  # the masked-LM head is left out on purpose: no "unexpected keys" report
 splits = {}
 for split in ("train", "validation"):
-    with open(REPO / study.FINETUNE[f"{split}_file"]) as f:
+    with open(files[f"{split}_file"]) as f:
         rows = list(csv.DictReader(f))
     rows = rows[: args.train_examples] if split == "train" else rows
     splits[split] = ([r[study.FINETUNE["text_column"]] for r in rows],

@@ -51,6 +51,13 @@ for r in results:
     groups[arch_of(r["name"])].append(r)
 
 
+def model_fields(config):
+    """The model fields a run's train_config.yaml set: its `model:` mapping (runs made before train_mlm.py took
+    --config_overrides), else its config_overrides (a mapping, or the flag's KEY=VALUE,... text)."""
+    fields = config.get("model") or config.get("config_overrides") or {}
+    return yaml.safe_load("{" + fields.replace("=", ": ") + "}") if isinstance(fields, str) else fields
+
+
 def mean_std(values):
     if not values:
         return None, None
@@ -90,8 +97,9 @@ lines = ["# Small-scale quality study: results", "",
 card_start = len(lines)  # from here to card_end, the text is also written into model_card.md
 if results:
     c = results[0]["config"]
-    lines += [f"Every run: {c['model']['num_hidden_layers']} layers, hidden {c['model']['hidden_size']}, "
-              f"{c['model']['num_attention_heads']} heads, FFN {c['model']['intermediate_size']}; "
+    m = model_fields(c)
+    lines += [f"Every run: {m['num_hidden_layers']} layers, hidden {m['hidden_size']}, "
+              f"{m['num_attention_heads']} heads, FFN {m['intermediate_size']}; "
               f"{c['max_steps']} updates of {study.TOKENS_PER_UPDATE} tokens "
               f"({results[0]['tokens_seen']:,} tokens seen), learning rate {c['learning_rate']} "
               f"({c['lr_scheduler_type']}, {c['warmup_steps']} warmup), mixed precision {c['mixed_precision']}, "

@@ -3,7 +3,11 @@ on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to e
 (config, commands, validation perplexity curve, final perplexity, finetuning accuracies); checkpoints to
 experiments/checkpoints/ (git-ignored, rebuilt by running this again). Finished work is skipped.
 
+The news corpus and Rotten Tomatoes are not bundled: they are read from --data_dir (default ../shared/data,
+where developer checkouts have them; where to get them: experiments/README.md, "Data").
+
     python experiments/run_study.py                          # every run, in priority order
+    python experiments/run_study.py --data_dir ~/linformer-data
     python experiments/run_study.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
     python experiments/run_study.py --stage pretrain         # pretraining only
     python experiments/run_study.py --finetune_seeds 0       # one finetuning seed per run
@@ -36,6 +40,7 @@ p.add_argument("--variants", nargs="*", metavar="NAME", help="finetuning variant
 p.add_argument("--rebuild", action="store_true", help="pretrain again even where results exist "
                "(e.g. to rebuild a deleted checkpoint); the results file is rewritten")
 p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
+study.add_data_dir_argument(p)
 args = p.parse_args()
 
 runs = study.select(args.only, p)
@@ -60,7 +65,19 @@ def save(result):
 
 
 def flags(options):
-    return [x for key, value in options.items() for x in (f"--{key}", str(value))]
+    return [x for key, value in options.items() for x in (f"--{key}", flag_value(value))]
+
+
+def flag_value(value):
+    """A flag's value: absolute paths relative to the repository root (where the commands run) unless that climbs
+    out of its parent folder; a mapping as KEY=VALUE,... with YAML values (train_mlm.py --config_overrides)."""
+    if isinstance(value, Path) and value.is_absolute():
+        relative = os.path.relpath(value, REPO)
+        return str(value) if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
+    if isinstance(value, dict):
+        return ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
+                        for k, v in value.items())
+    return str(value)
 
 
 def execute(cmd, log):
@@ -84,25 +101,27 @@ if args.list:
               + ", ".join(f"{key} {sorted(int(s) for s in res.get(key, {}))}" for key in keys))
     sys.exit(0)
 
-# The shared tokenizer: byte-level BPE trained once on the news train split by train_mlm.py's own code.
+# Pretraining reads the news corpus, finetuning Rotten Tomatoes: check that what this invocation needs is there.
+data = study.data_files(args.data_dir, p, REPO, *{"all": ["pretrain", "finetune"]}.get(args.stage, [args.stage]))
 tokenizer = REPO / study.TOKENIZER
-if not (tokenizer / "tokenizer_config.json").exists():
-    print(f"training the shared tokenizer into {tokenizer}", flush=True)
-    from linformer_hf import mlm_data
-    corpus = mlm_data.load_corpus(train_file=[str(REPO / study.PRETRAIN["train_file"])],
-                                  validation_file=[str(REPO / study.PRETRAIN["validation_file"])])
-    mlm_data.train_tokenizer(corpus["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(tokenizer)
+if "pretrain" in data:
+    from linformer_training.corpus import load_corpus
+    from linformer_training.tokenization import load_tokenizer, train_tokenizer
+
+    news = {key: [str(path)] for key, path in data["pretrain"].items()}
+    # The shared tokenizer: byte-level BPE trained once on the news train split by train_mlm.py's own code.
+    if not (tokenizer / "tokenizer_config.json").exists():
+        print(f"training the shared tokenizer into {tokenizer}", flush=True)
+        train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(tokenizer)
 
 # Reference: the perplexity of a context-free model (train-split unigram frequencies, add-one smoothed) on
 # the validation tokens that masking can pick (no special tokens). A model near it has not learnt to use context.
 reference = RESULTS / "reference/unigram.json"
-if not reference.exists():
+if "pretrain" in data and not reference.exists():
     import math
     from collections import Counter
-    from linformer_hf import mlm_data
-    tok = mlm_data.load_tokenizer(tokenizer)
-    corpus = mlm_data.load_corpus(train_file=[str(REPO / study.PRETRAIN["train_file"])],
-                                  validation_file=[str(REPO / study.PRETRAIN["validation_file"])])
+    tok = load_tokenizer(tokenizer)
+    corpus = load_corpus(**news)
     counts = {}
     for split in ("train", "validation"):
         ids = tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
@@ -116,9 +135,9 @@ if not reference.exists():
 
 # Reference: Rotten Tomatoes validation accuracy of always predicting the training split's majority label.
 majority = RESULTS / "reference/rotten_tomatoes_majority.json"
-if not majority.exists():
+if "finetune" in data and not majority.exists():
     import csv
-    labels = {split: [row["label"] for row in csv.DictReader(open(REPO / study.FINETUNE[f"{split}_file"]))]
+    labels = {split: [row["label"] for row in csv.DictReader(open(data["finetune"][f"{split}_file"]))]
               for split in ("train", "validation")}
     label = max(set(labels["train"]), key=labels["train"].count)
     majority.parent.mkdir(parents=True, exist_ok=True)
@@ -137,8 +156,8 @@ for r in runs:
         n = r["n"]
         if study.TOKENS_PER_UPDATE % n:
             sys.exit(f"run_study.py: {name}: n={n} does not divide TOKENS_PER_UPDATE={study.TOKENS_PER_UPDATE}")
-        options = {"config": r["config"], **study.PRETRAIN, "model_type": r["model_type"],
-                   **{k: v for k, v in r.items() if k.startswith("model.")},
+        options = {"config": r["config"], **data["pretrain"], **study.PRETRAIN, "model_type": r["model_type"],
+                   "config_overrides": {**study.PRETRAIN["config_overrides"], **r["config_overrides"]},
                    "per_device_train_batch_size": study.TOKENS_PER_UPDATE // n, "seed": r["seed"],
                    "output_dir": out.relative_to(REPO), "overwrite_output_dir": "true"}
         cmd = [sys.executable, "train_mlm.py", *flags(options)]
@@ -171,7 +190,7 @@ for r in runs:
             if not (out / "model.safetensors").exists():
                 sys.exit(f"run_study.py: {name}: checkpoint {out} is missing; rebuild it with --only {name} --rebuild")
             ft_out = CHECKPOINTS / f"{name}_rt{'' if variant is None else '_' + variant}_s{seed}"
-            options = {**study.FINETUNE, **study.FINETUNE_VARIANTS.get(variant, {}),
+            options = {**data["finetune"], **study.FINETUNE, **study.FINETUNE_VARIANTS.get(variant, {}),
                        "model_name_or_path": out.relative_to(REPO), "seed": seed, "output_dir": ft_out.relative_to(REPO)}
             cmd = [sys.executable, "finetune_glue.py", *flags(options)]
             seconds = execute(cmd, ft_out.with_suffix(".log"))

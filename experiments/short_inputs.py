@@ -8,6 +8,7 @@ results/short_inputs/NAME.json for every run with a checkpoint.
 
     python experiments/short_inputs.py                                     # every pretrained run
     python experiments/short_inputs.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python experiments/short_inputs.py --data_dir ~/linformer-data             # the news corpus is not bundled
 """
 
 import argparse
@@ -25,8 +26,10 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "experiments"))
 import study  # noqa: E402
 
-from linformer_hf import mlm_data  # noqa: E402
 from linformer_hf.configuration_linformer import PROJECTION_LENGTH_SCALING  # noqa: E402
+from linformer_training.corpus import load_corpus  # noqa: E402
+from linformer_training.mlm import BlockSeededMLMCollator, pack  # noqa: E402
+from linformer_training.tokenization import load_tokenizer  # noqa: E402
 
 OUT = REPO / "experiments/results/short_inputs"
 
@@ -35,20 +38,21 @@ p.add_argument("--only", nargs="+", metavar="NAME", help="runs to measure (defau
 p.add_argument("--lengths", type=int, nargs="+", default=[32, 64, 128, 512], help="block lengths L (tokens)")
 p.add_argument("--tokens", type=int, default=32768, help="validation tokens per length (the first ones)")
 p.add_argument("--seed", type=int, default=0, help="seed of the masks, identical for every run and scaling")
+study.add_data_dir_argument(p)
 args = p.parse_args()
 
+news = study.data_files(args.data_dir, p, REPO, "pretrain")["pretrain"]
 runs = study.pretrained(args.only, p, REPO)
 if any(L < 8 for L in args.lengths) or args.tokens < max(args.lengths):
     p.error("--lengths must be at least 8 tokens and --tokens at least the longest length")
 
 torch.set_num_threads(1)
-tokenizer = mlm_data.load_tokenizer(REPO / study.TOKENIZER)
-corpus = mlm_data.load_corpus(train_file=[str(REPO / study.PRETRAIN["train_file"])],
-                              validation_file=[str(REPO / study.PRETRAIN["validation_file"])])
-collator = mlm_data.BlockSeededMLMCollator(tokenizer, 0.15, seed=args.seed)
+tokenizer = load_tokenizer(REPO / study.TOKENIZER)
+corpus = load_corpus(train_file=[str(news["train_file"])], validation_file=[str(news["validation_file"])])
+collator = BlockSeededMLMCollator(tokenizer, 0.15, seed=args.seed)
 batches = {}
 for L in args.lengths:
-    blocks = mlm_data.pack(corpus["validation"], tokenizer, L, desc=f"packing L={L}")
+    blocks = pack(corpus["validation"], tokenizer, block_size=L, desc=f"packing L={L}")
     blocks = [b for b in blocks["input_ids"] if len(b) == L][: args.tokens // L]
     batches[L] = [collator([{"input_ids": b} for b in blocks[i:i + 32]]) for i in range(0, len(blocks), 32)]
 

@@ -3,22 +3,30 @@
 Each run is pretrained with train_mlm.py on the news corpus under an identical budget (same tokenizer,
 tokens per update, updates, learning-rate schedule, evaluation points), then finetuned with
 finetune_glue.py on Rotten Tomatoes. Only the attention (and n, for the length study) changes.
+
+Neither corpus is bundled (their licences do not allow copying them into the repository): every script
+reads them from --data_dir, which must hold the files of PRETRAIN_DATA and FINETUNE_DATA (where to get
+them: experiments/README.md, "Data"). Developer checkouts have them in DATA, the default.
 """
 
-DATA = "../shared/data"
+import os
+from pathlib import Path
+
+DATA = "../shared/data"                             # default --data_dir, relative to the repository root
+PRETRAIN_DATA = {"train_file": "news/train.jsonl.gz", "validation_file": "news/validation.jsonl.gz"}
+FINETUNE_DATA = {"train_file": "rotten_tomatoes/train.csv", "validation_file": "rotten_tomatoes/validation.csv"}
 CHECKPOINTS = "experiments/checkpoints"             # save_pretrained folders, git-ignored
 TOKENIZER = f"{CHECKPOINTS}/tokenizer"              # trained once on the news train split (run_study.py)
 TOKENIZER_VOCAB_SIZE = 8192
 
 TOKENS_PER_UPDATE = 2048                            # batch = TOKENS_PER_UPDATE // n sequences of n tokens
 
-# Same for every run. Everything here is passed to train_mlm.py as --key value.
+# Same for every run. Everything here is passed to train_mlm.py as --key value (with PRETRAIN_DATA); the
+# model fields of config_overrides are joined with each run's own into one --config_overrides KEY=VALUE,...
 PRETRAIN = {
-    "train_file": f"{DATA}/news/train.jsonl.gz",
-    "validation_file": f"{DATA}/news/validation.jsonl.gz",
     "tokenizer_name": TOKENIZER,
-    "model.hidden_size": 256, "model.num_hidden_layers": 4, "model.num_attention_heads": 4,
-    "model.intermediate_size": 1024,
+    "config_overrides": {"hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 4,
+                         "intermediate_size": 1024},
     "learning_rate": 1e-3, "lr_scheduler_type": "polynomial", "warmup_steps": 50, "max_steps": 1000,
     "per_device_eval_batch_size": 16,
     "eval_steps": 250, "logging_steps": 10, "checkpointing_steps": 0,
@@ -28,8 +36,6 @@ PRETRAIN = {
 # finetune_glue.py on Rotten Tomatoes: short, and evaluated once at the end (no best-epoch selection on
 # validation, which is the only labelled held-out split we have).
 FINETUNE = {
-    "train_file": f"{DATA}/rotten_tomatoes/train.csv",
-    "validation_file": f"{DATA}/rotten_tomatoes/validation.csv",
     "text_column": "sentence", "label_column": "label",
     "max_seq_length": 128, "learning_rate": 1e-4, "num_train_epochs": 1, "per_device_train_batch_size": 32,
     "eval_steps": 10**9, "do_predict": "false", "mixed_precision": "bf16", "report_to": "none",
@@ -46,15 +52,14 @@ FINETUNE_VARIANTS = {"sqrt": {"config_overrides": "projection_length_scaling=sqr
 
 
 def roberta(n=512):
-    # --config resets train_mlm.py's model dict to RoBERTa fields; every value in it is overridden below.
+    # --config gives RoBERTa's model fields; config_overrides (PRETRAIN's and these) set every one of them.
     return {"model_type": "roberta", "n": n, "config": "configs/tiny_roberta.yaml",
-            "model.max_position_embeddings": n + 2}  # RoBERTa numbers positions after pad id 1
+            "config_overrides": {"max_position_embeddings": n + 2}}  # RoBERTa numbers positions after pad id 1
 
 
 def linformer(n=512, k=128, sharing="layerwise"):
     return {"model_type": "linformer", "n": n, "k": k, "sharing": sharing, "config": "configs/tiny.yaml",
-            "model.max_seq_length": n,
-            "model.projected_dim": k, "model.projection_sharing": sharing}
+            "config_overrides": {"max_seq_length": n, "projected_dim": k, "projection_sharing": sharing}}
 
 
 def run(name, arch, seed, variants=()):
@@ -74,6 +79,29 @@ RUNS = [
 ]
 assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 assert all(v in FINETUNE_VARIANTS for r in RUNS for v in r["variants"]), "unknown finetuning variant"
+
+
+def add_data_dir_argument(parser):
+    files = ", ".join([*PRETRAIN_DATA.values(), *FINETUNE_DATA.values()])
+    parser.add_argument("--data_dir", metavar="DIR", help=f"folder holding the study's corpora ({files}); not "
+                        f"bundled, see experiments/README.md. Default: {DATA} (relative to the repository root)")
+
+
+def data_files(data_dir, parser, repo, *stages):
+    """{stage: {"train_file": path, "validation_file": path}} for the stages named ("pretrain": the news corpus,
+    "finetune": Rotten Tomatoes), under --data_dir (None: DATA, from the repository root). A missing file ends
+    the script with one line that names --data_dir and the files it must hold."""
+    root = Path(data_dir) if data_dir else Path(repo) / DATA
+    wanted = {stage: {"pretrain": PRETRAIN_DATA, "finetune": FINETUNE_DATA}[stage] for stage in stages}
+    missing = [f for files in wanted.values() for f in files.values() if not (root / f).is_file()]
+    if missing:
+        needed = [f for files in wanted.values() for f in files.values()]
+        lacks = "them" if missing == needed else ", ".join(missing)
+        parser.exit(2, f"{parser.prog}: error: the study's corpora are not bundled: pass --data_dir DIR holding "
+                       f"{', '.join(needed)} ({data_dir or 'the default ' + DATA} lacks {lacks}; where to get "
+                       f"them: experiments/README.md, \"Data\")\n")
+    return {stage: {key: Path(os.path.abspath(root / f)) for key, f in files.items()}
+            for stage, files in wanted.items()}
 
 
 def select(names, parser):

@@ -116,6 +116,18 @@ def test_bad_flags_are_clear_errors(tmp_path, monkeypatch):
         run_main(spectrum, monkeypatch, "--model", "minilm", "--text", str(tmp_path / "missing.txt"))
 
 
+def test_named_texts_need_no_data_outside_the_repository(tmp_path, monkeypatch):
+    """The default text is the bundled Moby Dick; the news corpus (not bundled) is a one-line error naming --text."""
+    import spectrum
+
+    assert spectrum.NAMED_TEXTS["moby_dick"] == os.path.join(ROOT, "data", "moby_dick", "chapters.jsonl")
+    assert len(spectrum.read_texts("moby_dick")) == 138
+    monkeypatch.setitem(spectrum.NAMED_TEXTS, "news", str(tmp_path / "no-shared" / "validation.jsonl.gz"))
+    with pytest.raises(SystemExit, match=r"^--text news: the news corpus is not bundled .*pass --text PATH") as e:
+        spectrum.read_texts("news")
+    assert "\n" not in str(e.value)
+
+
 @pytest.fixture(scope="module")
 def tiny_checkpoints(tmp_path_factory):
     """A random tiny BERT and a random tiny Linformer, saved with a word-level tokenizer, plus a text file."""

@@ -27,22 +27,26 @@ def test_study_covers_every_comparison_of_the_issue_under_one_budget():
     assert len(study.FINETUNE_SEEDS) >= 3
     # The budget is shared: runs differ only in attention, n, seed and the batch that keeps tokens per update.
     assert all(study.TOKENS_PER_UPDATE % r["n"] == 0 for r in study.RUNS)
-    assert not any(key in study.PRETRAIN for r in study.RUNS for key in r if key.startswith("model."))
+    shared_fields = set(study.PRETRAIN["config_overrides"])
+    assert not any(shared_fields & set(r["config_overrides"]) for r in study.RUNS)
+    # The corpora are not bundled: no run reads them from anywhere but --data_dir.
+    assert not any(key.endswith("_file") for key in [*study.PRETRAIN, *study.FINETUNE])
 
 
 TINY_STUDY = '''
 exec(open({real!r}).read())  # the real study's helpers, bound to this module's RUNS
 
 DATA = "data"
+PRETRAIN_DATA = {{"train_file": "news/train.jsonl", "validation_file": "news/validation.jsonl"}}
 TOKENIZER = "experiments/checkpoints/tokenizer"
 TOKENIZER_VOCAB_SIZE = 300
 TOKENS_PER_UPDATE = 64
-PRETRAIN = {{**PRETRAIN, "train_file": "data/news/train.jsonl", "validation_file": "data/news/validation.jsonl",
-            "tokenizer_name": TOKENIZER, "model.hidden_size": 32, "model.num_hidden_layers": 1,
-            "model.num_attention_heads": 2, "model.intermediate_size": 64, "warmup_steps": 1, "max_steps": 4,
-            "eval_steps": 2, "logging_steps": 1, "mixed_precision": "no"}}
-FINETUNE = {{**FINETUNE, "train_file": "data/rt/train.csv", "validation_file": "data/rt/validation.csv",
-            "max_seq_length": 32, "per_device_train_batch_size": 8, "mixed_precision": "no", "logging_steps": 1}}
+PRETRAIN = {{**PRETRAIN, "tokenizer_name": TOKENIZER, "warmup_steps": 1, "max_steps": 4, "eval_steps": 2,
+            "logging_steps": 1, "mixed_precision": "no",
+            "config_overrides": {{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
+                                 "intermediate_size": 64}}}}
+FINETUNE = {{**FINETUNE, "max_seq_length": 32, "per_device_train_batch_size": 8, "mixed_precision": "no",
+            "logging_steps": 1}}
 FINETUNE_SEEDS = (0,)
 RUNS = [run("roberta_n512", roberta(32), 0), run("linformer_n512_k128_layerwise", linformer(32, 8), 0, ["sqrt"])]
 '''
@@ -64,17 +68,35 @@ def study_copy(tmp_path_factory):
     (root / "data/news").mkdir(parents=True)
     for split, docs in (("train", chapters[2:12]), ("validation", chapters[12:14])):
         (root / f"data/news/{split}.jsonl").write_text("".join(json.dumps({"text": c["text"]}) + "\n" for c in docs))
-    (root / "data/rt").mkdir()
+    (root / "data/rotten_tomatoes").mkdir()
     words = {"1": ["fine", "grand", "good"], "0": ["dull", "poor", "bad"]}
     for split, count in (("train", 48), ("validation", 16)):
         rows = [f"the voyage was {words[str(i % 2)][i % 3]} and long,{i % 2}" for i in range(count)]
-        (root / f"data/rt/{split}.csv").write_text("sentence,label\n" + "\n".join(rows) + "\n")
+        (root / f"data/rotten_tomatoes/{split}.csv").write_text("sentence,label\n" + "\n".join(rows) + "\n")
     return root
 
 
 def run_script(root, *args):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
     return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_missing_data_is_one_line_naming_data_dir(study_copy, tmp_path):
+    """The news corpus and Rotten Tomatoes are not bundled: without them each script says, in one line, which flag
+    to pass and which files the folder must hold, and --list needs no data."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    expected = {"run_study.py": ["news/train.jsonl", "news/validation.jsonl", "rotten_tomatoes/train.csv"],
+                "short_inputs.py": ["news/train.jsonl", "news/validation.jsonl"],
+                "feature_probes.py": ["rotten_tomatoes/train.csv", "rotten_tomatoes/validation.csv"]}
+    for script, files in expected.items():
+        out = run_script(study_copy, f"experiments/{script}", "--data_dir", str(empty))
+        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-3000:]
+        assert f"{script}: error: " in out.stderr and "--data_dir DIR holding" in out.stderr, out.stderr
+        assert all(f in out.stderr for f in files) and "experiments/README.md" in out.stderr, out.stderr
+    finetune_only = run_script(study_copy, "experiments/run_study.py", "--stage", "finetune", "--data_dir", str(empty))
+    assert finetune_only.returncode == 2 and "news/" not in finetune_only.stderr, finetune_only.stderr
+    assert run_script(study_copy, "experiments/run_study.py", "--list", "--data_dir", str(empty)).returncode == 0
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +115,13 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
         assert r["pretrain_command"].startswith("python train_mlm.py") and f"--seed 0" in r["pretrain_command"]
         assert "--per_device_train_batch_size 2" in r["pretrain_command"]  # 64 tokens per update at n=32
+        assert "--train_file data/news/train.jsonl --validation_file data/news/validation" in r["pretrain_command"]
+        assert ("--config_overrides hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
+                in r["pretrain_command"])
         assert set(r["finetune"]) == {"0"} and 0 <= r["finetune"]["0"]["accuracy"] <= 1
         assert (root / "experiments/checkpoints" / name / "model.safetensors").is_file()  # save_pretrained
+    assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise " in \
+        results["linformer_n512_k128_layerwise_s0"]["pretrain_command"]
     variant = results["linformer_n512_k128_layerwise_s0"]["finetune_sqrt"]["0"]
     assert "--config_overrides projection_length_scaling=sqrt" in variant["command"]
     finetuned = root / "experiments/checkpoints/linformer_n512_k128_layerwise_s0_rt_sqrt_s0/config.json"

@@ -31,7 +31,7 @@ from accelerate.utils import (DataLoaderConfiguration, DistributedType, Gradient
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from . import checkpoints
+from . import checkpoints, outputs
 from .arguments import UsageError
 from .checkpoints import NonFiniteError
 
@@ -321,6 +321,18 @@ def train(run):
     progress.close()
     check_replicas(run)
     return state
+
+
+def fit(run, checkpoint=None, **run_facts):
+    """A run from start (or `checkpoint`) to its last update: resume, trim the log to the resumed step,
+    write train_config.yaml (with `run_facts`), evaluate the starting point, train."""
+    if checkpoint is not None:
+        resume(run, checkpoint)
+    run.log.keep_until(run.state.step)
+    outputs.write_run_config(run, **run_facts)
+    if run.state.step == 0 and run.args.eval_steps is not None:
+        evaluate(run)  # the curve's first point: the model before any update
+    return train(run)
 
 
 def check_replicas(run):

@@ -61,6 +61,16 @@ def save_final_model(run, card, extra_files=None, model=None):
     accelerator.wait_for_everyone()
 
 
+def finish(run, card, push_message, extra_files=None):
+    """The end of a training script: the final model folder, a last line, the Hub upload if asked."""
+    save_final_model(run, card, extra_files={"eval_results.json": run.state.last_eval, **(extra_files or {})})
+    run.say(f"Done: {run.state.step} updates, {run.state.last_eval}; saved to {run.output_dir}")
+    if run.args.push_to_hub:
+        push_folder(run, run.output_dir, push_message)
+    run.accelerator.end_training()
+    return run.state.last_eval
+
+
 def push_folder(run, folder, message):
     """Upload the saved folder (not the checkpoints) to `--hub_model_id`; a failure keeps the local save."""
     if not run.accelerator.is_main_process:

@@ -1,0 +1,225 @@
+# Copyright 2026 The linformer-hf authors. Licensed under the Apache License, Version 2.0.
+"""Distil a frozen standard-attention encoder (the teacher) into a Linformer converted from it (the student).
+
+    python convert_to_linformer.py --model_name_or_path sentence-transformers/all-MiniLM-L6-v2 \
+        --max_seq_length 4096 --projected_dim 256 --output_dir outputs/minilm-linformer-n4096-k256
+    accelerate launch distill.py --config configs/distill/minilm_n4096.yaml --output_dir runs/distill-minilm
+
+The student learns to give the teacher's hidden states and pooled embeddings on sequences of mixed
+real lengths (short ones, where it is exact from the start, and long ones up to n), with the teacher's
+signal beyond its own position limit from an extended position table or from windows
+(`linformer_training.distillation` says why each choice). Same training layer as train_mlm.py:
+Accelerate (processes, mixed precision, accumulation), `datasets` corpora, checkpoints with exact
+resume, metrics.jsonl and trackers, --push_to_hub. Documents whose id is listed in
+--exclude_ids_file (by default the held-out news articles of experiments/conversion/) are never read.
+"""
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+import yaml
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from transformers import AutoModel
+
+import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+from linformer_training import checkpoints, distillation, loop, outputs
+from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
+                                          arg, parse_args)
+from linformer_training.corpus import ExcludedIds, load_corpus, resolve_files
+from linformer_training.mlm import pack
+from linformer_training.tracking import MetricsLog, resolve_trackers
+
+REPO = Path(__file__).resolve().parent
+HELD_OUT_NEWS = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
+
+
+@dataclass
+class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
+    """Distil a frozen BERT/RoBERTa teacher into a Linformer student converted from it."""
+
+    teacher_name_or_path: str | None = arg(None, "the frozen teacher: a BERT/RoBERTa folder or Hub id (required)")
+    student_name_or_path: str | None = arg(None, "the Linformer to train: a folder written by convert_to_linformer.py "
+                                                 "from the teacher (required)")
+    teacher_long_inputs: Literal[distillation.TEACHER_LONG_INPUTS] = arg(
+        "extended", "teacher signal beyond its position limit: `extended` (positions repeated as the conversion "
+                    "does, full attention) or `windows` (its own length, states concatenated)")
+    exclude_ids_file: str | None = arg(None, "ids of documents never to read, one per line (default: the held-out "
+                                             "news list, where the corpus has --id_column; `none`: nothing)")
+    id_column: str = arg("id", "column holding the document ids that --exclude_ids_file lists")
+    min_length: int = arg(16, "shortest training span, in tokens (special tokens included)")
+    short_max_length: int | None = arg(None, "longest `short` span (default: the student's k, where it is exact)")
+    short_fraction: float = arg(0.25, "fraction of spans drawn short; the rest are log-uniform up to --block_size")
+    hidden_loss_weight: float = arg(1.0, "weight of the per-layer hidden-state error (relative to the teacher's norm)")
+    cosine_loss_weight: float = arg(1.0, "weight of 1 - cosine of the mean-pooled embeddings")
+    projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
+                                                       "(default: --learning_rate)")
+    train_only_projections: bool = arg(False, "train the E/F projections only; every other weight stays the teacher's")
+    student_dropout: float = arg(0.0, "dropout of the student while distilling (its saved config keeps the converted "
+                                      "folder's values)")
+    # This script's values of shared flags.
+    learning_rate: float = arg(5e-5, "peak learning rate of the student's converted weights")
+    per_device_train_batch_size: int = arg(8, "sequences per process per forward pass")
+    per_device_eval_batch_size: int = arg(8, "sequences per process per evaluation batch")
+    max_steps: int = arg(1000, "updates to train for")
+    eval_steps: int | None = arg(250, "evaluate every N updates (0: only at the end)")
+    checkpointing_steps: int = arg(250, "save a resumable checkpoint every N updates (0: none)")
+    output_dir: str = arg("outputs/distill", "folder for the final student, checkpoints and logs")
+
+    bounds = {"min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
+              "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
+              "projection_learning_rate": "(0, inf)", "student_dropout": "[0, 1)"}
+    renamed = {"--model_name_or_path": "use --teacher_name_or_path and --student_name_or_path (a converted folder)"}
+
+    def __post_init__(self):
+        super().__post_init__()
+        for flag in ("teacher_name_or_path", "student_name_or_path"):
+            if not getattr(self, flag):
+                raise UsageError(f"--{flag} is required")
+        if self.hidden_loss_weight == 0 and self.cosine_loss_weight == 0:
+            raise UsageError("--hidden_loss_weight and --cosine_loss_weight are both 0: nothing to learn from")
+        if self.validation_file and not self.train_file:
+            raise UsageError("--validation_file needs --train_file")
+
+
+def check_inputs(args, accelerator, accumulation):
+    """Every error that needs no data: teacher and student, lengths, files, the output folder."""
+    pair = distillation.check_pair(args.teacher_name_or_path, args.student_name_or_path)
+    block_size = args.block_size or pair.n
+    if block_size > pair.n:
+        raise UsageError(f"--block_size {block_size} exceeds the student's longest input n={pair.n} (convert the "
+                         f"teacher again with a larger --max_seq_length, or lower --block_size)")
+    short_max = args.short_max_length or pair.k
+    if not args.min_length <= min(short_max, block_size):
+        raise UsageError(f"--min_length {args.min_length} is above --short_max_length {short_max} or --block_size "
+                         f"{block_size}: no span length fits")
+    if args.train_only_projections and pair.student_config.projection_type != "linear":
+        raise UsageError(f"--train_only_projections: the student's projection_type is "
+                         f"{pair.student_config.projection_type!r}, which has no weights to train")
+    for flag in ("train_file", "validation_file"):
+        if getattr(args, flag):
+            resolve_files(getattr(args, flag), f"--{flag}")
+    if args.exclude_ids_file not in (None, "none") and not Path(args.exclude_ids_file).is_file():
+        raise UsageError(f"--exclude_ids_file {args.exclude_ids_file}: no such file")
+    checkpoint = None
+    if args.resume_from_checkpoint:
+        checkpoint = checkpoints.find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir,
+                                                        accelerator.num_processes, args.allow_inexact_resume)
+        loop.check_resume_layout(checkpoint, args, accelerator.num_processes, accumulation)
+    out = checkpoints.prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
+                                         accelerator.is_main_process)
+    return pair, block_size, short_max, checkpoint, out
+
+
+def excluded_ids(args):
+    """The documents no run may read: the named list (which must then apply), else the held-out news."""
+    if args.exclude_ids_file == "none":
+        return None
+    if args.exclude_ids_file:
+        return ExcludedIds.from_file(args.exclude_ids_file, args.id_column, required=True)
+    return ExcludedIds.from_file(HELD_OUT_NEWS, args.id_column) if HELD_OUT_NEWS.is_file() else None
+
+
+def prepare_data(args, accelerator, pair, block_size):
+    """Corpus without the excluded documents, packed into blocks holding text; the main process goes first."""
+    exclude = excluded_ids(args)
+    with accelerator.main_process_first():
+        corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
+                             args.text_column_name, args.validation_split_percentage, args.streaming,
+                             args.streaming_validation_docs, args.mix_probabilities, args.seed, exclude=exclude)
+        blocks = {split: pack(docs, pair.tokenizer, block_size, args.preprocessing_num_workers)
+                  .filter(distillation.has_text(pair.tokenizer), batched=True) for split, docs in corpus.items()}
+    if args.streaming:
+        blocks["train"] = blocks["train"].shuffle(seed=args.seed, buffer_size=args.streaming_shuffle_buffer)
+    elif len(blocks["train"]) == 0 or len(blocks["validation"]) == 0:
+        raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
+                         "tokenization")
+    if args.max_eval_samples:
+        validation = blocks["validation"]
+        blocks["validation"] = (validation.take(args.max_eval_samples) if args.streaming else
+                                validation.select(range(min(args.max_eval_samples, len(validation)))))
+    if exclude is None or not exclude.dropped:
+        return blocks, None
+    dropped = exclude.total  # None when streaming: a lazy filter has not counted yet
+    accelerator.print(f"Excluded {'the (streamed, uncounted)' if dropped is None else dropped} documents listed in "
+                      f"{exclude.source}")
+    return blocks, dropped
+
+
+def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max):
+    """Student, frozen teacher, optimizer, scheduler and data loaders as one `loop.Run` (the teacher is
+    not prepared: it is never trained, so it needs no DDP wrapper, optimizer state or checkpoint)."""
+    spans = dict(tokenizer=pair.tokenizer, min_length=args.min_length, short_max_length=short_max,
+                 max_length=block_size, short_fraction=args.short_fraction)
+    train_loader = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
+                              collate_fn=distillation.SpanCollator(**spans, seed=args.seed, same_length=True),
+                              num_workers=args.dataloader_num_workers,
+                              generator=torch.Generator().manual_seed(args.seed))  # dropout's RNG stays out of it
+    eval_loader = DataLoader(blocks["validation"], batch_size=args.per_device_eval_batch_size,
+                             collate_fn=distillation.SpanCollator(**spans, seed=args.seed + 1),
+                             num_workers=args.dataloader_num_workers)
+    student = AutoModel.from_pretrained(args.student_name_or_path, dtype=torch.float32)
+    distillation.set_dropout(student, args.student_dropout)
+    for name, param in student.named_parameters():  # the pooler is not distilled: embeddings are mean-pooled
+        if name.startswith("pooler.") or (args.train_only_projections and not distillation.is_projection(name)):
+            param.requires_grad_(False)
+    teacher = distillation.load_teacher(args.teacher_name_or_path, pair, block_size, args.teacher_long_inputs,
+                                        accelerator.device)
+    objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
+                                                   args.cosine_loss_weight, args.teacher_long_inputs)
+    optimizer = distillation.build_optimizer(student, args)
+    scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
+    student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
+        student, optimizer, train_loader, eval_loader, scheduler)
+    return loop.Run(args, accelerator, student, optimizer, scheduler, train_loader, eval_loader, objective=objective,
+                    log=MetricsLog(accelerator, out / "metrics.jsonl", "distill", args.to_dict()),
+                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=pair.tokenizer)
+
+
+def model_card(run, pair, sentence_transformers):
+    """The final folder's README.md: teacher, student, how it was distilled, with which result."""
+    args, state = run.args, run.state
+    config = pair.student_config
+    results = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
+                        for k, v in {"updates": state.step, **state.last_eval}.items())
+    teacher = args.teacher_name_or_path
+    return outputs.model_card(
+        title=args.hub_model_id or Path(args.output_dir).name,
+        pipeline_tag="sentence-similarity" if sentence_transformers else "feature-extraction",
+        datasets=args.dataset_name,
+        tags=["linformer", "distillation"] + (["sentence-transformers"] if sentence_transformers else []),
+        base_model=None if Path(teacher).exists() else teacher,
+        body=f"A Linformer (n = {pair.n}, k = {config.projected_dim}, `projection_sharing="
+             f"{config.projection_sharing!r}`) converted from `{teacher}` and distilled from it with `distill.py` "
+             f"from linformer-hf: {state.step} updates matching the teacher's hidden states and mean-pooled "
+             f"embeddings on spans of {args.min_length} to {args.block_size or pair.n} tokens; teacher signal beyond "
+             f"{pair.teacher_limit} tokens: `{args.teacher_long_inputs}`.\n\n"
+             f"## Results (validation spans, student against teacher)\n\n| metric | value |\n| --- | --- |\n"
+             f"{results}\n\n## Use\n\n```python\nfrom transformers import AutoModel\nmodel = "
+             f"AutoModel.from_pretrained('{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n```\n\n"
+             f"## Training arguments\n\n"
+             f"```yaml\n{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n")
+
+
+def main(argv=None):
+    args = parse_args(DistillArguments, argv, prog="distill.py")
+    accelerator = loop.make_accelerator(args, log_with=resolve_trackers(args.report_to))
+    accumulation = loop.accumulation_steps(args, accelerator.num_processes)
+    pair, block_size, short_max, checkpoint, out = check_inputs(args, accelerator, accumulation)
+    set_seed(args.seed)
+    blocks, excluded = prepare_data(args, accelerator, pair, block_size)
+    run = build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max)
+    loop.fit(run, checkpoint, block_size=block_size, short_max_length=short_max, excluded_documents=excluded)
+    sentence_transformers = distillation.sentence_transformers_files(args.student_name_or_path, pair.n)
+    return outputs.finish(run, model_card(run, pair, bool(sentence_transformers)),
+                          f"Linformer distilled from {args.teacher_name_or_path}, {run.state.step} updates",
+                          extra_files=sentence_transformers)
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ScriptError as e:
+        sys.exit(f"distill.py: error: {e}")

@@ -1,0 +1,404 @@
+"""Turn a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer with the same weights.
+
+Everything but the attention carries over name for name (our layers are RoBERTa's). Three things
+need care, and each is chosen so that with k = n and an identity projection the converted model
+reproduces its source exactly:
+
+* Positions. Our embeddings number real tokens from pad_token_id + 1, counting only non-pad tokens
+  (RoBERTa's scheme), which makes them padding-invariant. BERT numbers from 0 by index, so its row j
+  is copied to our row pad_token_id + 1 + j. Tables longer than the source's are filled by repeating
+  its learned rows (the recipe Longformer used to go from 512 to 4096 positions): no random rows.
+* The projection E/F. `window_mean` (row i averages a contiguous window of about n/k positions) is the
+  identity at k = n; `random` is the paper's N(0, 1/n).
+* Short inputs. A sequence of at most k real tokens is attended exactly
+  (`full_attention_short_inputs`), so the conversion changes nothing for such inputs whatever k is.
+
+The output folder is written to a temporary sibling and renamed into place only once complete.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+import yaml
+
+import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
+from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
+from linformer_training.arguments import UsageError
+
+MAX_SEQ_LENGTH = 8192
+PROJECTION_INITS = ("window_mean", "random")
+PROJECTION_SHARING = ("layerwise", "key_value", "headwise", "none")
+PROJECTION_TYPES = ("linear", "mean_pool", "max_pool", "conv")
+# model_type -> whether positions start after the pad id (RoBERTa) or at 0 (BERT).
+MODEL_TYPES = {"bert": False, "roberta": True, "xlm-roberta": True, "camembert": True}
+BASE_ARCHITECTURES = ("BertModel", "RobertaModel", "XLMRobertaModel", "CamembertModel")
+MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "XLMRobertaForMaskedLM",
+                     "CamembertForMaskedLM")
+SUPPORTED = ", ".join(BASE_ARCHITECTURES + MLM_ARCHITECTURES)
+# Source config fields that mean the same in LinformerConfig and are copied as they are.
+CARRIED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                  "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
+                  "initializer_range", "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id",
+                  "classifier_dropout", "tie_word_embeddings")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model",
+                   "spiece.model")
+VOCABULARY_FILES = ("vocab.txt", "vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
+                    "special_tokens_map.json", "added_tokens.json")
+# BERT's masked-LM head under RoBERTa's names (the converted model uses RoBERTa's head).
+BERT_HEAD_NAMES = {
+    "cls.predictions.transform.dense.weight": "lm_head.dense.weight",
+    "cls.predictions.transform.dense.bias": "lm_head.dense.bias",
+    "cls.predictions.transform.LayerNorm.weight": "lm_head.layer_norm.weight",
+    "cls.predictions.transform.LayerNorm.bias": "lm_head.layer_norm.bias",
+    "cls.predictions.decoder.weight": "lm_head.decoder.weight",
+    "cls.predictions.decoder.bias": "lm_head.decoder.bias",
+    "cls.predictions.bias": "lm_head.bias",
+}
+
+
+def window_mean_projection(k, n):
+    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n."""
+    edges = [i * n // k for i in range(k + 1)]
+    matrix = torch.zeros(k, n)
+    for i in range(k):
+        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
+    return matrix
+
+
+def extend_positions(learned, length):
+    """`length` position rows from the source's learned rows, repeated as often as needed (Longformer)."""
+    repeats = -(-length // learned.shape[0])
+    return learned.repeat(repeats, 1)[:length]
+
+
+def _source_file(source, name):
+    """Local path of `name` in a folder or Hub repo, or None when the source has no such file."""
+    from transformers.utils import cached_file
+
+    try:
+        return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+    except OSError:
+        return None
+
+
+def _source_card(source):
+    """(licence, title) from the source's model card: its YAML `license` and its first heading."""
+    card = _source_file(source, "README.md")
+    if not card:
+        return None, None
+    text = Path(card).read_text(encoding="utf-8", errors="replace")
+    meta, body = {}, text
+    if text.startswith("---"):
+        _, front, body = (text.split("---", 2) + ["", ""])[:3]
+        try:
+            meta = yaml.safe_load(front) or {}
+        except yaml.YAMLError:
+            meta = {}
+    licence = meta.get("license") if isinstance(meta, dict) else None
+    in_code = False
+    for line in body.splitlines():
+        in_code ^= line.startswith("```")
+        if not in_code and line.startswith("# "):
+            return (str(licence) if licence else None), line[2:].strip()
+    return (str(licence) if licence else None), None
+
+
+def _check_output_dir(output_dir, overwrite):
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not overwrite:
+        raise UsageError(f"--output_dir {output_dir}: exists and is not empty; pass --overwrite_output_dir to replace it")
+
+
+def _load_source(source, tokenizer_name):
+    """Source config, tokenizer, model (masked-LM when it has that head) and whether it is RoBERTa-like."""
+    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+
+    try:
+        config = AutoConfig.from_pretrained(source)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model_name_or_path {source}: cannot load its config ({str(e).splitlines()[0]})") from None
+    architecture = (config.architectures or [None])[0]
+    if config.model_type not in MODEL_TYPES or (architecture and architecture not in BASE_ARCHITECTURES + MLM_ARCHITECTURES):
+        raise UsageError(f"--model_name_or_path {source}: architecture {architecture or config.model_type} is not "
+                         f"supported; supported: {SUPPORTED}")
+    if getattr(config, "position_embedding_type", "absolute") != "absolute":
+        raise UsageError(f"--model_name_or_path {source}: position_embedding_type="
+                         f"{config.position_embedding_type!r} is not supported; only 'absolute' positions convert")
+    if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
+        raise UsageError(f"--model_name_or_path {source}: a decoder (is_decoder / add_cross_attention) cannot become "
+                         "a Linformer, whose projections mix every position into every key")
+
+    tokenizer_source = tokenizer_name or source
+    flag = "--tokenizer_name" if tokenizer_name else "--model_name_or_path"
+    # transformers builds an empty tokenizer (special tokens only) from a folder with no tokenizer files.
+    if not any(_source_file(tokenizer_source, name) for name in TOKENIZER_FILES):
+        raise UsageError(f"{flag} {tokenizer_source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)"
+                         + ("" if tokenizer_name else "; pass --tokenizer_name"))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    except (OSError, ValueError, TypeError) as e:
+        raise UsageError(f"{flag} {tokenizer_source}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+    # Checkpoints may pad their table to a round number of rows, never by a tenth.
+    if not 0.9 * config.vocab_size <= len(tokenizer) <= config.vocab_size or tokenizer.pad_token_id != config.pad_token_id:
+        raise UsageError(f"{flag} {tokenizer_source}: the tokenizer does not match the model's embedding table "
+                         f"({len(tokenizer)} tokens, pad id {tokenizer.pad_token_id}; the model has "
+                         f"{config.vocab_size} rows, pad id {config.pad_token_id})")
+
+    masked_lm = architecture in MLM_ARCHITECTURES
+    auto_class = AutoModelForMaskedLM if masked_lm else AutoModel
+    try:
+        model, info = auto_class.from_pretrained(source, output_loading_info=True, attn_implementation="eager")
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UsageError(f"--model_name_or_path {source}: cannot load its weights ({str(e).splitlines()[0]})") from None
+    missing = sorted(k for k in info["missing_keys"] if not k.startswith("pooler.")) + sorted(info["mismatched_keys"])
+    if missing:
+        raise UsageError(f"--model_name_or_path {source}: the checkpoint lacks {len(missing)} tensor(s) that "
+                         f"{type(model).__name__} needs, e.g. {', '.join(map(str, missing[:3]))}")
+    has_pooler = not any(k.startswith("pooler.") for k in info["missing_keys"]) and \
+        getattr(model, "pooler", None) is not None
+    return config, tokenizer, model.eval(), MODEL_TYPES[config.model_type], has_pooler
+
+
+def _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
+                      full_attention_short_inputs):
+    values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
+    return LinformerConfig(
+        **values,
+        max_seq_length=max_seq_length,
+        projected_dim=projected_dim,
+        projection_sharing=projection_sharing,
+        projection_type=projection_type,
+        full_attention_short_inputs=full_attention_short_inputs,
+    )
+
+
+def _copy_weights(source, target, roberta_positions, projection_init, seed):
+    """Fill `target` (a fresh Linformer) from `source`; every tensor is either copied or derived."""
+    config = target.config
+    base = source.base_model
+    encoder = target if isinstance(target, LinformerModel) else target.linformer
+    source_state = base.state_dict()
+    with torch.no_grad():
+        for name, tensor in encoder.state_dict(keep_vars=True).items():
+            if name.startswith("encoder.projections.") or name == "embeddings.position_embeddings.weight":
+                continue
+            if name not in source_state:
+                raise RuntimeError(f"conversion: no source tensor for {name}")  # a bug here, not bad input
+            tensor.copy_(source_state[name])
+
+        # Positions: real token j of the source (row j, or row pad + 1 + j for RoBERTa) goes to our row pad + 1 + j.
+        pad = config.pad_token_id
+        table = source_state["embeddings.position_embeddings.weight"]
+        learned = table[pad + 1:] if roberta_positions else table
+        ours = encoder.embeddings.position_embeddings.weight
+        ours.zero_()
+        if roberta_positions:
+            ours[:pad + 1] = table[:pad + 1]
+        ours[pad + 1:pad + 1 + config.max_seq_length] = extend_positions(learned, config.max_seq_length)
+
+        generator = torch.Generator().manual_seed(seed)
+        n = config.max_seq_length
+        for param in encoder.encoder.projections.parameters():
+            if config.projection_type != "linear":
+                continue  # conv kernels keep the model's mean-pooling start
+            groups, k, _ = param.shape
+            if projection_init == "window_mean":
+                param.copy_(window_mean_projection(k, n).expand(groups, k, n))
+            else:
+                param.copy_(torch.randn(param.shape, generator=generator) / n**0.5)
+
+        if isinstance(target, LinformerForMaskedLM):
+            head = {BERT_HEAD_NAMES.get(k, k): v for k, v in source.state_dict().items()
+                    if k.startswith(("cls.predictions.", "lm_head."))}
+            for name, tensor in target.lm_head.state_dict(keep_vars=True).items():
+                key = f"lm_head.{name}"
+                if key == "lm_head.decoder.weight" and config.tie_word_embeddings:
+                    continue  # tied to the word embeddings, copied above
+                tensor.copy_(head[key])
+
+
+def _copy_vocabulary_files(source, folder):
+    """The source's own vocabulary files, for tools that read them rather than tokenizer.json."""
+    for name in VOCABULARY_FILES:
+        if not (folder / name).exists():
+            path = _source_file(source, name)
+            if path:
+                shutil.copy(path, folder / name)
+
+
+def _copy_sentence_transformers_files(source, folder, max_seq_length):
+    """Carry a sentence-transformers source's modules (pooling, normalisation, ...) so the result loads there too.
+
+    Returns None for a plain transformers source, else the source's own `max_seq_length` (None if unset)."""
+    modules_file = _source_file(source, "modules.json")
+    if not modules_file:
+        return None
+    modules = json.loads(Path(modules_file).read_text())
+    shutil.copy(modules_file, folder / "modules.json")
+    for name in ("config_sentence_transformers.json", "sentence_bert_config.json"):
+        path = _source_file(source, name)
+        if path:
+            shutil.copy(path, folder / name)
+    settings = folder / "sentence_bert_config.json"
+    values = json.loads(settings.read_text()) if settings.exists() else {}
+    previous = values.get("max_seq_length")
+    values["max_seq_length"] = max_seq_length
+    settings.write_text(json.dumps(values, indent=2) + "\n")
+    for module in modules:
+        path = module.get("path", "")
+        if not path:
+            continue
+        if os.path.isdir(source):
+            if os.path.isdir(os.path.join(source, path)):
+                shutil.copytree(os.path.join(source, path), folder / path)
+            else:
+                (folder / path).mkdir(parents=True)  # e.g. Normalize, which stores nothing
+        else:
+            from huggingface_hub import snapshot_download
+
+            downloaded = snapshot_download(source, allow_patterns=[f"{path}/*"])
+            if os.path.isdir(os.path.join(downloaded, path)):
+                shutil.copytree(os.path.join(downloaded, path), folder / path)
+            else:
+                (folder / path).mkdir(parents=True)
+    return {"max_seq_length": previous}
+
+
+def _model_card(source, card, source_config, config, projection_init, positions, sentence_transformers,
+                class_name, has_pooler):
+    n, k = config.max_seq_length, config.projected_dim
+    licence, title = card
+    source_positions = positions["source"]
+    lines = [
+        "---",
+        f"license: {licence or 'other'}",
+        *([f"base_model: {source}"] if not os.path.isdir(source) else []),
+        "library_name: transformers",
+        "tags:",
+        "- linformer",
+        *(["- sentence-transformers"] if sentence_transformers is not None else []),
+        "---",
+        "",
+        f"# Linformer converted from `{source}`",
+        "",
+        f"`{class_name}` (Linformer, Wang et al. 2020) built from the pretrained {source_config.model_type} "
+        f"encoder `{source}`" + (f" (its model card: \"{title}\")" if title else "")
+        + " by linformer-hf's `convert_to_linformer.py`, with no training.",
+        "",
+        f"**Source licence:** {licence or 'not stated in the source model card: check the source before use'}. "
+        "These weights are the source's weights plus derived projections, so the source's licence applies.",
+        "",
+        "## What changed",
+        "",
+        f"- Self-attention is Linformer attention: keys and values are projected along the sequence from "
+        f"n = {n} to k = {k} positions (`projection_sharing={config.projection_sharing!r}`, "
+        f"`projection_type={config.projection_type!r}`"
+        + (f", E/F initialised as `{projection_init}`" if config.projection_type == "linear" else "") + ").",
+        f"- `full_attention_short_inputs={config.full_attention_short_inputs}`: "
+        + ("a sequence with at most k real tokens attends to its own keys exactly, so on such inputs this model "
+           "reproduces the source (max abs difference of hidden states <= 1e-5)."
+           if config.full_attention_short_inputs else "every input goes through the projection."),
+        f"- Positions: the source has {source_positions} learned positions; this model takes inputs of up to "
+        f"{n} tokens. " + ("Rows beyond the source's were filled by repeating its learned table (the recipe "
+                           "Longformer used to extend RoBERTa from 512 to 4096 positions). "
+                           if n > source_positions else "")
+        + f"Positions are numbered RoBERTa's way (from pad_token_id + 1 = {config.pad_token_id + 1}, counting "
+        "only real tokens), so left and right padding give the same states"
+        + ("; BERT's row j sits at row j + 1." if not positions["roberta"] else "."),
+        f"- Tokenizer: the source's, with `model_max_length={n}`.",
+    ]
+    if sentence_transformers is not None:
+        lines.append(f"- sentence-transformers modules (pooling, normalisation) are carried over; "
+                     f"`max_seq_length` is set to {n} (the source's: {sentence_transformers['max_seq_length']}).")
+    if not has_pooler and class_name == "LinformerModel":
+        lines.append("- The source has no pooler weights, so none are stored; `pooler_output` is untrained.")
+    if class_name == "LinformerForMaskedLM" and source_config.hidden_act != "gelu":
+        lines.append(f"- The masked-LM head uses GELU, as RoBERTa's; the source's head used {source_config.hidden_act!r}.")
+    lines += [
+        "",
+        "Inputs longer than k tokens pass through the untrained projection and differ from what the source would "
+        "give: see `experiments/conversion/results.md` in linformer-hf for what survives without training "
+        "(mean-pooled cosine to the source, per-layer error, linear probes, long-document retrieval, speed and memory).",
+        "",
+        "## Use",
+        "",
+        "```python",
+        "from transformers import AutoModel, AutoTokenizer",
+        "# trust_remote_code runs the modeling files stored with the weights; `import linformer_hf` makes it unnecessary",
+        'model = AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)',
+        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)',
+        "```",
+        "",
+    ]
+    if sentence_transformers is not None:
+        lines += ["```python", "from sentence_transformers import SentenceTransformer",
+                  'model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)', "```", ""]
+    if class_name == "LinformerForMaskedLM":
+        lines += ["```python", "from transformers import pipeline",
+                  'fill = pipeline("fill-mask", model="PATH_OR_HUB_ID", trust_remote_code=True)', "```", ""]
+    return "\n".join(lines)
+
+
+def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, projected_dim=128,
+                         projection_sharing="layerwise", projection_init="window_mean", projection_type="linear",
+                         full_attention_short_inputs=True, tokenizer_name=None, overwrite_output_dir=False, seed=0):
+    """Write a Linformer converted from `model_name_or_path` to `output_dir` and return its path.
+
+    Raises `UsageError` (one line, naming the argument) on bad input, before anything is written.
+    """
+    source = str(model_name_or_path)
+    output_dir = Path(output_dir)
+    if not 1 <= max_seq_length <= MAX_SEQ_LENGTH:
+        raise UsageError(f"--max_seq_length {max_seq_length}: must be in [1, {MAX_SEQ_LENGTH}]")
+    if not 1 <= projected_dim <= max_seq_length:
+        raise UsageError(f"--projected_dim {projected_dim}: must be in [1, --max_seq_length={max_seq_length}]")
+    for flag, value, allowed in (("projection_sharing", projection_sharing, PROJECTION_SHARING),
+                                 ("projection_init", projection_init, PROJECTION_INITS),
+                                 ("projection_type", projection_type, PROJECTION_TYPES)):
+        if value not in allowed:
+            raise UsageError(f"--{flag} {value}: allowed: {', '.join(allowed)}")
+    if projection_type != "linear" and max_seq_length % projected_dim:
+        raise UsageError(f"--projected_dim {projected_dim}: projection_type {projection_type} needs it to divide "
+                         f"--max_seq_length={max_seq_length}")
+    _check_output_dir(output_dir, overwrite_output_dir)
+
+    source_config, tokenizer, source_model, roberta_positions, has_pooler = _load_source(source, tokenizer_name)
+    config = _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
+                               full_attention_short_inputs)
+    masked_lm = hasattr(source_model, "cls") or hasattr(source_model, "lm_head")
+    torch.manual_seed(seed)
+    target = LinformerForMaskedLM(config) if masked_lm else LinformerModel(config, add_pooling_layer=has_pooler)
+    _copy_weights(source_model, target, roberta_positions, projection_init, seed)
+    source_dtype = next(source_model.parameters()).dtype
+    target = target.to(source_dtype).eval()
+    source_positions = source_config.max_position_embeddings - (config.pad_token_id + 1 if roberta_positions else 0)
+
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
+    try:
+        target.save_pretrained(staging)
+        tokenizer.model_max_length = max_seq_length
+        tokenizer.save_pretrained(staging)
+        _copy_vocabulary_files(tokenizer_name or source, staging)
+        sentence_transformers = _copy_sentence_transformers_files(source, staging, max_seq_length)
+        card = _model_card(source, _source_card(source), source_config, config, projection_init,
+                           {"source": source_positions, "roberta": roberta_positions}, sentence_transformers,
+                           type(target).__name__, has_pooler)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        os.chmod(staging, 0o755)
+        _check_output_dir(output_dir, overwrite_output_dir)  # someone may have written there meanwhile
+        if output_dir.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.replaced-", dir=output_dir.parent))
+            os.rename(output_dir, old / "previous")
+            os.rename(staging, output_dir)
+            shutil.rmtree(old)
+        else:
+            os.rename(staging, output_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir

@@ -1,0 +1,383 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Distilling a frozen standard-attention encoder (the teacher) into a Linformer converted from it (the student).
+
+A converted student already equals its teacher on inputs of at most k tokens; what it has to learn is
+longer inputs, where keys and values pass through projections nobody trained. Three choices follow:
+
+* Data. The corpus is packed into blocks as for masked-LM pretraining (`mlm.pack`), and each block
+  gives one span per epoch, of a length drawn from a generator seeded by (seed, epoch, content), like
+  the masks of `mlm`: the same spans in an uninterrupted run and a resumed one. Documents are packed
+  rather than used one by one because real documents rarely reach n (news articles: 2% above 2,048
+  tokens), and a length never trained is a length not learned. A fraction of spans is short (at most
+  k tokens by default): there the student is exact, and those spans keep training from drifting away.
+* Loss, per sequence: the hidden states of every layer against the teacher's (squared error divided
+  by the teacher token's squared norm, averaged over real tokens and layers), and 1 - cosine of the
+  mean-pooled embeddings. The update's loss is averaged over *sequences*, not tokens: counted per
+  token, one 4,096-token span would weigh as much as 256 16-token ones, undoing the length mix.
+* Teacher signal beyond the teacher's position limit (512 for BERT): `extended` runs the teacher with
+  its position table repeated to the student's length, exactly as the conversion filled the student's
+  (so at k = n the two models agree everywhere), with full attention; `windows` runs it on
+  consecutive windows of its own length and concatenates the token states.
+"""
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .arguments import UsageError
+from .models import OFFSET_POSITIONS, input_limit
+
+TEACHER_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")  # the encoders convert_to_linformer.py takes
+TEACHER_LONG_INPUTS = ("extended", "windows")
+# Tokenizers with equal vocabularies may still split text differently (lower-casing, accents, ...).
+TOKENIZER_PROBE = "Distillation needs ONE tokenizer: naïve café, 3.14 km, e-mail, Zürich (1998) and 東京."
+
+
+def is_projection(name):
+    """Whether a parameter is a Linformer E/F projection (`encoder.projections.*`)."""
+    return ".projections." in f".{name}"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Teacher and student: checked before any data is read
+# ---------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """What the checks learned about teacher and student, which the rest of the run needs."""
+
+    teacher_config: object
+    student_config: object
+    tokenizer: object  # the student's (equal to the teacher's, checked), with model_max_length = n
+    n: int  # the student's longest input
+    k: int  # the student's smallest projected length: inputs up to k are exact
+    teacher_limit: int  # the teacher's longest input with its own position table
+
+
+def _load(what, flag, path, loader):
+    if str(path).startswith((".", "/", "~")) and not Path(path).expanduser().exists():
+        raise UsageError(f"{flag} {path}: no such folder")
+    try:
+        return loader(path)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise UsageError(f"{flag} {path}: cannot load its {what} ({str(e).splitlines()[0] if str(e) else e})") from None
+
+
+def _tokenizer_difference(teacher, student):
+    """Why two tokenizers would give the two models different ids for the same text, or None."""
+    a, b = teacher.get_vocab(), student.get_vocab()
+    if a != b:
+        differing = sorted(t for t in a.keys() | b.keys() if a.get(t) != b.get(t))
+        first = differing[0]
+        return (f"their vocabularies differ ({len(a)} vs {len(b)} tokens; e.g. {first!r}: {a.get(first)} vs "
+                f"{b.get(first)})")
+    for name in ("cls", "sep", "pad", "bos", "eos", "mask", "unk"):
+        ta, tb = getattr(teacher, f"{name}_token_id"), getattr(student, f"{name}_token_id")
+        if ta != tb:
+            return f"their {name} token ids differ ({ta} vs {tb})"
+    ids_a = teacher(TOKENIZER_PROBE, add_special_tokens=False, verbose=False)["input_ids"]
+    ids_b = student(TOKENIZER_PROBE, add_special_tokens=False, verbose=False)["input_ids"]
+    if ids_a != ids_b:
+        return f"they split the same text differently ({ids_a[:8]}... vs {ids_b[:8]}...)"
+    return None
+
+
+def check_pair(teacher_path, student_path):
+    """Refuse a teacher and student that cannot be distilled into each other, naming the flag and the fix."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    student_config = _load("config", "--student_name_or_path", student_path, AutoConfig.from_pretrained)
+    if student_config.model_type != "linformer":
+        raise UsageError(f"--student_name_or_path {student_path}: a {student_config.model_type} model, not a "
+                         f"Linformer; make one from the teacher first: python convert_to_linformer.py "
+                         f"--model_name_or_path {teacher_path} --max_seq_length N --projected_dim K --output_dir DIR")
+    teacher_config = _load("config", "--teacher_name_or_path", teacher_path, AutoConfig.from_pretrained)
+    if teacher_config.model_type not in TEACHER_TYPES:
+        raise UsageError(f"--teacher_name_or_path {teacher_path}: a {teacher_config.model_type} model; the teacher "
+                         f"must be a standard-attention encoder ({', '.join(TEACHER_TYPES)})")
+    for field in ("hidden_size", "num_hidden_layers"):
+        ours, theirs = getattr(student_config, field), getattr(teacher_config, field)
+        if ours != theirs:
+            raise UsageError(f"the teacher's {field} is {theirs} but the student's is {ours}: every layer's states "
+                             f"are compared, so they must match (convert the student from this teacher)")
+    teacher_tokenizer = _load("tokenizer", "--teacher_name_or_path", teacher_path, AutoTokenizer.from_pretrained)
+    tokenizer = _load("tokenizer", "--student_name_or_path", student_path, AutoTokenizer.from_pretrained)
+    difference = _tokenizer_difference(teacher_tokenizer, tokenizer)
+    if difference:
+        raise UsageError(f"--teacher_name_or_path {teacher_path} and --student_name_or_path {student_path} have "
+                         f"different tokenizers: {difference}. The student must be converted from the teacher")
+    return Pair(teacher_config, student_config, tokenizer, input_limit(student_config),
+                min(student_config.projected_dims), input_limit(teacher_config))
+
+
+def extend_teacher_positions(teacher, length):
+    """The teacher with its position table repeated to `length` positions, row for row as the conversion
+    fills the student's table (`conversion.extend_positions`), so both read the same vector at every
+    position; RoBERTa-style tables keep their first pad_token_id + 1 rows in front."""
+    from .conversion import extend_positions
+
+    embeddings, config = teacher.embeddings, teacher.config
+    offset = config.pad_token_id + 1 if config.model_type in OFFSET_POSITIONS else 0
+    table = embeddings.position_embeddings.weight.detach()
+    rows = offset + length
+    if rows <= table.shape[0]:
+        return teacher
+    extended = torch.cat([table[:offset], extend_positions(table[offset:], length)])
+    embeddings.position_embeddings = nn.Embedding.from_pretrained(
+        extended, freeze=True, padding_idx=embeddings.position_embeddings.padding_idx)
+    embeddings.position_ids = torch.arange(rows, device=table.device).expand(1, -1)
+    embeddings.token_type_ids = torch.zeros(1, rows, dtype=torch.long, device=table.device)
+    config.max_position_embeddings = rows
+    return teacher
+
+
+def load_teacher(path, pair, longest, long_inputs, device):
+    """The frozen teacher on `device`: eval mode (no dropout), no gradients, positions extended if asked."""
+    from transformers import AutoModel
+
+    teacher = _load("weights", "--teacher_name_or_path", path,
+                    lambda p: AutoModel.from_pretrained(p, dtype=torch.float32, attn_implementation="sdpa"))
+    if long_inputs == "extended" and longest > pair.teacher_limit:
+        extend_teacher_positions(teacher, longest)
+    return teacher.requires_grad_(False).eval().to(device)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Data: one span of a drawn length per packed block
+# ---------------------------------------------------------------------------------------------------
+
+
+def span_seed(seed, epoch, ids):
+    """A 63-bit seed from (seed, epoch, block content): independent of which process or batch sees the block."""
+    digest = hashlib.blake2b(torch.as_tensor(ids).numpy().tobytes(), digest_size=8,
+                             key=f"spans/{seed}/{epoch}".encode()).digest()
+    return int.from_bytes(digest, "little") & (2**63 - 1)
+
+
+class SpanCollator:
+    """Cuts one span out of each packed block, of a length (special tokens included) drawn as follows:
+    with probability `short_fraction` uniformly in [min_length, short_max_length], otherwise
+    log-uniformly in (short_max_length, max_length], so that 512-1,024 tokens come as often as
+    2,048-4,096. A block shorter than the drawn length is used whole. Spans are `<cls> body <sep>`,
+    right-padded (a BERT teacher numbers positions by index, the Linformer student counts real tokens:
+    with right padding both agree).
+
+    `same_length=True` (training) draws one length per batch, from the batch's content: lengths mix
+    across batches and no compute goes to padding, which at n = 4,096 would otherwise dominate. The
+    spans then depend on how blocks are batched (per-device batch size, processes), but not on
+    interruptions: a resumed run sees the same batches. `same_length=False` (evaluation) draws per
+    block, so the evaluation spans are the same whatever the batch size or number of processes. Set
+    `epoch` before each epoch (the training loop does): new spans every epoch.
+    """
+
+    def __init__(self, tokenizer, min_length, short_max_length, max_length, short_fraction, seed, same_length=False,
+                 epoch=0):
+        self.cls = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+        self.sep = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+        self.pad = tokenizer.pad_token_id
+        if None in (self.cls, self.sep, self.pad):
+            raise UsageError(f"tokenizer {tokenizer.name_or_path}: needs cls/bos, sep/eos and pad tokens")
+        self.min_length, self.max_length = min_length, max_length
+        self.short_max_length = min(short_max_length, max_length)
+        self.short_fraction, self.seed, self.same_length, self.epoch = short_fraction, seed, same_length, epoch
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def draw_length(self, generator):
+        u, v = torch.rand(2, generator=generator, dtype=torch.float64).tolist()
+        low = self.short_max_length
+        if u < self.short_fraction or low >= self.max_length:
+            return self.min_length + int(v * (low - self.min_length + 1))
+        return min(self.max_length, int(low * (self.max_length / low) ** v) + 1)
+
+    def span(self, block, length, generator):
+        body = block[1:]  # a packed block starts with <cls>/<s>, which every span gets back below
+        size = min(length - 2, len(body))
+        start = int(torch.randint(0, len(body) - size + 1, (1,), generator=generator))
+        return [self.cls, *body[start:start + size], self.sep]
+
+    def __call__(self, examples):
+        blocks = [list(example["input_ids"]) for example in examples]
+        if self.same_length:
+            generator = torch.Generator().manual_seed(span_seed(self.seed, self.epoch, [t for b in blocks for t in b]))
+            length = self.draw_length(generator)
+            spans = [self.span(block, length, generator) for block in blocks]
+        else:
+            spans = []
+            for block in blocks:
+                generator = torch.Generator().manual_seed(span_seed(self.seed, self.epoch, block))
+                spans.append(self.span(block, self.draw_length(generator), generator))
+        longest = max(map(len, spans))
+        ids = torch.full((len(spans), longest), self.pad, dtype=torch.long)
+        mask = torch.zeros((len(spans), longest), dtype=torch.long)
+        for row, span in enumerate(spans):
+            ids[row, :len(span)] = torch.tensor(span)
+            mask[row, :len(span)] = 1
+        return {"input_ids": ids, "attention_mask": mask}
+
+
+def has_text(tokenizer):
+    """A batched filter keeping packed blocks that hold at least one non-special token."""
+    special = set(tokenizer.all_special_ids)
+    return lambda batch: [any(t not in special for t in ids) for ids in batch["input_ids"]]
+
+
+# ---------------------------------------------------------------------------------------------------
+# The objective
+# ---------------------------------------------------------------------------------------------------
+
+
+def compare(student_states, teacher_states, mask):
+    """Per sequence: each layer's summed squared error and the teacher's summed squared norm over real
+    tokens, the mean relative error per token (B, layers), and the cosine of mean-pooled last states (B,)."""
+    real = mask.unsqueeze(-1).float()
+    tokens = real.sum(1)
+    errors, norms, relative = [], [], []
+    for ours, theirs in zip(student_states, teacher_states):
+        ours, theirs = ours.float(), theirs.float()
+        error = (ours - theirs).square().sum(-1)  # (B, T)
+        norm = theirs.square().sum(-1)
+        errors.append((error * mask).sum(1))
+        norms.append((norm * mask).sum(1))
+        relative.append((error / (norm + 1e-6) * mask).sum(1) / tokens[:, 0])
+    pooled_ours = (student_states[-1].float() * real).sum(1) / tokens
+    pooled_theirs = (teacher_states[-1].float() * real).sum(1) / tokens
+    cosine = F.cosine_similarity(pooled_ours, pooled_theirs, dim=-1)
+    return torch.stack(errors, 1), torch.stack(norms, 1), torch.stack(relative, 1), cosine
+
+
+class DistillationObjective:
+    """The loop's objective: the student's hidden states and pooled embedding against the frozen teacher's.
+
+    `count` is the number of sequences (see the module docstring for why not tokens). Buckets of the
+    evaluation: up to k tokens (exact at conversion), up to the teacher's own limit, and beyond it.
+    """
+
+    def __init__(self, teacher, pair, accelerator, hidden_weight=1.0, cosine_weight=1.0, long_inputs="extended"):
+        self.teacher, self.pair, self.accelerator = teacher, pair, accelerator
+        self.hidden_weight, self.cosine_weight = hidden_weight, cosine_weight
+        self.window = pair.teacher_limit if long_inputs == "windows" else None
+
+    def count(self, batch):
+        return torch.tensor(batch["input_ids"].shape[0])
+
+    @torch.no_grad()
+    def teacher_states(self, ids, mask):
+        """The teacher's per-layer states (embeddings excluded) for a right-padded batch."""
+        with self.accelerator.autocast():
+            if self.window is None or ids.shape[1] <= self.window:
+                return self.teacher(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[1:]
+            batch, length, window = ids.shape[0], ids.shape[1], self.window
+            count = -(-length // window)
+            ids = F.pad(ids, (0, count * window - length), value=self.pair.tokenizer.pad_token_id).view(-1, window)
+            mask = F.pad(mask, (0, count * window - length)).view(-1, window)
+            used = mask.any(1)  # windows holding a real token; the rest are padding, never run
+            states = self.teacher(input_ids=ids[used], attention_mask=mask[used], output_hidden_states=True)
+            out = []
+            for layer in states.hidden_states[1:]:
+                full = layer.new_zeros(batch * count, window, layer.shape[-1])
+                full[used] = layer
+                out.append(full.view(batch, count * window, -1)[:, :length])
+            return out
+
+    def student_states(self, model, ids, mask):
+        return model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[1:]
+
+    def loss_sum(self, model, batch):
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        _, _, relative, cosine = compare(self.student_states(model, ids, mask), self.teacher_states(ids, mask), mask)
+        loss = (self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)).sum()
+        # A batch of inputs all <= k never reaches E/F (they attend exactly). A zero-weighted term keeps the
+        # trainable projections in the graph: DDP would otherwise stop on unused parameters, and with
+        # --train_only_projections the loss would have no gradient at all.
+        touch = [p.sum() for name, p in model.named_parameters() if is_projection(name) and p.requires_grad]
+        return loss + 0.0 * sum(touch) if touch else loss
+
+    def bucket_names(self):
+        k, limit = self.pair.k, self.pair.teacher_limit
+        names = [(k, f"len_le_{k}")]
+        if limit > k:
+            names.append((limit, f"len_{k + 1}_{limit}"))
+        names.append((math.inf, f"len_gt_{max(k, limit)}"))
+        return names
+
+    @torch.no_grad()
+    def evaluate(self, model, loader, accelerator):
+        """Mean cosine of pooled embeddings (all, and per length bucket), each layer's relative error
+        (||student - teacher|| / ||teacher|| over every real token) and the loss, over every process."""
+        model.eval()
+        rows = []
+        for batch in loader:
+            ids, mask = batch["input_ids"], batch["attention_mask"]
+            errors, norms, relative, cosine = compare(self.student_states(model, ids, mask),
+                                                      self.teacher_states(ids, mask), mask)
+            loss = self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)
+            rows.append([t.cpu() for t in accelerator.gather_for_metrics((errors, norms, cosine, loss, mask.sum(1)))])
+        errors, norms, cosine, loss, lengths = (torch.cat(parts) for parts in zip(*rows))
+        metrics = {"eval_loss": loss.mean().item(), "eval_cosine": cosine.mean().item()}
+        lower = 0
+        for upper, name in self.bucket_names():
+            inside = (lengths > lower) & (lengths <= upper)
+            if inside.any():
+                metrics[f"eval_cosine_{name}"] = cosine[inside].mean().item()
+            lower = upper
+        for layer, value in enumerate((errors.sum(0) / norms.sum(0)).sqrt().tolist(), start=1):
+            metrics[f"eval_layer{layer}_relative_error"] = value
+        return metrics
+
+
+# ---------------------------------------------------------------------------------------------------
+# Optimizer and the final folder
+# ---------------------------------------------------------------------------------------------------
+
+
+def set_dropout(model, p):
+    """Every dropout of `model` at `p`, its config untouched (so a saved model keeps its own rates).
+
+    The teacher runs without dropout, so its states are a deterministic target: a student with
+    dropout cannot reach it even on inputs of at most k tokens, where it is exact, and the gradients
+    of that noise would move the very weights those inputs depend on."""
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = p
+    return model
+
+
+def build_optimizer(model, args):
+    """AdamW over the trainable parameters; E/F at their own learning rate (they start from a window
+    mean, the rest from trained weights). Matrices decay, biases and norm weights do not."""
+    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    body = [p for name, p in named if not is_projection(name)]
+    groups = [{"params": [p for p in body if p.ndim > 1], "weight_decay": args.weight_decay},
+              {"params": [p for p in body if p.ndim <= 1], "weight_decay": 0.0},
+              {"params": [p for name, p in named if is_projection(name)], "weight_decay": args.weight_decay,
+               "lr": args.projection_learning_rate or args.learning_rate}]
+    return torch.optim.AdamW([g for g in groups if g["params"]], lr=args.learning_rate,
+                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
+
+
+def sentence_transformers_files(student_path, n):
+    """The student folder's sentence-transformers files (modules, pooling, ...) for the final folder, with
+    `max_seq_length` = n; {} for a folder without them."""
+    folder = Path(student_path)
+    if not (folder / "modules.json").is_file():
+        return {}
+    files = {"modules.json": folder / "modules.json"}
+    if (folder / "config_sentence_transformers.json").is_file():
+        files["config_sentence_transformers.json"] = folder / "config_sentence_transformers.json"
+    settings = folder / "sentence_bert_config.json"
+    files["sentence_bert_config.json"] = {**(json.loads(settings.read_text()) if settings.is_file() else {}),
+                                          "max_seq_length": n}
+    for module in json.loads((folder / "modules.json").read_text()):
+        if module.get("path") and (folder / module["path"]).is_dir():
+            files[module["path"]] = folder / module["path"]
+    return files
