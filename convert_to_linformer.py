@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """Convert a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer, with no training.
 
     python convert_to_linformer.py --model_name_or_path sentence-transformers/all-MiniLM-L6-v2 \
@@ -15,7 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from linformer_training.arguments import Arguments, UsageError, arg, parse_args
+from linformer_training.arguments import Arguments, ScriptError, arg, parse_args
 from linformer_training.conversion import MAX_SEQ_LENGTH, convert_to_linformer
 
 
@@ -52,5 +54,5 @@ def main(argv=None):
 if __name__ == "__main__":
     try:
         main()
-    except UsageError as e:
+    except ScriptError as e:
         sys.exit(f"convert_to_linformer.py: error: {e}")

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-import yaml
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoModel
@@ -31,7 +30,7 @@ from linformer_training.arguments import (CorpusArguments, OptimizerArguments, R
                                           arg, parse_args)
 from linformer_training.corpus import ExcludedIds, load_corpus, resolve_files
 from linformer_training.mlm import pack
-from linformer_training.tracking import MetricsLog, resolve_trackers
+from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
 HELD_OUT_NEWS = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
@@ -199,15 +198,12 @@ def model_card(run, pair, sentence_transformers):
              f"{pair.teacher_limit} tokens: `{args.teacher_long_inputs}`.\n\n"
              f"## Results (validation spans, student against teacher)\n\n| metric | value |\n| --- | --- |\n"
              f"{results}\n\n## Use\n\n```python\nfrom transformers import AutoModel\nmodel = "
-             f"AutoModel.from_pretrained('{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n```\n\n"
-             f"## Training arguments\n\n"
-             f"```yaml\n{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n")
+             f"AutoModel.from_pretrained('{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n```\n", args=args)
 
 
 def main(argv=None):
     args = parse_args(DistillArguments, argv, prog="distill.py")
-    accelerator = loop.make_accelerator(args, log_with=resolve_trackers(args.report_to))
-    accumulation = loop.accumulation_steps(args, accelerator.num_processes)
+    accelerator, accumulation = loop.start(args)
     pair, block_size, short_max, checkpoint, out = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
     blocks, excluded = prepare_data(args, accelerator, pair, block_size)

@@ -39,7 +39,7 @@ from linformer_training.arguments import (OptimizerArguments, RunArguments, Scri
 from linformer_training.corpus import load_files, resolve_files
 from linformer_training.metrics import load_glue_metric
 from linformer_training.tasks import TASKS
-from linformer_training.tracking import MetricsLog, resolve_trackers
+from linformer_training.tracking import MetricsLog
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
@@ -517,8 +517,7 @@ def model_card(run, splits, results):
              f"\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n"
              f"{rows}\n\n## Use\n\n```python\nfrom transformers import pipeline\nclassify = pipeline("
              f"'text-classification', model='{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n"
-             f"print(classify('A fine, quiet film.'))\n```\n\n## Training arguments\n\n```yaml\n"
-             f"{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n")
+             f"print(classify('A fine, quiet film.'))\n```\n", args=args)
 
 
 def write_results(args, accelerator, out, files):
@@ -537,8 +536,7 @@ def write_results(args, accelerator, out, files):
 
 def main(argv=None):
     args = parse_args(FinetuneArguments, argv, prog="finetune_glue.py")
-    accelerator = loop.make_accelerator(args, log_with=resolve_trackers(args.report_to))
-    accumulation = loop.accumulation_steps(args, accelerator.num_processes)
+    accelerator, accumulation = loop.start(args)
     files = check_data_files(args)
     config, head = load_model_config(args)
     tokenizer = load_tokenizer(args, config)

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Literal
 
 import torch
-import yaml
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoModelForMaskedLM
@@ -31,7 +30,7 @@ from linformer_training.arguments import (SCHEDULERS, CorpusArguments, Optimizer
 from linformer_training.corpus import load_corpus, resolve_files
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
 from linformer_training.tokenization import check_tokenizer, load_tokenizer, train_tokenizer
-from linformer_training.tracking import MetricsLog, resolve_trackers
+from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
 # The demo's model; --config_overrides and recipes change any field of it.
@@ -174,14 +173,12 @@ def model_card(run):
              f"masked-LM recipe).\n\n## Results\n\n| metric | value |\n| --- | --- |\n{results}\n\n## Use\n\n"
              f"```python\nfrom transformers import pipeline\nfill = pipeline('fill-mask', model='"
              f"{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n"
-             f"print(fill('Call me {run.tokenizer.mask_token}.'))\n```\n\n## Training arguments\n\n```yaml\n"
-             f"{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n")
+             f"print(fill('Call me {run.tokenizer.mask_token}.'))\n```\n", args=args)
 
 
 def main(argv=None):
     args = parse_args(MLMArguments, argv, prog="train_mlm.py")
-    accelerator = loop.make_accelerator(args, log_with=resolve_trackers(args.report_to))
-    accumulation = loop.accumulation_steps(args, accelerator.num_processes)
+    accelerator, accumulation = loop.start(args)
     out, block_size, checkpoint = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
     tokenizer, blocks = prepare_data(args, accelerator, out, block_size, checkpoint)

@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """What survives when all-MiniLM-L6-v2 becomes a Linformer with no training.
 
     python experiments/conversion/run_report.py            # about 30 min on one CPU thread; resumable

@@ -1,3 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
 """Turn a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer with the same weights.
 
 Everything but the attention carries over name for name (our layers are RoBERTa's). Three things

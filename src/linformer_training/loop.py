@@ -130,6 +130,14 @@ def make_accelerator(args, log_with=None):
     return accelerator
 
 
+def start(args):
+    """The Accelerator (with the trackers of --report_to) and the accumulation steps per update."""
+    from .tracking import resolve_trackers
+
+    accelerator = make_accelerator(args, log_with=resolve_trackers(args.report_to))
+    return accelerator, accumulation_steps(args, accelerator.num_processes)
+
+
 def build_optimizer(model, args):
     """AdamW; matrices decay, biases and norm weights (1-D) do not."""
     params = [p for p in model.parameters() if p.requires_grad]

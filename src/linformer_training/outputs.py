@@ -12,12 +12,14 @@ from . import checkpoints
 from .arguments import UsageError
 
 
-def model_card(title, body, pipeline_tag, tags=(), datasets=None, license="apache-2.0", base_model=None):
-    """A Hub model card (YAML metadata + markdown) as text."""
+def model_card(title, body, pipeline_tag, tags=(), datasets=None, license="apache-2.0", base_model=None, args=None):
+    """A Hub model card (YAML metadata + markdown) as text; `args` adds the run's arguments as YAML."""
     from huggingface_hub import ModelCardData
 
     data = ModelCardData(library_name="transformers", pipeline_tag=pipeline_tag, license=license,
                          tags=["linformer-hf", *tags], datasets=datasets or None, base_model=base_model)
+    if args is not None:
+        body = f"{body.rstrip()}\n\n## Training arguments\n\n```yaml\n{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n"
     return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{body}"
 
 
