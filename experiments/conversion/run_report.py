@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """What survives when all-MiniLM-L6-v2 becomes a Linformer with no training.
 
-    python experiments/conversion/run_report.py            # about 30 min on one CPU thread; resumable
+    python experiments/conversion/run_report.py            # about 20-30 min on one CPU thread; resumable
 
 For every converted model (n = 512 with k in {32, 64, 128, 256}; n = 2048 and 4096 with k in {128, 256};
 each with the projection initialisations below) it measures, on held-out news and Rotten Tomatoes:
