@@ -182,8 +182,7 @@ def model_card(run, pair, sentence_transformers):
     """The final folder's README.md: teacher, student, how it was distilled, with which result."""
     args, state = run.args, run.state
     config = pair.student_config
-    results = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |"
-                        for k, v in {"updates": state.step, **state.last_eval}.items())
+    results = outputs.metrics_table({"updates": state.step, **state.last_eval})
     teacher = args.teacher_name_or_path
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name,
@@ -196,8 +195,7 @@ def model_card(run, pair, sentence_transformers):
              f"from linformer-hf: {state.step} updates matching the teacher's hidden states and mean-pooled "
              f"embeddings on spans of {args.min_length} to {args.block_size or pair.n} tokens; teacher signal beyond "
              f"{pair.teacher_limit} tokens: `{args.teacher_long_inputs}`.\n\n"
-             f"## Results (validation spans, student against teacher)\n\n| metric | value |\n| --- | --- |\n"
-             f"{results}\n\n## Use\n\n```python\nfrom transformers import AutoModel\nmodel = "
+             f"## Results (validation spans, student against teacher)\n\n{results}\n\n## Use\n\n```python\nfrom transformers import AutoModel\nmodel = "
              f"AutoModel.from_pretrained('{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n```\n", args=args)
 
 

@@ -18,7 +18,6 @@ beside new metrics.
 
 import json
 import logging
-import math
 import os
 import shutil
 from pathlib import Path
@@ -222,6 +221,3 @@ def load_checkpoint(accelerator, path):
     accelerator.load_state(str(path))
     return json.loads((Path(path) / STATE_FILE).read_text())
 
-
-def is_finite_number(value):
-    return isinstance(value, (int, float)) and math.isfinite(value)

@@ -23,6 +23,12 @@ def model_card(title, body, pipeline_tag, tags=(), datasets=None, license="apach
     return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{body}"
 
 
+def metrics_table(metrics):
+    """A markdown table of a run's final numbers, for its model card."""
+    rows = "\n".join(f"| {k} | {v:.4f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in metrics.items())
+    return f"| metric | value |\n| --- | --- |\n{rows}"
+
+
 def write_run_config(run, **extra):
     """`train_config.yaml`: the arguments and what was derived from them (processes, accumulation, ...)."""
     if run.accelerator.is_main_process:
@@ -91,6 +97,3 @@ def push_folder(run, folder, message):
                          f"saved in {folder}; upload it later with `hf upload {repo_id} {folder}`") from None
     run.say(f"Pushed to https://huggingface.co/{repo_id}")
 
-
-def read_json(path):
-    return json.loads(Path(path).read_text())
