@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # with `make demo DEMO_THREADS=2` on a quiet machine.
 DEMO_THREADS ?= 1
 
-.PHONY: setup setup-dev demo test
+.PHONY: setup setup-dev demo test release
 
 setup:
 	VENV=$(VENV) bash scripts/setup.sh
@@ -22,3 +22,7 @@ demo: setup
 
 test: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
+
+# Rebuild release/minilm-l6-linformer-n4096 (convert, distil, report, fp16 folder); resumable, hours.
+release: setup-dev
+	PY=$(PY) bash experiments/distillation/build.sh

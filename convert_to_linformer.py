@@ -33,6 +33,8 @@ class ConvertArguments(Arguments):
     projection_init: Literal["window_mean", "random"] = arg(
         "window_mean", "E/F start as window means (the identity at k = n) or N(0, 1/n) as in the paper")
     projection_type: Literal["linear", "mean_pool", "max_pool", "conv"] = arg("linear", "learned E/F or a pooling")
+    projection_length_scaling: Literal["resample", "none", "sqrt", "linear"] | None = arg(
+        None, "how E/F meet inputs shorter than n (default: resample for linear projections, else none)")
     full_attention_short_inputs: bool = arg(True, "inputs of at most k tokens attend exactly, as in the source")
     tokenizer_name: str | None = arg(None, "tokenizer to carry over (default: the source's)")
     overwrite_output_dir: bool = arg(False, "replace a non-empty --output_dir, once the new folder is complete")

@@ -94,6 +94,32 @@ def test_verify_and_fall_back(tmp_path, accelerator, caplog):
         checkpoints.find_resume_checkpoint(str(tmp_path), tmp_path, 1)
 
 
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_verify_accepts_fsdp_sharded_states_and_finds_their_damage(tmp_path, accelerator):
+    """FSDP saves weights and optimizer as torch.distributed.checkpoint folders (pytorch_model_fsdp_0/,
+    optimizer_0/) instead of model.safetensors and optimizer.bin: complete ones verify, a truncated shard or a
+    missing optimizer state is damage. (tests/test_train_mlm.py checks real FSDP2 checkpoints.)"""
+    import shutil
+
+    import torch.distributed.checkpoint as dcp
+
+    model, optimizer, _ = prepared(accelerator)
+    checkpoints.save_checkpoint(accelerator, tmp_path, {"step": 2})
+    path = tmp_path / "checkpoints" / "checkpoint_2"
+    (path / "model.safetensors").unlink()
+    (path / "optimizer.bin").unlink()
+    dcp.save({"model": model.state_dict()}, checkpoint_id=path / "pytorch_model_fsdp_0")
+    dcp.save({"optimizer": optimizer.state_dict()["state"]}, checkpoint_id=path / "optimizer_0")
+    assert checkpoints.verify_checkpoint(path, 1)["step"] == 2
+    shard = next((path / "pytorch_model_fsdp_0").glob("*.distcp"))
+    shard.write_bytes(shard.read_bytes()[:-8])
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
+        checkpoints.verify_checkpoint(path, 1)
+    shutil.rmtree(path / "optimizer_0")
+    with pytest.raises(checkpoints.DamagedCheckpoint, match="FSDP weights without their optimizer_0"):
+        checkpoints.verify_checkpoint(path, 1)
+
+
 def test_output_dir_is_refused_replaced_or_resumed(tmp_path):
     out = tmp_path / "out"
     assert checkpoints.prepare_output_dir(out, overwrite=False, resuming=False).is_dir()

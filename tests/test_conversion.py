@@ -11,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import (
+    AutoConfig,
     AutoModel,
     AutoModelForMaskedLM,
     AutoTokenizer,
@@ -271,6 +272,18 @@ def test_window_mean_and_random_initialisation(tmp_path):
     assert abs(param.std().item() - 512**-0.5) < 2e-3 and abs(param.mean().item()) < 2e-3
 
 
+def test_learned_projections_default_to_resample_and_pooling_to_none(tmp_path):
+    """Converted learned E/F read inputs shorter than n resampled to their length (the conversion report's
+    evidence); pooling projections have nothing to resample. An explicit choice is kept."""
+    cases = ((dict(), "resample"), (dict(projection_type="mean_pool"), "none"), (dict(projection_length_scaling="none"), "none"))
+    for case, (kwargs, expected) in enumerate(cases):
+        out = convert_to_linformer(MINILM, tmp_path / str(case), max_seq_length=512,
+                                   projected_dim=128, **kwargs)
+        config = AutoConfig.from_pretrained(out)
+        assert config.projection_length_scaling == expected, kwargs
+        assert ("resampled to its own length" in (out / "README.md").read_text()) == (expected == "resample")
+
+
 # --- errors: one line naming the argument, and nothing written --------------------------------------
 
 
@@ -301,6 +314,10 @@ def broken_sources(tmp_path, bpe_tokenizer):
         "no_weights": (dict(model_name_or_path=tmp_path / "no_weights"), "--model_name_or_path", "weights"),
         "missing": (dict(model_name_or_path=tmp_path / "missing"), "--model_name_or_path", "layer.1.output.dense.weight"),
         "occupied": (dict(model_name_or_path=tmp_path / "ok", output_dir=tmp_path / "occupied"), "--output_dir", "--overwrite_output_dir"),
+        "scaling": (dict(model_name_or_path=tmp_path / "ok", projection_length_scaling="cube"),
+                    "--projection_length_scaling", "resample"),
+        "pool_scaling": (dict(model_name_or_path=tmp_path / "ok", projection_type="mean_pool",
+                              projection_length_scaling="resample"), "--projection_length_scaling", "linear"),
     }
 
 

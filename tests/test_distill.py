@@ -130,7 +130,8 @@ def test_short_run_saves_a_student_that_loads_everywhere(models, data, tmp_path,
     assert [r["step"] for r in evals] == [0, 4]
     # The converted student is exact up to k tokens and only there.
     assert evals[0][f"eval_cosine_len_le_{K}"] == pytest.approx(1.0, abs=1e-5)
-    assert evals[0][f"eval_cosine_len_gt_{TEACHER_LIMIT}"] < 0.9999
+    assert evals[0][f"eval_cosine_len_gt_{TEACHER_LIMIT}"] < 1.0
+    assert evals[0]["eval_layer2_relative_error"] > 1e-3  # longer spans do go through the untrained projection
     assert {f"eval_layer{i}_relative_error" for i in (1, 2)} <= evals[0].keys()
     assert final == {k: v for k, v in evals[-1].items() if k not in ("step", "time")}
     assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4]
@@ -247,7 +248,7 @@ def test_held_out_ids_are_never_read(data):
 
 def test_release_recipe_parses():
     args = parse_args(distill.DistillArguments, ["--config", str(REPO / "configs" / "distill" / "minilm_n4096.yaml")])
-    assert args.block_size == 4096 and args.teacher_long_inputs == "extended" and args.text_column_name == "text"
+    assert args.block_size == 4096 and args.teacher_long_inputs == "windows" and args.text_column_name == "text"
     assert args.train_file == ["../shared/data/news/train.jsonl.gz"] and args.exclude_ids_file is None
 
 
@@ -323,5 +324,5 @@ def test_two_processes(models, data, tmp_path):
     first = [next(r for r in read_jsonl(tmp_path / name / "metrics.jsonl") if "eval_cosine" in r)
              for name in ("one", "two")]
     assert {k: v for k, v in first[0].items() if k != "time"} == pytest.approx(
-        {k: v for k, v in first[1].items() if k != "time"}, rel=1e-5)
+        {k: v for k, v in first[1].items() if k != "time"}, rel=1e-5, abs=1e-7)  # a ~1e-5 loss differs in float32's last bits with the batching
     assert (tmp_path / "two" / "checkpoints" / "checkpoint_2" / "random_states_1.pkl").exists()

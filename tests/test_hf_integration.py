@@ -184,8 +184,9 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_trainer_worker(tmp_path, processes):
-    command = [sys.executable, str(TESTS / "trainer_worker.py"), str(tmp_path), "layerwise"]
+def run_trainer_worker(tmp_path, processes, gradient_checkpointing=False):
+    command = [sys.executable, str(TESTS / "trainer_worker.py"), str(tmp_path), "layerwise",
+               *(["gradient_checkpointing"] if gradient_checkpointing else [])]
     if processes > 1:
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
                    "--master_addr=127.0.0.1", f"--master_port={free_port()}", *command[1:]]
@@ -196,12 +197,14 @@ def run_trainer_worker(tmp_path, processes):
     return {row["head"]: row for row in rows}
 
 
-@pytest.mark.parametrize("processes", [1, 2])
-def test_trainer_trains_every_head_with_its_loss(processes, tmp_path):
-    rows = run_trainer_worker(tmp_path, processes)
+@pytest.mark.parametrize("processes, gradient_checkpointing", [(1, False), (2, False), (2, True)])
+def test_trainer_trains_every_head_with_its_loss(processes, gradient_checkpointing, tmp_path):
+    """With activation checkpointing under DDP too: the layerwise projection, one parameter used by every
+    checkpointed layer, gets its gradient once per backward and the replicas stay equal."""
+    rows = run_trainer_worker(tmp_path, processes, gradient_checkpointing)
     assert set(rows) == {"masked_lm", "regression", "single_label", "multi_label", "token", "qa", "multiple_choice"}
     for head, row in rows.items():
-        assert row["world"] == processes
+        assert row["world"] == processes and row["checkpointing"] == gradient_checkpointing
         # The loss Trainer reports is the head's loss recomputed by hand (no rescaling under DDP) ...
         assert row["reported"] == pytest.approx(row["recomputed"], rel=1e-5), head
         # ... every rank holds the same weights after training, and the shared projection stayed one tensor.

@@ -59,41 +59,91 @@ def test_padding_does_not_change_real_tokens(sharing, kind, impl):
     assert worst <= 1e-5
 
 
-@pytest.mark.parametrize("scaling", ["sqrt", "linear"])
-def test_length_scaling_is_padding_invariant(scaling):
-    model = model_for("headwise", "linear", projection_length_scaling=scaling)
-    ids = torch.randint(5, 300, (1, 9))
-    batch = torch.cat([ids, torch.full((1, 7), model.config.pad_token_id)], dim=1)
-    mask = (torch.arange(16) < 9).long()[None]
-    torch.testing.assert_close(model(batch, attention_mask=mask).last_hidden_state[:, :9],
-                               model(ids).last_hidden_state, rtol=0, atol=1e-5)
+@pytest.mark.parametrize("sharing", ["none", "layerwise"])
+@pytest.mark.parametrize("scaling", ["sqrt", "linear", "resample"])
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+def test_length_scaling_is_padding_invariant(scaling, sharing, impl):
+    """Each sequence of a mixed batch, padded left or right, gets what it gets alone."""
+    model = model_for(sharing, "linear", impl, projection_length_scaling=scaling)
+    pad = model.config.pad_token_id
+    generator = torch.Generator().manual_seed(2)
+    lengths = (9, 16, 3)
+    seqs = [torch.randint(5, 300, (length,), generator=generator) for length in lengths]
+    alone = [model(ids[None]).last_hidden_state[0] for ids in seqs]
+    for side in ("right", "left"):
+        batch = torch.full((3, 16), pad)
+        mask = torch.zeros(3, 16, dtype=torch.long)
+        for row, ids in enumerate(seqs):
+            real = slice(0, len(ids)) if side == "right" else slice(16 - len(ids), 16)
+            batch[row, real], mask[row, real] = ids, 1
+        out = model(batch, attention_mask=mask).last_hidden_state
+        for row, ids in enumerate(seqs):
+            real = slice(0, len(ids)) if side == "right" else slice(16 - len(ids), 16)
+            torch.testing.assert_close(out[row, real], alone[row], rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("n, length", [(32, 20), (32, 32), (32, 1), (4096, 1000), (4096, 4095)])
+def test_resample_is_adaptive_average_pooling_of_e_scaled_by_n_over_l(n, length):
+    """Against float64 `adaptive_avg_pool1d` of each row of E to the real length L, times n / L, per
+    sequence of a batch with different real lengths; 4096 - 1 also checks the count of a long fp16 mask."""
+    from linformer_hf.modeling_linformer import project_sequence
+
+    k, padded = 8, length + 3
+    weight = torch.randn(1, k, n, dtype=torch.float64)
+    x = torch.randn(2, 1, padded, 5, dtype=torch.float64)
+    mask = torch.zeros(2, 1, padded, 1, dtype=torch.float64)
+    mask[0, :, :length], mask[1, :, : max(1, length // 2)] = 1, 1
+    out, _ = project_sequence(x, weight, "linear", n // k, mask, "resample")
+    for row, real in ((0, length), (1, max(1, length // 2))):
+        pooled = F.adaptive_avg_pool1d(weight, real) * (n / real)
+        torch.testing.assert_close(out[row, 0], pooled[0] @ x[row, 0, :real], rtol=0, atol=1e-10)
+    half, _ = project_sequence(x.half(), weight.half(), "linear", n // k, mask.half(), "resample")
+    torch.testing.assert_close(half.double(), out, rtol=2e-2, atol=2e-2)
+
+
+def test_resample_keeps_window_mean_windows_at_any_length():
+    """With a window-mean E (row i averages positions [i n/k, (i+1) n/k)), an input of L tokens, n/k | L,
+    reads row i as the mean of its own window of L/k tokens: the conversion's windows, scaled to L."""
+    from linformer_hf.modeling_linformer import project_sequence
+    from linformer_training.conversion import window_mean_projection
+
+    n, k, length = 64, 8, 24
+    weight = window_mean_projection(k, n).double()[None]
+    x = torch.randn(1, 1, length, 3, dtype=torch.float64)
+    out, _ = project_sequence(x, weight, "linear", n // k, None, "resample")
+    expected = x[0, 0].unflatten(0, (k, length // k)).mean(1)
+    torch.testing.assert_close(out[0, 0], expected, rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("scaling, power", [("none", 0.0), ("sqrt", 0.5), ("linear", 1.0)])
 def test_length_scaling_multiplies_the_projection_by_n_over_l(scaling, power):
     """Against a float64 hand computation: (n / L)^p * E[:, :L] X for the real tokens only."""
-    from linformer_hf.modeling_linformer import PROJECTION_LENGTH_SCALING, project_sequence
+    from linformer_hf.modeling_linformer import project_sequence
 
     n, k, length, real = 32, 8, 20, 11
     weight = torch.randn(1, k, n, dtype=torch.float64)
     x = torch.randn(2, 1, length, 5, dtype=torch.float64)
     mask = torch.zeros(2, 1, length, 1, dtype=torch.float64)
     mask[0, :, :real], mask[1] = 1, 1
-    out, _ = project_sequence(x, weight, "linear", n // k, mask, PROJECTION_LENGTH_SCALING[scaling])
+    out, _ = project_sequence(x, weight, "linear", n // k, mask, scaling)
     expected_0 = (n / real) ** power * weight[0, :, :real] @ x[0, 0, :real]
     expected_1 = (n / length) ** power * weight[0, :, :length] @ x[1, 0]
     torch.testing.assert_close(out[0, 0], expected_0, rtol=0, atol=1e-12)
     torch.testing.assert_close(out[1, 0], expected_1, rtol=0, atol=1e-12)
 
 
-def test_length_scaling_leaves_full_length_inputs_unchanged():
+@pytest.mark.parametrize("scaling", ["sqrt", "resample"])
+def test_length_scaling_leaves_full_length_inputs_unchanged(scaling):
     """So a model pretrained on full n-token blocks can switch scaling for finetuning on short texts."""
     plain = model_for("layerwise", "linear")
-    scaled = model_for("layerwise", "linear", projection_length_scaling="sqrt")
+    scaled = model_for("layerwise", "linear", projection_length_scaling=scaling)
     scaled.load_state_dict(plain.state_dict())
     n = plain.config.max_seq_length
     full, short = torch.randint(5, 300, (2, n)), torch.randint(5, 300, (2, n // 4))
     torch.testing.assert_close(scaled(full).last_hidden_state, plain(full).last_hidden_state, rtol=0, atol=0)
+    mask = torch.ones_like(full)  # the masked path (cumulative sums) agrees with E itself up to rounding
+    torch.testing.assert_close(scaled(full, attention_mask=mask).last_hidden_state, plain(full).last_hidden_state,
+                               rtol=0, atol=1e-5)
     assert (scaled(short).last_hidden_state - plain(short).last_hidden_state).abs().max() > 1e-3
 
 
@@ -475,3 +525,135 @@ def test_forward_kwargs_are_typed_for_transformers():
         annotation = inspect.signature(cls.forward).parameters["kwargs"].annotation
         assert get_args(annotation) == (TransformersKwargs,), cls.__name__
         assert "output_attentions" in get_args(annotation)[0].__annotations__
+
+
+# ---- half precision, torch.compile, FSDP-style parameter views -------------------------------------------
+
+# Each extra setting has its own masking path: exact attention for short rows, per-sequence resampled E.
+PRECISION_SETTINGS = [{}, {"full_attention_short_inputs": True}, {"projection_length_scaling": "resample"}]
+
+
+def awkward_batch():
+    """Right and left padding, a row of 7 <= k real tokens, a row of padding only (attention_mask all zero)
+    and a row of 3 tokens, whose pooling windows past the third position hold no real token."""
+    generator = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 300, (5, 32), generator=generator)
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+    mask[2, :25] = 0
+    mask[3] = 0
+    mask[4, 3:] = 0
+    return ids.masked_fill(mask == 0, 1), mask
+
+
+def settings(kind):
+    return [extra for extra in PRECISION_SETTINGS if kind == "linear" or "projection_length_scaling" not in extra]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_stays_finite_on_padding_and_empty_windows(dtype):
+    """A model cast to bf16/fp16: outputs, loss and every gradient finite on the awkward batch, for every
+    projection type, sharing mode, attention implementation and masking path. Masks are filled with the
+    dtype's own finite minimum, never -inf, so a row with every key masked gets uniform weights, not NaN."""
+    ids, mask = awkward_batch()
+    labels = ids.masked_fill(mask == 0, -100)
+    labels[3, 0] = ids[3, 0]  # a loss term from the all-padding row too
+    for sharing, kind, impl in itertools.product(SHARING, TYPES, ["sdpa", "eager"]):
+        for extra in settings(kind):
+            torch.manual_seed(0)
+            config = tiny_config(projection_sharing=sharing, projection_type=kind, **extra)
+            model = LinformerForMaskedLM._from_config(config, attn_implementation=impl).to(dtype).train()
+            out = model(ids, attention_mask=mask, labels=labels)
+            out.loss.backward()
+            case = f"{sharing} {kind} {impl} {extra}"
+            assert torch.isfinite(out.logits).all() and torch.isfinite(out.loss), case
+            for name, p in model.named_parameters():
+                assert p.grad is None or torch.isfinite(p.grad).all(), f"{case}: {name}"
+
+
+@pytest.mark.parametrize("sharing, kind", list(itertools.product(SHARING, TYPES)))
+@torch.no_grad()
+def test_bfloat16_matches_float32(sharing, kind):
+    """The same weights in bf16 and fp32 agree on every real token within 2% of the output's norm
+    (||bf16 - fp32|| / ||fp32||, Frobenius, over the real tokens of the batch). bf16 keeps 8 significant
+    bits, a relative rounding error of 2^-9 = 0.2% per operation; through embeddings, two layers and their
+    layer norms that adds up to about 0.5% here (the worst case measured), so 2% holds with margin and
+    still fails on any masking or scaling error, which moves outputs by O(1). The all-padding row, which
+    has no real token to compare, must be finite."""
+    ids, mask = awkward_batch()
+    real = mask.bool()
+    for impl in ("sdpa", "eager"):
+        for extra in settings(kind):
+            reference = model_for(sharing, kind, impl, **extra)
+            expected = reference(ids, attention_mask=mask).last_hidden_state
+            got = reference.to(torch.bfloat16)(ids, attention_mask=mask).last_hidden_state.float()
+            assert torch.isfinite(got).all(), f"{impl} {extra}"
+            error = (got - expected)[real].norm() / expected[real].norm()
+            assert error <= 0.02, f"{impl} {extra}: relative error {error:.4f}"
+
+
+@pytest.mark.parametrize("sharing", ["key_value", "layerwise"])
+def test_a_shared_projection_is_applied_once_however_it_is_passed(sharing, monkeypatch):
+    """E = F is projected once whether a layer receives the parameter itself or, as under FSDP2, a different
+    view of it per access (and the parameter itself when a checkpointed layer recomputes): the work done
+    must not depend on tensor identity, or activation checkpointing sees two different computations."""
+    from linformer_hf import modeling_linformer
+
+    model = model_for(sharing, "linear")
+    ids = torch.randint(5, 300, (2, 20))
+    calls = []
+    original = modeling_linformer.project_sequence
+    monkeypatch.setattr(modeling_linformer, "project_sequence", lambda *a, **k: calls.append(1) or original(*a, **k))
+    expected = model(ids).last_hidden_state
+    same_object = len(calls)
+    calls.clear()
+    for_layer = model.encoder.projections.for_layer
+    monkeypatch.setattr(model.encoder.projections, "for_layer", lambda idx: tuple(p.view_as(p) for p in for_layer(idx)))
+    torch.testing.assert_close(model(ids).last_hidden_state, expected, rtol=0, atol=0)
+    assert len(calls) == same_object
+
+
+COMPILE_MODES = [("linear", False, "none"), ("linear", True, "none"), ("linear", True, "resample"),
+                 ("mean_pool", False, "none"), ("max_pool", True, "none"), ("conv", True, "none")]
+
+
+@pytest.mark.parametrize("kind, short, scaling", COMPILE_MODES)
+def test_forward_with_a_mask_traces_as_one_graph(kind, short, scaling):
+    """Dynamo traces LinformerModel's forward with a padding mask (SDPA) as one graph, no break: the input
+    range checks and the short-input `.tolist()` sync are skipped under compilation, where short rows are
+    chosen per sequence with `torch.where` instead."""
+    torch.manual_seed(0)
+    config = tiny_config(projection_sharing="layerwise", projection_type=kind, full_attention_short_inputs=short,
+                         projection_length_scaling=scaling)
+    model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
+    ids = torch.randint(5, 300, (3, 20))
+    mask = torch.ones_like(ids)
+    mask[0, 5:] = 0
+    mask[2, :12] = 0
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(ids, attention_mask=mask)
+    assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
+
+
+@pytest.mark.slow
+@torch.no_grad()
+def test_compiled_model_matches_eager():
+    """torch.compile(fullgraph=True) with the default backend (Inductor) gives eager's outputs within 1e-5
+    in fp32, on a batch mixing short (<= k, exact attention) and projected rows, padded left and right;
+    and again on a second mask of the same shape, without recompiling. Slow: Inductor builds C++ kernels
+    (12-35 s on a busy 2-core machine, depending on its cache)."""
+    torch.manual_seed(0)
+    config = tiny_config(projection_sharing="layerwise", full_attention_short_inputs=True,
+                         projection_length_scaling="resample")
+    model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
+    ids = torch.randint(5, 300, (3, 20))
+    mask = torch.ones_like(ids)
+    mask[0, 5:] = 0
+    mask[2, :12] = 0
+    torch._dynamo.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    for recompile, batch_mask in ((True, mask), (False, mask.flip(0))):
+        expected = model(ids, attention_mask=batch_mask).last_hidden_state
+        with torch._dynamo.config.patch(error_on_recompile=not recompile):
+            got = compiled(ids, attention_mask=batch_mask).last_hidden_state
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import logging
+import math
 import re
 import shutil
 import os
@@ -312,6 +313,28 @@ def test_roberta_baseline_trains_with_the_same_script(tmp_path, micro):
         run(micro, tmp_path / "too_long", "--block_size", "128", recipe="micro_roberta")
 
 
+def test_bf16_mixed_precision_on_cpu(tmp_path, micro):
+    """`--mixed_precision bf16` runs on CPU (Accelerate's autocast): finite losses, a checkpoint that
+    verifies, and a final model in float32 (the weights are kept in full precision) that loads."""
+    from accelerate.state import AcceleratorState, GradientState
+    from transformers import AutoModelForMaskedLM
+
+    fp32, bf16 = tmp_path / "fp32", tmp_path / "bf16"
+    run(micro, fp32, "--max_steps", "3", "--eval_steps", "0")
+    AcceleratorState._reset_state(reset_partial_state=True)  # the precision is fixed once per Accelerate state
+    GradientState._reset_state()
+    final = run(micro, bf16, "--max_steps", "3", "--checkpointing_steps", "2", "--eval_steps", "0",
+                "--mixed_precision", "bf16")
+    assert "mixed_precision: bf16" in (bf16 / "train_config.yaml").read_text()
+    train = losses(bf16)
+    assert len(train) == 3 and all(math.isfinite(x) for x in train) and math.isfinite(final["eval_loss"])
+    # bf16 rounds activations, so the run is close to the fp32 one, not equal to it.
+    assert train == pytest.approx(losses(fp32), rel=0.02) and train != losses(fp32)
+    assert checkpoints.verify_checkpoint(bf16 / "checkpoints" / "checkpoint_2", 1)["step"] == 2
+    model = AutoModelForMaskedLM.from_pretrained(bf16)
+    assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
+
+
 def test_streaming_corpus(tmp_path, micro):
     run(micro, tmp_path, "--max_steps", "3", "--streaming", "--tokenizer_train_docs", "10",
         "--streaming_validation_docs", "2")
@@ -414,3 +437,82 @@ def test_two_processes_match_one_process(tmp_path, micro):
                  "--output_dir", str(tmp_path / "bad"))[1:]],
         env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode != 0 and "is below --tokenizer_vocab_size" in result.stderr
+
+
+def launch(*args, env_extra=None, timeout=600):
+    """`accelerate launch` on 2 CPU processes; `args` are the launcher's flags, then the script and its flags."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
+                           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                           "--main_process_port", str(free_port()), *args],
+                          env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+
+
+FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "false"]
+
+
+@pytest.mark.slow
+def test_fsdp_on_cpu_processes_is_refused_not_run_as_something_else(tmp_path, micro):
+    """Accelerate turns FSDP on for GPUs only. On CPU processes `--use_fsdp` would train with data
+    parallelism (ACCELERATE_USE_CPU=1), or as 2 unrelated 1-process runs writing the same folder (without
+    it): both stop with a one-line error before anything is written."""
+    flags = ["--config", str(micro / "micro.yaml"), "--max_steps", "3"]
+    for env, expected in [({"ACCELERATE_USE_CPU": "1"}, "FSDP was requested .* Accelerate runs this as MULTI_CPU on cpu"),
+                          ({}, "launched as 2 processes, but Accelerate set up 1 .*each would train alone")]:
+        out = tmp_path / f"out{len(env)}"
+        result = launch(*FSDP2, "train_mlm.py", *flags, "--output_dir", str(out), env_extra=env, timeout=300)
+        assert result.returncode != 0 and re.search("train_mlm.py: error: " + expected, result.stderr), result.stderr[-3000:]
+        assert not out.exists()
+
+
+@pytest.mark.slow
+def test_fsdp2_trains_checkpoints_resumes_exactly_and_saves_a_plain_folder(tmp_path, micro):
+    """FSDP2 on 2 CPU processes (gloo) with activation checkpointing of every layer, layerwise-shared
+    projection: the same losses and weights as 1 process with the whole batch (dropout off); sharded
+    checkpoints that verify; resuming from step 2 gives bit-identical weights at step 4; the final folder is
+    a normal `save_pretrained` folder (remote code, tied weights once) that loads in one process.
+    Accelerate runs FSDP on GPUs only, so `tests/fsdp_on_cpu.py` switches it on for CPU processes (and
+    works around Accelerate's grouping of RoBERTa-style LM heads, see there)."""
+    from transformers import AutoModelForMaskedLM
+
+    run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
+    fsdp = [*FSDP2, "--fsdp_cpu_ram_efficient_loading", "false", "--fsdp_activation_checkpointing", "true",
+            "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "LinformerLayer",
+            str(REPO / "tests" / "fsdp_on_cpu.py"), "train_mlm.py", "--config", str(micro / "micro.yaml"),
+            "--max_steps", "4", "--per_device_train_batch_size", "4", "--checkpointing_steps", "2", *NO_DROPOUT]
+    env = {"ACCELERATE_USE_CPU": "1"}
+    two = tmp_path / "two"
+    result = launch(*fsdp, "--output_dir", str(two), env_extra=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 process(es), 8 sequences per update" in result.stdout
+    assert "Weights identical" not in result.stdout  # FSDP, not data parallelism: no full replica to compare
+    assert losses(two) == pytest.approx(losses(tmp_path / "one"), rel=1e-5)
+    one, final = load_file(tmp_path / "one" / "model.safetensors"), load_file(two / "model.safetensors")
+    assert final.keys() == one.keys()  # the tied decoder is saved once, as by one process
+    assert all(torch.allclose(one[k], final[k], atol=1e-6) for k in one)
+
+    step_2 = two / "checkpoints" / "checkpoint_2"
+    assert (step_2 / "pytorch_model_fsdp_0" / ".metadata").is_file() and (step_2 / "optimizer_0").is_dir()
+    assert checkpoints.verify_checkpoint(step_2, 2)["step"] == 2
+    damaged = tmp_path / "damaged"
+    shutil.copytree(step_2, damaged)
+    truncate(next((damaged / "pytorch_model_fsdp_0").glob("*.distcp")))
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: __\d_0.distcp is missing or truncated"):
+        checkpoints.verify_checkpoint(damaged, 2)
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(step_2, resumed / "checkpoints" / "checkpoint_2")
+    result = launch(*fsdp, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest", env_extra=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Resumed from" in result.stdout and "step 2" in result.stdout
+    again = load_file(resumed / "model.safetensors")
+    assert again.keys() == final.keys() and all(torch.equal(final[k], again[k]) for k in final)
+
+    assert sorted(p.name for p in two.glob("*.py")) == ["configuration_linformer.py", "modeling_linformer.py"]
+    assert not (two / ".final.tmp").exists()
+    config = json.loads((two / "config.json").read_text())
+    assert config["architectures"] == ["LinformerForMaskedLM"]
+    assert config["auto_map"]["AutoModelForMaskedLM"] == "modeling_linformer.LinformerForMaskedLM"
+    model = AutoModelForMaskedLM.from_pretrained(two)
+    assert type(model).__name__ == "LinformerForMaskedLM" and model.linformer.encoder.projections.num_matrices() == 1
+    assert model.lm_head.decoder.weight is model.linformer.embeddings.word_embeddings.weight

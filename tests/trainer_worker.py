@@ -1,6 +1,7 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Trains every Linformer head with the HF Trainer for a few steps; run under torchrun for DDP.
+"""Trains every Linformer head with the HF Trainer for a few steps; run under torchrun for DDP. A third
+argument `gradient_checkpointing` turns activation checkpointing on.
 
 Prints one JSON line per head (rank 0) with the eval loss the Trainer reports, the loss recomputed by
 hand from the trained model, and a checksum of the weights gathered from every rank.
@@ -67,7 +68,7 @@ def manual_loss(name, out, labels):
     raise KeyError(name)
 
 
-def main(output_dir, sharing):
+def main(output_dir, sharing, gradient_checkpointing=False):
     for name, (cls, extra, make_labels) in HEADS.items():
         torch.manual_seed(0)
         labels = make_labels()
@@ -77,6 +78,7 @@ def main(output_dir, sharing):
         args = TrainingArguments(output_dir=f"{output_dir}/{name}", per_device_train_batch_size=4,
                                  per_device_eval_batch_size=N, max_steps=4, learning_rate=1e-3, use_cpu=True,
                                  report_to=[], save_strategy="no", logging_steps=1, seed=0,
+                                 gradient_checkpointing=gradient_checkpointing,
                                  ddp_backend="gloo" if dist.is_available() and dist.is_torchelastic_launched() else None)
         trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=rows)
         trainer.train()
@@ -95,11 +97,12 @@ def main(output_dir, sharing):
         if not dist.is_initialized() or dist.get_rank() == 0:
             print("RESULT", json.dumps({"head": name, "reported": reported, "recomputed": recomputed,
                               "checksums": [c.item() for c in gathered], "projections": projection_tensors,
+                              "checkpointing": model.is_gradient_checkpointing,
                               "world": dist.get_world_size() if dist.is_initialized() else 1}), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], gradient_checkpointing=sys.argv[3:] == ["gradient_checkpointing"])
     if dist.is_initialized():  # a clean gloo shutdown; left to interpreter exit it can abort the process
         dist.barrier()
         dist.destroy_process_group()

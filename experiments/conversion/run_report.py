@@ -17,11 +17,13 @@ each with the projection initialisations below) it measures, on held-out news an
 * seconds and peak memory per 4,096-token document, Linformer vs the source with extended positions and
   SDPA, timed interleaved in one process (memory: one fresh process per model).
 
-Projection initialisations: `window_mean` and `random` (what convert_to_linformer.py writes), `mean_pool`
-(projection_type="mean_pool": windows of n/k tokens, empty windows masked) and `resample` (window-mean E
-resampled to each input's real length L: E_L = adaptive_avg_pool(E, L) * n / L, so that all k rows hold
-tokens; simulated here by rewriting E's first L columns before each forward pass, since the model has no
-such option). `window_mean_no_short_path` turns `full_attention_short_inputs` off, to show what the exact
+Projection initialisations: `window_mean` and `random` (what convert_to_linformer.py writes; both read
+E's first L columns for an input of L < n tokens, `projection_length_scaling="none"`, the paper's use),
+`mean_pool` (projection_type="mean_pool": windows of n/k tokens, empty windows masked) and `resample`
+(window-mean E with `projection_length_scaling="resample"`: E resampled to each input's real length L,
+E_L = adaptive_avg_pool(E, L) * n / L, so that all k rows hold tokens; convert_to_linformer.py's default
+for learned projections, chosen from this report). `window_mean_no_short_path` turns
+`full_attention_short_inputs` off, to show what the exact
 path for inputs of at most k tokens is worth. Each result is a file under results/; existing ones are
 kept (delete one to redo it).
 `--report_only` regenerates results.json, results.md and the plots from them.
@@ -193,44 +195,20 @@ def converted(source_path, workdir, n, k, init):
     from transformers import AutoModel
 
     folder = Path(workdir) / name_of(n, k, init)
+    pooling = init == "mean_pool"
     convert_to_linformer(source_path, folder, max_seq_length=n, projected_dim=k, overwrite_output_dir=True,
                          projection_init="random" if init == "random" else "window_mean",
-                         projection_type="mean_pool" if init == "mean_pool" else "linear",
+                         projection_type="mean_pool" if pooling else "linear",
+                         projection_length_scaling="none" if pooling or init != "resample" else "resample",
                          full_attention_short_inputs=init != "window_mean_no_short_path")
-    model = AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
-    model.resample = init == "resample"
-    return model
-
-
-def resample_projection(matrix, length):
-    """E (.., k, n) as a projection of `length` tokens: each row pooled to `length` columns, sums kept."""
-    n = matrix.shape[-1]
-    flat = matrix.reshape(-1, 1, n)
-    return (F.adaptive_avg_pool1d(flat, length) * (n / length)).reshape(*matrix.shape[:-1], length)
-
-
-@contextlib.contextmanager
-def length_aware(model, length):
-    """Temporarily make E's first `length` columns the resampled E (the model reads only those)."""
-    params = list(model.encoder.projections.parameters()) if getattr(model, "resample", False) else []
-    n = getattr(model.config, "max_seq_length", length)
-    saved = [p.data.clone() for p in params]
-    if length < n:
-        for p in params:
-            p.data[..., :length] = resample_projection(p.data, length)
-    try:
-        yield
-    finally:
-        for p, s in zip(params, saved):
-            p.data.copy_(s)
+    return AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
 
 
 @torch.inference_mode()
 def forward(model, batch_ids, hidden_states=False):
     """Mean-pooled embeddings (B, d) of equal-length sequences, and all hidden states when asked."""
     ids = torch.tensor(batch_ids)
-    with length_aware(model, ids.shape[1]):
-        out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=hidden_states)
+    out = model(input_ids=ids, attention_mask=torch.ones_like(ids), output_hidden_states=hidden_states)
     pooled = out.last_hidden_state.mean(1)
     return pooled, (out.hidden_states if hidden_states else None)
 
@@ -438,9 +416,9 @@ def write_report(out, results):
                   f"{meta['probe_train']} train / {meta['probe_validation']} validation sentences for the probes. "
                   f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['machine']}.", ""]
 
-    lines += ["Projections (`README.md` here): `window_mean` (convert_to_linformer.py's default) and `random` (the "
-              "paper's N(0, 1/n)) as converted; `mean_pool` (projection_type, empty windows masked); `resample` "
-              "(window_mean's E resampled to each input's length: simulated, the model has no such option); "
+    lines += ["Projections (`README.md` here): `window_mean` (convert_to_linformer.py's default E, reading E's "
+              "first L columns for an input of L tokens) and `random` (the paper's N(0, 1/n)) as converted; `mean_pool` (projection_type, empty windows masked); `resample` "
+              "(window_mean's E resampled to each input's length, `projection_length_scaling=\"resample\"`); "
               "`window_mean_no_short_path` (every input through E, `full_attention_short_inputs` off).", ""]
     findings = findings_lines(source, by_key, get, results.get("speed_memory"))
     if findings:
@@ -562,6 +540,11 @@ def findings_lines(source, by_key, get, speed):
             out.append(f"- Length-aware use of E, `{alternative}` against `window_mean` (mean cosine): higher in "
                        f"{len(better)} of {len(pairs)} comparisons" + (f" ({'; '.join(better)})" if better else "")
                        + (f"; not higher in {'; '.join(worse)}" if worse else "") + ".")
+            if alternative == "resample" and len(better) > len(worse):
+                out.append("- **Default `projection_length_scaling=\"resample\"`** for converted learned projections, "
+                           f"since it keeps more of the source in {len(better)} of {len(pairs)} comparisons above, most "
+                           "at n = 4096, where real inputs are far shorter than n (see the retrieval line for "
+                           "where it does not help).")
     retrieval = source.get("retrieval", {})
     rows = [(name, r) for name, r in ((f"n={n} k={k} {i}", get(n, k, i, "retrieval")) for n, k in GRID for i in INITS) if r]
     if retrieval and rows:

@@ -24,12 +24,13 @@ from transformers.activations import ACT2FN
 
 ProjectionSharing = Literal["none", "headwise", "key_value", "layerwise"]
 ProjectionType = Literal["linear", "mean_pool", "max_pool", "conv"]
-ProjectionLengthScaling = Literal["none", "sqrt", "linear"]
+ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
 ClassifierPooling = Literal["cls", "mean"]
 
 PROJECTION_SHARING = get_args(ProjectionSharing)
 PROJECTION_TYPES = get_args(ProjectionType)
 # Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
+# "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
 PROJECTION_LENGTH_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
 CLASSIFIER_POOLING = get_args(ClassifierPooling)
 
@@ -127,8 +128,13 @@ class LinformerConfig(PreTrainedConfig):
             How a learned (`"linear"`) projection treats an input of L < n real tokens, which meets only
             the first L columns of E/F: `"none"` uses them as they are (the paper), so projected keys and
             values shrink by about sqrt(L/n); `"sqrt"` multiplies them by sqrt(n/L), which keeps their
-            scale at init; `"linear"` by n/L. Inputs of exactly n tokens are unaffected, so this can be
-            changed between pretraining on full blocks and finetuning on short texts (see model card).
+            scale at init; `"linear"` by n/L. `"resample"` reads all n columns instead: column j of the
+            L-token projection is the mean of E's columns over [j n/L, (j+1) n/L), times n/L, so every row
+            of E still covers its share of the input (a window-mean E keeps its windows, scaled to L) and
+            row sums are kept; computed per sequence from its own real length. Inputs of exactly n tokens
+            are unaffected by every choice, so this can be changed between pretraining on full blocks and
+            finetuning on short texts (see model card). Converted models use `"resample"` (see
+            experiments/conversion).
         full_attention_short_inputs (`bool`, defaults to `False`):
             A sequence with at most k real tokens (k of the layer at hand) attends to its own keys and
             values exactly, as standard attention does, instead of to their projection: projecting

@@ -66,22 +66,51 @@ from transformers.utils.output_capturing import capture_outputs
 from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
 
 
-def project_sequence(x, weight, kind, stride, mask, length_power=0.0):
+def resample_columns(weight, lengths, width):
+    """E/F (G, k, n) stretched over sequences of `lengths` (B,) real tokens: (B, G, k, width).
+
+    Column j of a sequence of L tokens is the mean of E's columns over [floor(j n / L), ceil((j + 1) n / L))
+    times n / L (adaptive average pooling of each row to L columns, sums kept); columns j >= L are zero.
+    Window means come from a cumulative sum, so one gather serves every length in the batch.
+    """
+    n = weight.shape[-1]
+    sums = F.pad(weight.to(torch.promote_types(weight.dtype, torch.float32)).cumsum(-1), (1, 0))  # (G, k, n + 1)
+    lengths = lengths.reshape(-1, 1).clamp(min=1)
+    j = torch.arange(width, device=weight.device)
+    start = (j * n).div(lengths, rounding_mode="floor").clamp(max=n)
+    end = (-((-(j + 1) * n).div(lengths, rounding_mode="floor"))).clamp(max=n)
+    window = sums[..., end.flatten()] - sums[..., start.flatten()]  # (G, k, B * width)
+    scale = n / (lengths * (end - start).clamp(min=1)).to(sums.dtype)  # zero-width windows (j >= L) give 0
+    window = window.unflatten(-1, end.shape) * scale
+    return window.permute(2, 0, 1, 3).to(weight.dtype)
+
+
+def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
     """Map `x` (B, G, L, C) along L to (B, G', slots, C).
 
     `weight` is (G', k, n) for "linear" and (G', n/k) for "conv"; G and G' broadcast (1 or heads).
     `mask` is (B|1, 1, L, 1), 1 for real tokens (compacted to the front), or None when all are real.
-    A linear projection of L real tokens is multiplied by (n / L) ** `length_power`.
+    A linear projection of L real tokens follows `length_scaling` (the config's `projection_length_scaling`).
     Returns the projection and, for windowed kinds, which slots hold at least one real token.
     """
     length = x.shape[-2]
     if kind == "linear":
         if mask is not None:
             x = x * mask
+        n = weight.shape[-1]
+        if length_scaling == "resample":
+            if mask is None:
+                real = torch.full((1,), length, device=x.device)
+            else:
+                real = (mask != 0).sum(-2).reshape(-1)  # counted, not summed: fp16 sums stop at 2048
+            if mask is None and length == n:
+                return torch.matmul(weight, x), None
+            return torch.matmul(resample_columns(weight, real, length), x), None
         out = torch.matmul(weight[..., :length], x)
-        if length_power:
+        power = PROJECTION_LENGTH_SCALING[length_scaling]
+        if power:
             real = length if mask is None else mask.sum(-2, keepdim=True).clamp(min=1)
-            out = out * (weight.shape[-1] / real) ** length_power
+            out = out * (n / real) ** power
         return out, None
 
     slots = -(-length // stride)
@@ -181,7 +210,13 @@ class LinformerSelfAttention(nn.Module):
         self.k = config.projected_dims[layer_idx]
         self.stride = config.max_seq_length // self.k
         self.groups = self.num_heads if config.projection_sharing == "none" else 1
-        self.length_power = PROJECTION_LENGTH_SCALING[config.projection_length_scaling]
+        self.length_scaling = config.projection_length_scaling
+        # Keys and values meet the same projection (F = E, or pooling): it is applied once. Decided from the
+        # config, not by `proj_key is proj_value`: FSDP2 hands a layer a fresh view of each parameter per
+        # access in forward and the parameter itself in a checkpointed layer's recomputation, so identity
+        # would change between the two and break activation checkpointing.
+        self.shared_kv = config.projection_type in ("mean_pool", "max_pool") or config.projection_sharing in (
+            "key_value", "layerwise")
 
         self.query = nn.Linear(config.hidden_size, config.hidden_size)
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
@@ -225,9 +260,9 @@ class LinformerSelfAttention(nn.Module):
         mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
 
         def project(t, weight):
-            return project_sequence(t, weight, self.kind, self.stride, mask, self.length_power)
+            return project_sequence(t, weight, self.kind, self.stride, mask, self.length_scaling)
 
-        shared_kv = proj_key is proj_value
+        shared_kv = self.shared_kv
         if self.project_inputs_first(length, shared_kv):
             ones = x.new_ones(1, 1, length, 1) if mask is None else mask
             xk, valid = project(x[:, None], proj_key)

@@ -162,8 +162,16 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
     except (OSError, ValueError) as e:
         raise damaged(f"{STATE_FILE} is unreadable ({e})") from None
     weights = sorted(path.glob("model*.safetensors"))
-    if not weights:
+    sharded = sorted(path.glob("pytorch_model_fsdp_*"))  # FSDP: torch.distributed.checkpoint folders (or .bin)
+    if not weights and not sharded:
         raise damaged("no model*.safetensors")
+    if sharded and not list(path.glob("optimizer_*")):
+        raise damaged("FSDP weights without their optimizer_0")
+    for item in sharded + sorted(path.glob("optimizer_*")):
+        try:
+            check_fsdp_state(item)
+        except Exception as e:  # noqa: BLE001
+            raise damaged(f"{item.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     for file in weights:
         try:
             with safe_open(file, "pt") as f:
@@ -173,7 +181,7 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
                         raise ValueError(f"tensor {key} holds NaN/inf")
         except Exception as e:  # noqa: BLE001  any decoding error means the same: cannot resume from it
             raise damaged(f"{file.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
-    for name in ("optimizer.bin", "scheduler.bin"):
+    for name in ("scheduler.bin",) if sharded else ("optimizer.bin", "scheduler.bin"):
         try:
             torch.load(path / name, map_location="cpu", weights_only=False)
         except Exception as e:  # noqa: BLE001
@@ -186,6 +194,20 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
         logger.warning("resuming %s without %s: the run will not be bit-identical to an uninterrupted one",
                        path, ", ".join(missing))
     return state
+
+
+def check_fsdp_state(item):
+    """A sharded FSDP state (model or optimizer) is complete: its metadata reads and every byte range it
+    names is in its files. (Its values were checked finite before saving; a `.bin` full state is loaded.)"""
+    if item.is_file():
+        torch.load(item, map_location="cpu", weights_only=False)
+        return
+    from torch.distributed.checkpoint import FileSystemReader
+
+    for info in FileSystemReader(str(item)).read_metadata().storage_data.values():
+        file = item / info.relative_path
+        if not file.is_file() or file.stat().st_size < info.offset + info.length:
+            raise ValueError(f"{info.relative_path} is missing or truncated")
 
 
 def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False):

@@ -22,6 +22,7 @@ import json
 import os
 import shutil
 import tempfile
+from typing import get_args
 from pathlib import Path
 
 import torch
@@ -29,12 +30,12 @@ import yaml
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
+from linformer_hf.configuration_linformer import PROJECTION_SHARING, PROJECTION_TYPES, ProjectionLengthScaling
 from linformer_training.arguments import UsageError
 
 MAX_SEQ_LENGTH = 8192
 PROJECTION_INITS = ("window_mean", "random")
-PROJECTION_SHARING = ("layerwise", "key_value", "headwise", "none")
-PROJECTION_TYPES = ("linear", "mean_pool", "max_pool", "conv")
+PROJECTION_LENGTH_SCALINGS = get_args(ProjectionLengthScaling)
 # model_type -> whether positions start after the pad id (RoBERTa) or at 0 (BERT).
 MODEL_TYPES = {"bert": False, "roberta": True, "xlm-roberta": True, "camembert": True}
 BASE_ARCHITECTURES = ("BertModel", "RobertaModel", "XLMRobertaModel", "CamembertModel")
@@ -166,7 +167,7 @@ def _load_source(source, tokenizer_name):
 
 
 def _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
-                      full_attention_short_inputs):
+                      projection_length_scaling, full_attention_short_inputs):
     values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
     return LinformerConfig(
         **values,
@@ -174,6 +175,7 @@ def _linformer_config(source_config, max_seq_length, projected_dim, projection_s
         projected_dim=projected_dim,
         projection_sharing=projection_sharing,
         projection_type=projection_type,
+        projection_length_scaling=projection_length_scaling,
         full_attention_short_inputs=full_attention_short_inputs,
     )
 
@@ -299,7 +301,10 @@ def _model_card(source, card, source_config, config, projection_init, positions,
         f"- Self-attention is Linformer attention: keys and values are projected along the sequence from "
         f"n = {n} to k = {k} positions (`projection_sharing={config.projection_sharing!r}`, "
         f"`projection_type={config.projection_type!r}`"
-        + (f", E/F initialised as `{projection_init}`" if config.projection_type == "linear" else "") + ").",
+        + (f", E/F initialised as `{projection_init}`, `projection_length_scaling={config.projection_length_scaling!r}`"
+           if config.projection_type == "linear" else "") + ")."
+        + (" An input of L < n tokens reads E/F resampled to its own length, so every row still covers a "
+           "window of the input." if config.projection_length_scaling == "resample" else ""),
         f"- `full_attention_short_inputs={config.full_attention_short_inputs}`: "
         + ("a sequence with at most k real tokens attends to its own keys exactly, so on such inputs this model "
            "reproduces the source (max abs difference of hidden states <= 1e-5)."
@@ -347,8 +352,12 @@ def _model_card(source, card, source_config, config, projection_init, positions,
 
 def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, projected_dim=128,
                          projection_sharing="layerwise", projection_init="window_mean", projection_type="linear",
-                         full_attention_short_inputs=True, tokenizer_name=None, overwrite_output_dir=False, seed=0):
+                         projection_length_scaling=None, full_attention_short_inputs=True, tokenizer_name=None,
+                         overwrite_output_dir=False, seed=0):
     """Write a Linformer converted from `model_name_or_path` to `output_dir` and return its path.
+
+    `projection_length_scaling` defaults to "resample" for learned projections (it keeps the most of the
+    source on inputs shorter than n: experiments/conversion/results.md) and "none" for pooling ones.
 
     Raises `UsageError` (one line, naming the argument) on bad input, before anything is written.
     """
@@ -363,6 +372,14 @@ def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, pro
                                  ("projection_type", projection_type, PROJECTION_TYPES)):
         if value not in allowed:
             raise UsageError(f"--{flag} {value}: allowed: {', '.join(allowed)}")
+    if projection_length_scaling is None:
+        projection_length_scaling = "resample" if projection_type == "linear" else "none"
+    if projection_length_scaling not in PROJECTION_LENGTH_SCALINGS:
+        raise UsageError(f"--projection_length_scaling {projection_length_scaling}: allowed: "
+                         f"{', '.join(PROJECTION_LENGTH_SCALINGS)}")
+    if projection_length_scaling != "none" and projection_type != "linear":
+        raise UsageError(f"--projection_length_scaling {projection_length_scaling}: only learned projections "
+                         f"(--projection_type linear) take one; --projection_type {projection_type} needs none")
     if projection_type != "linear" and max_seq_length % projected_dim:
         raise UsageError(f"--projected_dim {projected_dim}: projection_type {projection_type} needs it to divide "
                          f"--max_seq_length={max_seq_length}")
@@ -370,7 +387,7 @@ def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, pro
 
     source_config, tokenizer, source_model, roberta_positions, has_pooler = _load_source(source, tokenizer_name)
     config = _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
-                               full_attention_short_inputs)
+                               projection_length_scaling, full_attention_short_inputs)
     masked_lm = hasattr(source_model, "cls") or hasattr(source_model, "lm_head")
     torch.manual_seed(seed)
     target = LinformerForMaskedLM(config) if masked_lm else LinformerModel(config, add_pooling_layer=has_pooler)

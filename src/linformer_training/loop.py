@@ -17,6 +17,7 @@ distillation, so each rule is written once:
 
 import contextlib
 import math
+import os
 import resource
 import time
 from dataclasses import asdict, dataclass, field
@@ -122,12 +123,31 @@ def make_accelerator(args, log_with=None):
         step_scheduler_with_optimizer=False,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
         project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")))
+    check_launch(accelerator)
     precision = accelerator.mixed_precision
     if precision == "fp16" and accelerator.device.type == "cpu":
         raise UsageError("--mixed_precision fp16: needs a GPU; on CPU use bf16 or no")
     if precision == "bf16" and accelerator.device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise UsageError("--mixed_precision bf16: this GPU does not support bfloat16; use fp16 or no")
     return accelerator
+
+
+def check_launch(accelerator):
+    """What was launched is what runs. Accelerate turns FSDP on only for GPUs (and other accelerators): on
+    CPU processes `--use_fsdp` would silently give data parallelism, or, without `--cpu`, separate
+    single-process runs writing the same folder."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    if launched > accelerator.num_processes:
+        raise UsageError(f"launched as {launched} processes, but Accelerate set up {accelerator.num_processes} "
+                         f"({accelerator.distributed_type.value}) on {accelerator.device.type}: each would train alone "
+                         f"into the same --output_dir. On a machine without GPUs launch with --multi_gpu and "
+                         f"ACCELERATE_USE_CPU=1 (gloo data parallelism)")
+    if (os.environ.get("ACCELERATE_USE_FSDP", "false").lower() == "true"
+            and accelerator.distributed_type != DistributedType.FSDP):
+        raise UsageError(f"FSDP was requested (--use_fsdp or distributed_type: FSDP), but Accelerate runs this as "
+                         f"{accelerator.distributed_type.value} on {accelerator.device.type}: it enables FSDP on GPUs "
+                         f"(and other accelerators) only. On CPU use data parallelism (--multi_gpu with "
+                         f"ACCELERATE_USE_CPU=1)")
 
 
 def start(args):

