@@ -1,7 +1,7 @@
 """Shared pieces of the benchmarks.
 
-- models of identical size: Linformer (ours) and RoBERTa (HF), built from random weights;
-- analytic matmul FLOP counts of both, per forward pass;
+- models of identical size: Linformer (ours), RoBERTa and ModernBERT (HF), built from random weights;
+- analytic matmul FLOP counts of all three, per forward pass;
 - interleaved timing (CUDA events on GPU, perf_counter on CPU), medians and spread;
 - the machine's matmul peak, timed in the same loop as the models;
 - peak activation memory: max_memory_allocated on CUDA, peak RSS of a fresh process on CPU;
@@ -10,6 +10,7 @@
 The scripts in this folder import it as `from common import ...` (run them as `python benchmarks/X.py`).
 """
 
+import contextlib
 import json
 import math
 import os
@@ -42,6 +43,8 @@ BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, inter
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
 VOCAB = 50265
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+# train_mlm.py's --mixed_precision spells them bf16 / fp16: both spellings are accepted, results say the long one.
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
 
 # ---------------------------------------------------------------- arguments
@@ -68,8 +71,9 @@ def pick_device(name):
 
 
 def pick_dtype(name, device):
+    name = DTYPE_ALIASES.get(name, name)
     if name not in DTYPES:
-        raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {name!r}")
+        raise ValueError(f"--dtype must be one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)}), got {name!r}")
     if name == "float16" and device.type == "cpu":
         raise ValueError("--dtype float16 is not supported on CPU; use float32 or bfloat16")
     return DTYPES[name]
@@ -80,7 +84,7 @@ def add_run_args(parser, repeats=3, tag_help=None):
     parser.add_argument("--repeats", type=int, default=repeats, help="timed runs of each model (interleaved)")
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (or fp32, bf16, fp16)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
     parser.add_argument("--out", default=RESULTS)
@@ -94,6 +98,7 @@ def setup_run(args, parser):
         dtype = pick_dtype(args.dtype, device)
     except ValueError as e:
         parser.error(str(e))
+    args.dtype = DTYPE_ALIASES.get(args.dtype, args.dtype)  # specs and results carry the DTYPES name
     if args.threads:
         torch.set_num_threads(args.threads)
     return device, dtype, (TINY if args.tiny else BASE)
@@ -138,11 +143,58 @@ def build_roberta(n, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", 
 
 
 def _instantiate(model_class, config, attn, dtype, device, seed):
-    """Same seed, attention backend and dtype for every model; no pooler on the bare encoders."""
+    """Same seed, attention backend and dtype for every model; no pooler on the bare encoders that have one
+    (ModernBertModel has none). attn=None: the implementation transformers picks by default."""
+    import inspect
+
     torch.manual_seed(seed)
-    extra = {} if model_class.__name__.endswith("MaskedLM") else {"add_pooling_layer": False}
+    pooler = "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
+    extra = {"add_pooling_layer": False} if pooler else {}
     model = model_class._from_config(config, attn_implementation=attn, dtype=dtype, **extra)
     return model.to(device).eval()
+
+
+def build_modernbert(n, dims=BASE, attn=None, dtype=torch.float32, device="cpu", head=None, seed=0):
+    """ModernBERT with the depth, width, heads and intermediate_size of the others, accepting n tokens.
+
+    Everything else is ModernBertConfig's default, because that is the architecture users pick: RoPE, local
+    attention (window local_attention=128) on two layers of three and global attention on every third
+    (global_attn_every_n_layers=3), and a GLU MLP whose input map is hidden x 2*intermediate_size (gate and
+    value halves of intermediate_size each), so its MLP does 1.5x RoBERTa's MLP FLOPs at equal
+    intermediate_size. The special ids are RoBERTa's, so they fit the shared VOCAB (ModernBERT's own
+    pad id 50283 would not). attn=None: transformers' default kernel, recorded by the caller."""
+    from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
+
+    config = ModernBertConfig(vocab_size=VOCAB, max_position_embeddings=n, pad_token_id=1, bos_token_id=0,
+                              cls_token_id=0, eos_token_id=2, sep_token_id=2, embedding_dropout=0.0,
+                              attention_dropout=0.0, mlp_dropout=0.0, **dims)
+    return _instantiate(ModernBertForMaskedLM if head == "mlm" else ModernBertModel, config, attn, dtype, device, seed)
+
+
+def default_attention(kind="modernbert"):
+    """The attention implementation transformers gives `kind` when none is asked for (in transformers 5:
+    sdpa on CPU and CUDA alike, flash only on request). Resolved once, then asked for by name, so that
+    the results say which kernel ran."""
+    if kind != "modernbert":
+        raise ValueError(f"only ModernBERT runs with transformers' default attention, got {kind!r}")
+    tiny = dict(TINY, num_hidden_layers=1)
+    return build_modernbert(16, tiny).config._attn_implementation
+
+
+def baseline_models(text):
+    """--baselines 'eager,sdpa,modernbert' -> [(label, model name)]: eager and sdpa are RoBERTa's attention
+    kernels, modernbert is ModernBERT with transformers' default attention (e.g. ("modernbert", "modernbert-sdpa"))."""
+    out = []
+    for b in (b.strip() for b in text.split(",")):
+        if b in ("eager", "sdpa"):
+            out.append((b, f"roberta-{b}"))
+        elif b == "modernbert":
+            out.append((b, f"modernbert-{default_attention()}"))
+        elif b:
+            raise ValueError(f"--baselines: each must be eager or sdpa (RoBERTa's attention) or modernbert, got {text!r}")
+    if not out:
+        raise ValueError("--baselines: give at least one of eager, sdpa, modernbert")
+    return out
 
 
 def build_linformer(n, k, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", head=None,
@@ -163,17 +215,23 @@ def random_ids(batch, n, device="cpu", seed=0, vocab=VOCAB):
 
 
 def build(spec, device="cpu"):
-    """Model of a spec dict: model in {roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa},
-    n, k (Linformer), dims, dtype, head (None or "mlm"), sharing, chunk_ff (both models)."""
+    """Model of a spec dict: model in {roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa,
+    modernbert-<attn>, modernbert (transformers' default attention)}, n, k (Linformer), dims, dtype,
+    head (None or "mlm"), sharing (Linformer), chunk_ff (RoBERTa and Linformer)."""
     kind, _, attn = spec["model"].partition("-")
     dims, dtype = spec.get("dims", BASE), DTYPES[spec.get("dtype", "float32")]
     chunk_ff = spec.get("chunk_ff", 0)
+    if kind == "modernbert":
+        if chunk_ff:  # its MLP ignores chunk_size_feed_forward: refuse rather than measure something else
+            raise ValueError("chunk_ff: ModernBERT has no chunked feed-forward")
+        return build_modernbert(spec["n"], dims, attn or None, dtype, device, head=spec.get("head"))
     if kind == "roberta":
         return build_roberta(spec["n"], dims, attn, dtype, device, head=spec.get("head"), chunk_ff=chunk_ff)
     if kind == "linformer":
         return build_linformer(spec["n"], spec["k"], dims, attn, dtype, device, head=spec.get("head"),
                                sharing=spec.get("sharing", "layerwise"), chunk_ff=chunk_ff)
-    raise ValueError(f"unknown model {spec['model']!r}: roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa")
+    raise ValueError(f"unknown model {spec['model']!r}: roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa, "
+                     "modernbert[-<attn>]")
 
 
 def inference_step(model, ids):
@@ -184,18 +242,37 @@ def inference_step(model, ids):
     return step
 
 
-def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0):
-    """One masked-LM training step (forward + backward + AdamW) on `ids`; the model needs an MLM head."""
+def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0, amp=None, max_grad_norm=1.0):
+    """One masked-LM update as train_mlm.py takes it: forward, backward, gradient clipping at its default
+    --max_grad_norm 1.0, AdamW; the model needs an MLM head.
+
+    amp ("bfloat16" / "float16", model in float32): the forward runs under autocast with fp32 master
+    weights, which is what train_mlm.py's --mixed_precision does through Accelerate; float16 adds
+    Accelerate's GradScaler (bfloat16 needs none)."""
     model.train()
     g = torch.Generator().manual_seed(seed)
     labels = torch.where(torch.rand(ids.shape, generator=g).to(ids.device) < mask_prob, ids, -100)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    if amp is not None and next(model.parameters()).dtype != torch.float32:
+        raise ValueError("amp: autocast needs the fp32 master weights; build the model in float32")
+    device_type = ids.device.type
+    autocast = (lambda: torch.autocast(device_type, dtype=DTYPES[amp])) if amp else contextlib.nullcontext
+    scaler = torch.amp.GradScaler(device_type) if amp == "float16" else None
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, labels=labels).loss
-        loss.backward()
-        opt.step()
+        with autocast():
+            loss = model(input_ids=ids, labels=labels).loss
+        if scaler is None:
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            opt.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.unscale_(opt)
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+            scaler.step(opt)
+            scaler.update()
         return loss
     return step
 
@@ -237,6 +314,31 @@ def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="l
         per_layer += 2 * 2 * n * D * D + (2 * 2 * n * D if projection == "conv" else 0)
         once = 0
     return L * (batch * per_layer + once)
+
+
+def flops_modernbert(n, dims=BASE, batch=1, attn="sdpa"):
+    """Matmul FLOPs of ModernBertModel's forward on n tokens, or None where we cannot count them.
+
+    Per layer: Wqkv (n x D x 3D), Wo (n x D x D), the GLU MLP (Wi: n x D x 2I, Wo: n x I x D) and
+    Q K^T, P V. With eager and sdpa attention the local window of 2 layers in 3 is a mask over the full
+    n x n scores: nothing outside the window is skipped (sdpa with that mask is even a little slower than
+    without), so the executed count is full attention on every layer. Kernels that do skip outside the
+    window (flash attention, flex) do a count we do not model: None, reported as n/a."""
+    if attn not in ("eager", "sdpa"):
+        return None
+    D, L, I = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"]
+    per_layer = 2 * n * D * (3 * D + D) + 2 * n * n * D * 2 + 2 * n * D * (2 * I + I)
+    return batch * L * per_layer
+
+
+def forward_flops(model, n, k=None, dims=BASE, batch=1, sharing="layerwise"):
+    """The forward matmul FLOPs of a model name as `build` takes it (None: not counted)."""
+    kind, _, attn = model.partition("-")
+    if kind == "roberta":
+        return flops_roberta(n, dims, batch)
+    if kind == "modernbert":
+        return flops_modernbert(n, dims, batch, attn)
+    return flops_linformer(n, k, dims, batch, sharing)
 
 
 def count_matmul_flops(fn, model=None):
@@ -374,14 +476,21 @@ def estimate_activation_bytes(model, n, k=None, dims=BASE, batch=1, bytes_per=4,
     """Rough peak activation bytes of one forward (training: all layers kept), to skip what cannot fit."""
     D, L, I, H = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"], dims["num_attention_heads"]
     linear = batch * n * (2 * I + 8 * D)
+    once = 0
     if model == "roberta-eager":
         quad = 3 * batch * H * n * n
     elif model == "roberta-sdpa":
         quad = 0 if not training else batch * H * n * 2
+    elif model.startswith("modernbert"):
+        # GLU: 2I wide after Wi, then I; the local window is an n x n mask (bool for sdpa, kept for the
+        # whole forward, which sdpa turns into a float mask per layer; additive float for eager)
+        linear = batch * n * (4 * I + 8 * D)
+        quad = (3 * batch * H * n * n if model.endswith("eager") else 0) + batch * n * n
+        once = n * n
     else:
         quad = 3 * batch * H * n * k
     per_layer = (linear + quad) * bytes_per
-    return per_layer * (L if training else 1)
+    return per_layer * (L if training else 1) + once
 
 
 def available_bytes():

@@ -1,18 +1,22 @@
-"""Inference time and memory: Linformer vs a RoBERTa of identical size (the paper's Table 3).
+"""Inference time and memory: Linformer vs a RoBERTa of identical size (the paper's Table 3), and vs ModernBERT.
 
 For every sequence length n, RoBERTa with eager attention (what the paper compared against) and with
-sdpa (what users run today) and Linformer for each projected length k (layerwise sharing, k <= n/2
-like the paper's grid) run interleaved in one process on the same random tokens, after warm-up,
-under torch.inference_mode. A large matmul is timed in the same loop: it is the machine's peak that
-each model's achieved FLOP/s (analytic matmul count / median time) is compared to. Peak activation
-memory per sequence is measured per configuration in a fresh process (CPU: peak RSS; CUDA:
-max_memory_allocated): the paper's "largest batch that fits" is the memory budget over this number.
+sdpa (what users run today), optionally ModernBERT of the same depth, width, heads and intermediate
+size with the attention transformers picks by default (the long-context encoder users would pick
+today), and Linformer for each projected length k (layerwise sharing, k <= n/2 like the paper's grid)
+run interleaved in one process on the same random tokens, after warm-up, under torch.inference_mode.
+A large matmul is timed in the same loop: it is the machine's peak that each model's achieved FLOP/s
+(analytic matmul count / median time) is compared to. Peak activation memory per sequence is measured
+per configuration in a fresh process (CPU: peak RSS; CUDA: max_memory_allocated): the paper's "largest
+batch that fits" is the memory budget over this number.
 
     python benchmarks/inference.py --quick             # a few minutes on 2 CPU cores
     python benchmarks/inference.py                      # n = 512..8192, k = 128..2048 (~20-30 min on 2 cores)
     python benchmarks/inference.py --n 512,4096 --k 256 --repeats 7
+    python benchmarks/inference.py --n 512,16384 --k 256 --baselines sdpa,modernbert --dtype bf16 --batch 4
 
-Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_memory.png (default out: benchmarks/results).
+Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_per_token.png (Linformer's time per token vs n:
+flat is the linear-cost promise), <tag>_memory.png (default out: benchmarks/results).
 """
 
 import argparse
@@ -28,7 +32,8 @@ p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDes
 p.add_argument("--n", default="512,1024,2048,4096,8192", help="sequence lengths (paper: 512..65536)")
 p.add_argument("--k", default="128,256,512,1024,2048", help="projected lengths; only k <= n/2 run, like the paper")
 p.add_argument("--batch", type=int, default=1)
-p.add_argument("--baselines", default="eager,sdpa", help="RoBERTa attention implementations to compare with")
+p.add_argument("--baselines", default="eager,sdpa",
+               help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default attention")
 p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], help="Linformer's attention kernel")
 p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
 p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
@@ -46,12 +51,15 @@ args = p.parse_args()
 if args.quick:
     args.n, args.k = "512,2048", "128,256"
 ns, ks = C.int_list(args.n), C.int_list(args.k)
-baselines = [b for b in args.baselines.split(",") if b]
-if any(b not in ("eager", "sdpa") for b in baselines):
-    p.error(f"--baselines: each must be eager or sdpa, got {args.baselines!r}")
 if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
     p.error("--batch and --repeats must be >= 1, --warmup >= 0")
 device, dtype, dims = C.setup_run(args, p)
+try:
+    baselines = C.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
+except ValueError as e:
+    p.error(str(e))
+if args.chunk_ff and any(m.startswith("modernbert") for _, m in baselines):
+    p.error("--chunk-ff: ModernBERT has no chunked feed-forward; leave modernbert out of --baselines")
 tag = args.tag or ("inference_quick" if args.quick else "inference")
 bytes_per = torch.finfo(dtype).bits // 8
 
@@ -65,12 +73,13 @@ print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, 
 # ------------------------------------------------ plan: which configurations run, which are skipped and why
 plan, skipped = {}, []
 for n in ns:
-    configs = [dict(model=f"roberta-{b}", n=n, k=None, flops=C.flops_roberta(n, dims, args.batch)) for b in baselines]
-    configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k,
-                     flops=C.flops_linformer(n, k, dims, args.batch, args.sharing)) for k in ks if k <= n // 2]
+    configs = [dict(model=m, n=n, k=None) for _, m in baselines]
+    configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks if k <= n // 2]
     keep = []
     for c in configs:
-        est_t = c["flops"] / peak_est
+        c["flops"] = C.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
+        # an uncounted kernel (ModernBERT with flash/flex) is estimated as the full-attention count, an upper bound
+        est_t = (c["flops"] or C.flops_modernbert(n, dims, args.batch)) / peak_est
         est_m = C.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
         if est_t > args.max_forward_s:
             skipped.append(dict(c, reason=f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"))
@@ -94,20 +103,25 @@ for n, configs in plan.items():
         name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
         spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
                     chunk_ff=args.chunk_ff)
-        fns[name] = C.inference_step(C.build(spec, device), ids)
-        c.update(name=name, spec=spec)
+        model = C.build(spec, device)
+        fns[name] = C.inference_step(model, ids)
+        c.update(name=name, spec=spec, attn_implementation=model.config._attn_implementation)
+        del model
     bar.set_postfix(n=n)
     times = C.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
     for c in configs:
         st = C.stats(times[c["name"]])
         peak_rate = peak_flops / C.stats(times[c["name"] + "@probe"])["median"]
         best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
-        rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch,
+        flops = c["flops"]  # None: not counted (reported as n/a, never as a guess)
+        rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch, attn_implementation=c["attn_implementation"],
                          time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], time_min=st["min"],
-                         time_max=st["max"], time_per_seq_s=st["median"] / args.batch, repeats=st["n"],
-                         gflops=c["flops"] / 1e9, gflop_per_s=c["flops"] / st["median"] / 1e9,
-                         peak_gflop_per_s=peak_rate / 1e9, frac_of_peak=c["flops"] / st["median"] / peak_rate,
-                         best_peak_gflop_per_s=best_rate / 1e9, frac_of_best_peak=c["flops"] / st["median"] / best_rate,
+                         time_max=st["max"], time_per_seq_s=st["median"] / args.batch,
+                         time_per_token_s=st["median"] / (args.batch * n), repeats=st["n"],
+                         gflops=flops and flops / 1e9, gflop_per_s=flops and flops / st["median"] / 1e9,
+                         peak_gflop_per_s=peak_rate / 1e9, frac_of_peak=flops and flops / st["median"] / peak_rate,
+                         best_peak_gflop_per_s=best_rate / 1e9,
+                         frac_of_best_peak=flops and flops / st["median"] / best_rate,
                          samples=times[c["name"]], peak_samples=times[c["name"] + "@probe"], spec=c["spec"]))
     del fns
     gc.collect()
@@ -123,11 +137,18 @@ if not args.no_memory:
 def lookup(n, model):
     return next((r for r in rows if r["n"] == n and r["model"] == model), None)
 
+
+def display(model):
+    """roberta-sdpa -> RoBERTa-sdpa, modernbert-sdpa -> ModernBERT-sdpa (the kernel stays in the name)."""
+    kind, _, attn = model.partition("-")
+    return {"roberta": "RoBERTa", "modernbert": "ModernBERT", "linformer": "Linformer"}[kind] + f"-{attn}"
+
+
 for r in rows:
     if r["k"] is None:
         continue
-    for b in baselines:
-        base = lookup(r["n"], f"roberta-{b}")
+    for b, model in baselines:
+        base = lookup(r["n"], model)
         r[f"time_saved_vs_{b}"] = base["time_s"] / r["time_s"] if base else None
         if base and "peak_mem_bytes" in r:
             r[f"mem_saved_vs_{b}"] = base["peak_mem_bytes"] / r["peak_mem_bytes"]
@@ -137,7 +158,7 @@ for r in rows:
 
 def ratio_table(key, paper, title):
     used_k = [k for k in ks if any(r["k"] == k for r in rows)]
-    lines = [f"**{title}** (ours, paper in brackets)", "",
+    lines = [f"**{title}**" + (" (ours, paper in brackets)" if paper else ""), "",
              "| n | " + " | ".join(f"k={k}" for k in used_k) + " |", "|---" * (len(used_k) + 1) + "|"]
     for n in plan:
         cells = []
@@ -150,27 +171,66 @@ def ratio_table(key, paper, title):
     return "\n".join(lines) + "\n"
 
 
+def per_token_table():
+    """Time per token of every model at every n, and how Linformer's grows from the shortest n to the longest:
+    the linear-cost promise is that it stays flat (project target: within 1.3x from n=512 to 16384)."""
+    names = list(dict.fromkeys((r["model"], r["k"]) for r in rows))
+    label = lambda m, k: display(m) + (f" k={k}" if k else "")  # noqa: E731
+    lines = ["**Time per token** (median time / (batch x n), ms)", "",
+             "| n | " + " | ".join(label(m, k) for m, k in names) + " |", "|---" * (len(names) + 1) + "|"]
+    for n in plan:
+        cells = [next((f"{r['time_per_token_s'] * 1e3:.3g}" for r in rows if (r["n"], r["model"], r["k"]) == (n, m, k)),
+                      "-") for m, k in names]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    growth = []
+    for m, k in names:
+        rs = sorted((r for r in rows if r["model"] == m and r["k"] == k), key=lambda r: r["n"])
+        if k and len(rs) > 1:
+            growth.append(f"k={k}: {rs[-1]['time_per_token_s'] / rs[0]['time_per_token_s']:.2f}x")
+    if growth:
+        lines += ["", f"Linformer's time per token at n={max(plan)} over n={min(plan)}: " + ", ".join(growth)
+                  + " (linear cost: 1.0x; target <= 1.3x from 512 to 16384)."]
+    return "\n".join(lines) + "\n"
+
+
+def fmt_flops(value, fmt):
+    return "n/a" if value is None else format(value, fmt)
+
+
 info = C.machine_info(device)
-md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs RoBERTa, {dims['num_hidden_layers']} layers, "
-      f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, batch {args.batch}, {args.dtype}", "",
+names = ", ".join(display(m) for _, m in baselines)
+md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs {names}, {dims['num_hidden_layers']} layers, "
+      f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, FFN {dims['intermediate_size']}, "
+      f"batch {args.batch}, {args.dtype}", "",
       f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. "
-      f"Median of {args.repeats} interleaved runs after {args.warmup} warm-up. Ratios are RoBERTa / Linformer "
+      f"Median of {args.repeats} interleaved runs after {args.warmup} warm-up. Ratios are baseline / Linformer "
       "(time per sequence; peak activation memory per sequence, which sets the largest batch that fits).", ""]
-for b in baselines:
-    md.append(ratio_table(f"time_saved_vs_{b}", C.PAPER_TIME, f"Time saved vs RoBERTa-{b}"))
+mb = next((m for _, m in baselines if m.startswith("modernbert")), None)
+if mb:
+    md += [f"ModernBERT runs transformers' default attention here, `{mb.partition('-')[2]}`; its local window (128 "
+           "tokens on 2 layers of 3) is then a mask over the full n x n scores, and its GLU MLP (hidden x "
+           "2*intermediate in) does 1.5x RoBERTa's MLP FLOPs at the same intermediate size.", ""]
+for b, model in baselines:
+    paper_t, paper_m = (C.PAPER_TIME, C.PAPER_MEMORY) if model.startswith("roberta") else ({}, {})
+    md.append(ratio_table(f"time_saved_vs_{b}", paper_t, f"Time saved vs {display(model)}"))
     if not args.no_memory:
-        md.append(ratio_table(f"mem_saved_vs_{b}", C.PAPER_MEMORY, f"Memory saved vs RoBERTa-{b}"))
+        md.append(ratio_table(f"mem_saved_vs_{b}", paper_m, f"Memory saved vs {display(model)}"))
+md.append(per_token_table())
 md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 2048^3 matmul timed right before "
        "and after each run of that model (median), i.e. the machine's speed at that moment; in brackets, over the "
-       "best matmul of the whole run (a lower bound when neighbours slow the machine down).", "",
-       "| n | model | k | time/seq (median) | IQR | GFLOP | GFLOP/s | % of matmul peak | peak mem/seq |",
-       "|---|---|---|---|---|---|---|---|---|"]
+       "best matmul of the whole run (a lower bound when neighbours slow the machine down). n/a: FLOPs not counted "
+       "for that attention kernel.", "",
+       "| n | model | k | time/seq (median) | IQR | time/token | GFLOP | GFLOP/s | % of matmul peak | peak mem/seq |",
+       "|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     mem = C.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
+    frac = "n/a" if r["frac_of_peak"] is None else f"{100 * r['frac_of_peak']:.0f}%"
+    best = "n/a" if r["frac_of_best_peak"] is None else f"{100 * r['frac_of_best_peak']:.0f}%"
     md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['time_per_seq_s'] * 1e3:.0f} ms | "
-              f"{r['time_q1'] * 1e3:.0f}-{r['time_q3'] * 1e3:.0f} ms | {r['gflops']:.0f} | {r['gflop_per_s']:.0f} | "
-              f"{100 * r['frac_of_peak']:.0f}% of {r['peak_gflop_per_s']:.0f} ({100 * r['frac_of_best_peak']:.0f}% of "
-              f"{r['best_peak_gflop_per_s']:.0f}) | {mem} |")
+              f"{r['time_q1'] / r['batch'] * 1e3:.0f}-{r['time_q3'] / r['batch'] * 1e3:.0f} ms | "
+              f"{r['time_per_token_s'] * 1e3:.3g} ms | "
+              f"{fmt_flops(r['gflops'], '.0f')} | {fmt_flops(r['gflop_per_s'], '.0f')} | "
+              f"{frac} of {r['peak_gflop_per_s']:.0f} ({best} of {r['best_peak_gflop_per_s']:.0f}) | {mem} |")
 if skipped:
     md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
 md = "\n".join(md) + "\n"
@@ -198,9 +258,16 @@ if not args.no_plots:
         label = r["model"].replace("linformer-" + args.linformer_attn, "Linformer") + (f", k={r['k']}" if r["k"] else "")
         series.setdefault(label, []).append(r)
 
+    def style_of(label):
+        if "roberta" in label:
+            return dict(ls="--", lw=2.2, color="black" if "eager" in label else "gray", zorder=3)
+        if "modernbert" in label:
+            return dict(ls="-.", lw=2.2, color="tab:red", zorder=3)
+        return {}
+
     def draw(ax, key, scale, ylabel, title):
         for label, rs in series.items():
-            style = dict(ls="--", lw=2.2, color="black" if "eager" in label else "gray", zorder=3) if "roberta" in label else {}
+            style = style_of(label)
             ax.plot([r["n"] for r in rs], [r[key] * scale / (r["n"] if "token" in ylabel else 1) for r in rs],
                     marker="o", label=label, **style)
         ax.set(xscale="log", yscale="log", xlabel="sequence length n", ylabel=ylabel, title=title)
@@ -218,6 +285,26 @@ if not args.no_plots:
     fig.tight_layout()
     fig.savefig(f"{base_path}_time.png", dpi=110)
     plt.close(fig)
+
+    # Linformer alone, per token and relative to the shortest n: a flat line is the linear-cost promise
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    for label, rs in series.items():
+        if label.startswith("Linformer"):
+            first = rs[0]["time_per_token_s"]
+            ax.plot([r["n"] for r in rs], [r["time_per_token_s"] / first for r in rs], marker="o",
+                    label=f"{label} ({first * 1e3:.3g} ms/token at n={rs[0]['n']})")
+    ax.axhline(1.3, ls=":", color="tab:red", label="1.3x: target from n=512 to 16384")
+    ax.axhline(1.0, lw=0.8, color="gray")
+    ax.set(xscale="log", xlabel="sequence length n", ylabel=f"time per token / time per token at n={min(plan)}",
+           title=f"Linformer time per token vs n, {where}")
+    ax.set_xticks(list(plan), [str(n) for n in plan])
+    ax.minorticks_off()
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(f"{base_path}_per_token.png", dpi=110)
+    plt.close(fig)
     if not args.no_memory:
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         draw(ax, "mem_per_seq_bytes", 2**-20, "peak activation memory per sequence (MiB)",
@@ -225,4 +312,4 @@ if not args.no_plots:
         fig.tight_layout()
         fig.savefig(f"{base_path}_memory.png", dpi=110)
         plt.close(fig)
-print(f"wrote {base_path}.{{csv,json,md}}" + ("" if args.no_plots else f" and {base_path}_{{time,memory}}.png"))
+print(f"wrote {base_path}.{{csv,json,md}}" + ("" if args.no_plots else f" and {base_path}_{{time,per_token,memory}}.png"))

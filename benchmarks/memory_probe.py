@@ -1,6 +1,7 @@
 """Peak memory of one configuration, measured in this fresh process (used by inference.py and training.py).
 
     python benchmarks/memory_probe.py '{"model": "roberta-eager", "n": 1024, "mode": "inference"}'
+    python benchmarks/memory_probe.py '{"model": "modernbert-sdpa", "n": 1024, "mode": "train", "amp": "bfloat16"}'
 
 Prints one JSON line: peak_bytes (added on top of the resident weights during one forward pass, or one
 training step after a first step created the gradients and optimizer state) and resident_bytes.
@@ -23,7 +24,7 @@ def main():
     model = build(dict(spec, head="mlm" if mode == "train" else spec.get("head")), device)
     ids = random_ids(spec.get("batch", 1), spec["n"], device)
     if mode == "train":
-        step = training_step(model, ids)
+        step = training_step(model, ids, amp=spec.get("amp"))
         step()  # creates gradients and optimizer state: they are not activations
     elif mode == "inference":
         step = inference_step(model, ids)

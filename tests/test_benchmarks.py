@@ -55,6 +55,39 @@ def test_roberta_flops_match_torch_count():
     assert C.count_matmul_flops(C.inference_step(model, C.random_ids(2, 48))) == C.flops_roberta(48, TINY, batch=2)
 
 
+def test_modernbert_flops_match_torch_count():
+    """Eager ModernBERT applies its local window as a mask over full n x n scores (as sdpa does, whose CPU
+    kernel torch's counter does not see): the analytic count is full attention on every layer."""
+    model = C.build_modernbert(300, TINY, "eager")  # n > the 128-token window, so local layers are masked
+    counted = C.count_matmul_flops(C.inference_step(model, C.random_ids(2, 300)))
+    assert counted == C.flops_modernbert(300, TINY, batch=2, attn="eager") == C.forward_flops("modernbert-eager", 300,
+                                                                                             dims=TINY, batch=2)
+    assert C.flops_modernbert(300, TINY, attn="flash_attention_2") is None  # skips outside the window: not counted
+
+
+def test_baselines_and_dtype_names():
+    models = C.baseline_models("sdpa,modernbert")
+    assert models[0] == ("sdpa", "roberta-sdpa") and models[1][0] == "modernbert"
+    assert C.build(dict(model=models[1][1], n=16, dims=TINY)).config._attn_implementation == models[1][1][11:]
+    with pytest.raises(ValueError, match="eager or sdpa"):
+        C.baseline_models("flash")
+    assert C.pick_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+    with pytest.raises(ValueError, match="not supported on CPU"):
+        C.pick_dtype("fp16", torch.device("cpu"))
+
+
+@pytest.mark.parametrize("model", ["roberta-sdpa", "modernbert-sdpa", "linformer-sdpa"])
+def test_training_step_autocast_keeps_fp32_weights(model):
+    """--dtype bfloat16 in training.py is train_mlm.py's --mixed_precision bf16: matmuls in bf16, weights fp32."""
+    net = C.build(dict(model=model, n=32, k=8, dims=TINY, head="mlm"))
+    seen = []
+    linear = next(m for m in net.modules() if isinstance(m, torch.nn.Linear))
+    linear.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
+    loss = C.training_step(net, C.random_ids(2, 32), amp="bfloat16")()
+    assert seen == [torch.bfloat16] and torch.isfinite(loss)
+    assert all(p.dtype == torch.float32 for p in net.parameters())
+
+
 def test_timing_helpers():
     times = C.time_interleaved({"a": lambda: None, "b": lambda: None}, "cpu", warmup=1, repeats=3)
     assert set(times) == {"a", "b"} and all(len(v) == 3 for v in times.values())
@@ -89,6 +122,40 @@ def test_inference_quick_path_tiny(tmp_path):
     lin = next(r for r in rows if r["k"] == 16)
     assert lin["time_saved_vs_eager"] > 0 and lin["frac_of_peak"] > 0
     assert "Time saved vs RoBERTa-sdpa" in open(tmp_path / "t.md").read()
+
+
+def test_inference_modernbert_bf16_batch_tiny(tmp_path):
+    out = run_script("inference.py", "--tiny", "--n", "256", "--k", "64", "--baselines", "sdpa,modernbert", "--dtype",
+                     "bf16", "--batch", "2", "--repeats", "1", "--warmup", "0", "--threads", "1", "--no-memory",
+                     "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.load(open(tmp_path / "t.json"))
+    rows = {r["model"]: r for r in res["rows"]}
+    mb = next(m for m in rows if m.startswith("modernbert"))
+    assert res["args"]["dtype"] == "bfloat16" and all(r["spec"]["dtype"] == "bfloat16" for r in rows.values())
+    assert rows[mb]["attn_implementation"] == mb.partition("-")[2] and rows[mb]["batch"] == 2
+    lin = rows["linformer-sdpa"]
+    assert lin["time_saved_vs_modernbert"] > 0 and lin["time_saved_vs_sdpa"] > 0 and lin["time_per_token_s"] > 0
+    md = open(tmp_path / "t.md").read()
+    assert f"Time saved vs ModernBERT-{mb.partition('-')[2]}" in md and "Time per token" in md
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_memory_probe_modernbert_bf16():
+    m = C.probe_memory(dict(model="modernbert-sdpa", n=256, dims=TINY, batch=2, dtype="bfloat16", threads=1))
+    assert m["peak_bytes"] > 0 and m["resident_bytes"] > 0
+
+
+def test_training_pairs_bf16_tiny(tmp_path):
+    out = run_script("training.py", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0", "--threads",
+                     "1", "--no-memory", "--baselines", "sdpa,modernbert", "--dtype", "bf16", "--out", str(tmp_path),
+                     "--tag", "t")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    assert [(r["n"], r["k"]) for r in rows if r["k"]] == [(32, 8), (64, 16)]  # pairs, not the 2 x 2 grid
+    assert all(r["dtype"] == "bfloat16" and r["tokens_per_s"] > 0 for r in rows)
+    assert all(r["speedup_vs_modernbert"] > 0 for r in rows if r["k"])
+    assert "autocast bfloat16, fp32 weights" in open(tmp_path / "t.md").read()
 
 
 def test_training_tiny(tmp_path):

@@ -105,3 +105,23 @@ def test_a_missed_goal_says_missed_and_a_missing_one_says_so(report, tmp_path):
     assert "0.900 (2 texts) | **missed** |" in rows[0]
     assert "-2.0 points) | **missed** |" in rows[2]
     assert rows[5].endswith("| – | not measured yet |")
+
+
+def test_systems_selects_whose_rows_are_measured(report):
+    """--systems teacher converted must plan no row that needs the trained student (they run while it
+    trains), and the default plans every system's rows."""
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(chunks=4, long_chunks=1, retrieval_docs=10, probe_train=10, probe_validation=10,
+                           outlet_min_articles=2, outlet_max_per_class=0, outlet_folds=2, finetune_seeds=[0],
+                           finetune_max_train_samples=8, finetune_max_eval_samples=8, threads=1, repeats=1,
+                           teacher="t", student="s", converted="c", only=None, data_dir=Path("."))
+    prints = {s: dict(sha256=s) for s in ("teacher", "student", "converted")}
+    names = lambda systems: {item[0] for item in report.plan(SimpleNamespace(**vars(args), systems=systems),  # noqa: E731
+                                                            prints, lambda what: None)}
+    early = names(["teacher", "converted"])
+    assert early and all("student" not in name and name != "cost" for name in early)
+    assert {"fidelity_converted", "probe_teacher", "retrieval_teacher_windows", "finetune_teacher_s0"} <= early
+    everything = names(list(report.SYSTEM_ROWS))
+    assert {"cost", "fidelity_student", "finetune_student_s0", "outlet_student"} <= everything - early
+    assert names(["student"]) == everything - early

@@ -71,6 +71,7 @@ conversion = _load_conversion_report()  # also puts benchmarks/ on sys.path and 
 from common import peak_memory, stats, time_interleaved  # noqa: E402
 
 SOURCE_N = conversion.SOURCE_N  # the teacher's position limit
+SYSTEM_ROWS = ("teacher", "converted", "student")  # --systems
 GOALS = dict(fidelity=0.97, short_text_points=1.0, speedup=2.5)
 SYSTEMS = {  # result-file name -> how the table names it, and what it reads
     "teacher_truncated": ("teacher, truncated", "first 512 tokens"),
@@ -420,7 +421,16 @@ def plan(args, prints, get):
                                        repeats=args.repeats, threads=args.threads),
                   lambda: cost(args, get("data"), get("tokenizer"), get("student").config.max_seq_length)))
     return [item for item in items if (args.only is None or item[1] in args.only)
-            and (not args.only_teacher or "_teacher" in item[0])]
+            and system_of(item[0]) in args.systems]
+
+
+def system_of(name):
+    """Whose row a result file is: `finetune_teacher_s0` and `retrieval_teacher_windows` are the teacher's,
+    `fidelity_converted` the conversion's; `cost` times the student (against the teacher)."""
+    for system in ("teacher", "converted", "student"):
+        if f"_{system}" in name:
+            return system
+    return "student"
 
 
 def normalised(stamp):
@@ -850,8 +860,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch threads, here and in finetune_glue.py (default 1)")
     p.add_argument("--only", nargs="+", choices=MEASURES, help="run only these measurements")
     p.add_argument("--report_only", action="store_true", help="only rebuild results.json, results.md and plots")
-    p.add_argument("--only_teacher", action="store_true", help="only the teacher's rows, which need no trained "
-                   "student: run them while it trains (--student may then be the converted folder)")
+    p.add_argument("--systems", nargs="+", choices=SYSTEM_ROWS, default=list(SYSTEM_ROWS),
+                   help="only these systems' rows (default: all). The teacher's and the conversion's need no "
+                   "trained student: run them while it trains, with --student pointing at the converted folder")
     p.add_argument("--quick", action="store_true", help="smoke-test sizes (a few minutes): " +
                    ", ".join(f"{k}={v}" for k, v in QUICK.items() if FULL[k] != v))
     sizes = p.add_argument_group("sizes (defaults: the full report; --quick changes them; 0: all)")
