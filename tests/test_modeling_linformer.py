@@ -617,20 +617,27 @@ COMPILE_MODES = [("linear", False, "none"), ("linear", True, "none"), ("linear",
                  ("mean_pool", False, "none"), ("max_pool", True, "none"), ("conv", True, "none")]
 
 
-@pytest.mark.parametrize("kind, short, scaling", COMPILE_MODES)
-def test_forward_with_a_mask_traces_as_one_graph(kind, short, scaling):
-    """Dynamo traces LinformerModel's forward with a padding mask (SDPA) as one graph, no break: the input
-    range checks and the short-input `.tolist()` sync are skipped under compilation, where short rows are
-    chosen per sequence with `torch.where` instead."""
+def compile_case(**overrides):
+    """An SDPA model and a batch of 3 x 20 tokens: one row right-padded to 5 tokens (short), one full, one
+    left-padded to 8 (short or projected, depending on k)."""
     torch.manual_seed(0)
-    config = tiny_config(projection_sharing="layerwise", projection_type=kind, full_attention_short_inputs=short,
-                         projection_length_scaling=scaling)
+    config = tiny_config(projection_sharing="layerwise", **overrides)
     model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
     ids = torch.randint(5, 300, (3, 20))
     mask = torch.ones_like(ids)
     mask[0, 5:] = 0
     mask[2, :12] = 0
     torch._dynamo.reset()
+    return model, ids, mask
+
+
+@pytest.mark.parametrize("kind, short, scaling", COMPILE_MODES)
+def test_forward_with_a_mask_traces_as_one_graph(kind, short, scaling):
+    """Dynamo traces LinformerModel's forward with a padding mask (SDPA) as one graph, no break: the input
+    range checks and the short-input `.tolist()` sync are skipped under compilation, where short rows are
+    chosen per sequence with `torch.where` instead."""
+    model, ids, mask = compile_case(projection_type=kind, full_attention_short_inputs=short,
+                                    projection_length_scaling=scaling)
     explained = torch._dynamo.explain(model)(ids, attention_mask=mask)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
 
@@ -642,15 +649,7 @@ def test_compiled_model_matches_eager():
     in fp32, on a batch mixing short (<= k, exact attention) and projected rows, padded left and right;
     and again on a second mask of the same shape, without recompiling. Slow: Inductor builds C++ kernels
     (12-35 s on a busy 2-core machine, depending on its cache)."""
-    torch.manual_seed(0)
-    config = tiny_config(projection_sharing="layerwise", full_attention_short_inputs=True,
-                         projection_length_scaling="resample")
-    model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
-    ids = torch.randint(5, 300, (3, 20))
-    mask = torch.ones_like(ids)
-    mask[0, 5:] = 0
-    mask[2, :12] = 0
-    torch._dynamo.reset()
+    model, ids, mask = compile_case(full_attention_short_inputs=True, projection_length_scaling="resample")
     compiled = torch.compile(model, fullgraph=True)
     for recompile, batch_mask in ((True, mask), (False, mask.flip(0))):
         expected = model(ids, attention_mask=batch_mask).last_hidden_state

@@ -21,9 +21,10 @@ RELEASE = REPO / "release" / "minilm-l6-linformer-n4096"
 SHORT = ["Shares fell.", "Rain is expected over the weekend in the north of the country."]
 
 
-def check_loading_paths(folder, n, tmp_path):
+def check_loading_paths(folder, n, tmp_path, short_cosine):
     """fp16 weights; remote code in a process where linformer-hf is not importable; SentenceTransformer with
-    mean pooling, normalised, max_seq_length n; short inputs (<= k tokens) give the teacher's embeddings."""
+    mean pooling, normalised, max_seq_length n; loaded as stored (fp16) or in fp32 it gives the same
+    embeddings, and on short inputs (<= k tokens) the teacher's up to `short_cosine`."""
     from sentence_transformers import SentenceTransformer
 
     with safe_open(folder / "model.safetensors", "pt") as f:
@@ -51,11 +52,13 @@ print("ok")
     teacher = SentenceTransformer(TEACHER, device="cpu")
     assert student.max_seq_length == n and len(student) == len(teacher) == 3  # transformer, pooling, normalise
     theirs = teacher.encode(SHORT, convert_to_tensor=True)
-    for ours in (student.encode(SHORT, convert_to_tensor=True).float(),  # as stored: float16
-                 SentenceTransformer(str(folder), device="cpu", trust_remote_code=True,
-                                     model_kwargs={"dtype": torch.float32}).encode(SHORT, convert_to_tensor=True)):
+    as_stored = student.encode(SHORT, convert_to_tensor=True).float()  # float16
+    in_fp32 = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True,
+                                  model_kwargs={"dtype": torch.float32}).encode(SHORT, convert_to_tensor=True)
+    assert torch.nn.functional.cosine_similarity(as_stored, in_fp32).min() > 0.999
+    for ours in (as_stored, in_fp32):
         torch.testing.assert_close(ours.norm(dim=-1), torch.ones(len(SHORT)), rtol=0, atol=2e-3)
-        assert torch.nn.functional.cosine_similarity(ours, theirs).min() > 0.999  # fp16 weights, exact path
+        assert torch.nn.functional.cosine_similarity(ours, theirs).min() > short_cosine
 
 
 @pytest.mark.slow
@@ -88,7 +91,8 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
     assert "2 updates of 2 spans" in card and "![plot]" not in card
     assert not (out / "checkpoints").exists() and not (out / "metrics.jsonl").exists()
     assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
-    check_loading_paths(out, 1024, tmp_path)
+    assert "### Why this recipe" in card and "recall@1" in card  # the choices, quoted from the conversion report
+    check_loading_paths(out, 1024, tmp_path, short_cosine=0.999)  # 2 updates from an exact conversion
 
 
 def test_release_refuses_an_unfinished_run(tmp_path):
@@ -104,4 +108,6 @@ def test_release_refuses_an_unfinished_run(tmp_path):
 def test_committed_release_loads_everywhere(tmp_path):
     card = (RELEASE / "README.md").read_text()
     assert "sentence-transformers/all-MiniLM-L6-v2" in card and "apache-2.0" in card
-    check_loading_paths(RELEASE, 4096, tmp_path)
+    # Distillation trains every weight, so short inputs are no longer exact: the report measured a mean
+    # cosine of 0.995 (least 0.987) to the teacher on held-out texts of <= k tokens.
+    check_loading_paths(RELEASE, 4096, tmp_path, short_cosine=0.98)

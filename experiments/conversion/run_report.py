@@ -327,13 +327,15 @@ def speed_and_memory(source_path, data, tokenizer, repeats, workdir):
     return dict(tokens=len(ids), models=out, repeats=repeats)
 
 
-def memory_probe_subprocess(spec):
+def memory_probe_subprocess(spec, script=__file__):
+    """Peak bytes of one forward, from `script --memory_probe SPEC` in a fresh process (the distillation
+    report passes its own script, which probes its own systems)."""
     env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     try:
-        result = subprocess.run([sys.executable, __file__, "--memory_probe", f.name], capture_output=True, text=True,
-                                env=env, timeout=1800)
+        result = subprocess.run([sys.executable, str(script), "--memory_probe", f.name], capture_output=True,
+                                text=True, env=env, timeout=1800)
     finally:
         os.unlink(f.name)
     if result.returncode != 0:

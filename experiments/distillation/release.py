@@ -52,7 +52,33 @@ def results_section(results_md):
     return "\n".join(lines).strip()
 
 
-def card(run, config, train_config, facts, results_md, hardware):
+def recipe_evidence(conversion_json):
+    """The measurements that chose k, the use of E and the teacher's long-input signal, quoted from the
+    conversion report's results.json (held-out news, the same teacher), so the card's reasons are runs too."""
+    results = json.loads(Path(conversion_json).read_text())
+    variants, source = results["variants"], results["source"]["retrieval"]
+
+    def cosine(name, bucket="k..512"):
+        return variants[name]["cosine"][bucket]["mean"]
+
+    def seconds(model):
+        return results["speed_memory"]["models"][model]["seconds"]["median"]
+    return f"""- **k = 256** rather than 128: converted at n = 4096 with resampled E, the mean cosine to the teacher on
+  k..512-token texts is {cosine('n4096_k256_resample'):.3f} at k = 256 against {cosine('n4096_k128_resample'):.3f} at k = 128,
+  for {seconds('linformer k=256'):.2f} s against {seconds('linformer k=128'):.2f} s per 4096-token document (CPU, one thread).
+- **E resampled to each input's length** (`projection_length_scaling="resample"`): {cosine('n4096_k256_resample'):.3f}
+  against {cosine('n4096_k256_window_mean'):.3f} for the plain window-mean E at k = 256 on k..512 tokens, and
+  {cosine('n4096_k256_resample', '>512'):.3f} against {cosine('n4096_k256_window_mean', '>512'):.3f} beyond 512.
+- **Teacher signal beyond 512 tokens: its 512-token windows.** Averaged over windows, the teacher retrieves
+  long held-out articles at recall@1 {source['windows']['recall_at_1']:.3f}, against {source['extended']['recall_at_1']:.3f}
+  with its positions repeated and full attention, and {source['truncated']['recall_at_1']:.3f} truncated to 512.
+- **E at learning rate 1e-4**, the other weights at 5e-5: with E at 1e-3 the first run diverged within a few
+  updates (Adam's per-entry steps add up over E's 4096 columns).
+
+(From linformer-hf's `experiments/conversion/results.md`, `python experiments/conversion/run_report.py`.)"""
+
+
+def card(run, config, train_config, facts, results_md, hardware, evidence):
     n, k = config["max_seq_length"], config["projected_dim"]
     teacher = "sentence-transformers/all-MiniLM-L6-v2"
     return f"""---
@@ -112,6 +138,10 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
   {facts['hours']:.2f} h wall time (evaluations included) on {hardware}; peak memory {facts['peak_memory_gb']:.1f} GB.
 - Weights stored in float16 (trained in float32).
 
+### Why this recipe
+
+{evidence}
+
 {results_section(results_md)}
 """
 
@@ -120,11 +150,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", type=Path, required=True, help="the output_dir of a finished distill.py run")
     p.add_argument("--results", type=Path, default=HERE / "results.md", help="run_report.py's results.md")
+    p.add_argument("--conversion_results", type=Path, default=REPO / "experiments/conversion/results.json",
+                   help="the conversion report's results.json: the measurements behind the recipe's choices")
     p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
     p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()}), one torch thread",
                    help="where the run trained, for the card")
     args = p.parse_args(argv)
-    for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results)):
+    for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
+                       ("--conversion_results", args.conversion_results)):
         if not path.is_file():
             sys.exit(f"release.py: error: {flag}: {path} does not exist (finish the run / the report first)")
 
@@ -143,7 +176,8 @@ def main(argv=None):
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
         model.to(torch.float16).save_pretrained(staging)  # config.json now says float16
         (staging / "README.md").write_text(card(args.run, config, train_config, training_facts(args.run),
-                                                args.results, args.hardware), encoding="utf-8")
+                                                args.results, args.hardware, recipe_evidence(args.conversion_results)),
+                                           encoding="utf-8")
         os.chmod(staging, 0o755)
         if args.out.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.old-", dir=args.out.parent))

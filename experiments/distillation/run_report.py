@@ -315,7 +315,7 @@ def cost(args, data, tokenizer, n):
     del runners
     out = {}
     for system, name in COST_SYSTEMS.items():
-        probes = [memory_probe_subprocess(specs[name]) for _ in range(3)]
+        probes = [conversion.memory_probe_subprocess(specs[name], script=__file__) for _ in range(3)]
         out[name] = dict(system=system, seconds=stats(times[name]), peak_bytes=min(probes), peak_bytes_probes=probes)
     return dict(tokens=len(ids), repeats=args.repeats, threads=args.threads, models=out)
 
@@ -346,20 +346,6 @@ def runner(spec):
         with torch.inference_mode():
             model(input_ids=batch, attention_mask=torch.ones_like(batch))
     return run
-
-
-def memory_probe_subprocess(spec):
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_="131072")
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
-    try:
-        result = subprocess.run([sys.executable, __file__, "--memory_probe", f.name], capture_output=True, text=True,
-                                env=env, timeout=1800)
-    finally:
-        os.unlink(f.name)
-    if result.returncode != 0:
-        raise RuntimeError(f"memory probe failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])["peak_bytes"]
 
 
 def run_memory_probe(path):
