@@ -82,6 +82,8 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
     results = tmp_path / "results.md"
     results.write_text("# Results\n\nintro\n\n## Fidelity\n\n| bucket | cosine |\n|---|---|\n| k..512 | 0.9 |\n"
                        "\n![plot](plot.png)\n")
+    results.with_suffix(".json").write_text(json.dumps({"goals": [
+        dict(goal="fidelity >= 0.97", measured="0.9", met=False), dict(goal="cost", measured="3x", met=True)]}))
     out = tmp_path / "release" / "minilm"
     subprocess.run([sys.executable, str(REPO / "experiments" / "distillation" / "release.py"), "--run", str(run),
                     "--results", str(results), "--out", str(out)], check=True, capture_output=True,
@@ -92,6 +94,9 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
     assert not (out / "checkpoints").exists() and not (out / "metrics.jsonl").exists()
     assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
     assert "### Why this recipe" in card and "recall@1" in card  # the choices, quoted from the conversion report
+    falls_short = card[card.index("### Where it falls short"):]
+    assert "fidelity >= 0.97: **missed** (0.9)" in falls_short and "cost" not in falls_short.split("\n\n")[1]
+    assert "at update 2)" in falls_short  # the run's validation curve (final evaluation)
     check_loading_paths(out, 1024, tmp_path, short_cosine=0.999)  # 2 updates from an exact conversion
 
 
