@@ -1,0 +1,306 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
+"""Linformer configuration.
+
+RoBERTa's fields plus those that define the paper's low-rank attention: the longest input the
+projections accept (n), the projected length (k), how projections are shared, and what kind of
+projection maps length n to k. Every invalid value or combination is rejected at construction with a
+one-line ``ValueError`` naming the field and what it allows, so a model can never be built from a
+config it cannot run, and a typo in a field name is not silently stored as an unused attribute.
+"""
+
+import dataclasses
+import difflib
+import functools
+import types
+import typing
+from typing import Literal, get_args, get_origin
+
+from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassFieldValidationError
+from transformers import GenerationConfig, PreTrainedConfig
+from transformers.activations import ACT2FN
+
+ProjectionSharing = Literal["none", "headwise", "key_value", "layerwise"]
+ProjectionType = Literal["linear", "mean_pool", "max_pool", "conv"]
+ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
+ClassifierPooling = Literal["cls", "mean"]
+
+PROJECTION_SHARING = get_args(ProjectionSharing)
+PROJECTION_TYPES = get_args(ProjectionType)
+# Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
+# "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
+PROJECTION_LENGTH_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
+CLASSIFIER_POOLING = get_args(ClassifierPooling)
+
+# Every head this package ships, for the `auto_map` written next to saved weights, so that
+# `AutoModelFor*.from_pretrained(folder, trust_remote_code=True)` finds each of them.
+AUTO_MAP = {
+    "AutoConfig": "configuration_linformer.LinformerConfig",
+    "AutoModel": "modeling_linformer.LinformerModel",
+    "AutoModelForMaskedLM": "modeling_linformer.LinformerForMaskedLM",
+    "AutoModelForSequenceClassification": "modeling_linformer.LinformerForSequenceClassification",
+    "AutoModelForTokenClassification": "modeling_linformer.LinformerForTokenClassification",
+    "AutoModelForQuestionAnswering": "modeling_linformer.LinformerForQuestionAnswering",
+    "AutoModelForMultipleChoice": "modeling_linformer.LinformerForMultipleChoice",
+}
+
+# Keys that config.json files written by transformers 4.x (and BERT/RoBERTa configs) still carry and
+# that transformers 5 stores as plain attributes. They are accepted so old or converted folders load.
+LEGACY_CONFIG_KEYS = frozenset({
+    "torchscript", "use_bfloat16", "tf_legacy_loss", "pruned_heads", "cross_attention_hidden_size",
+    "tie_encoder_decoder", "finetuning_task", "tokenizer_class", "prefix", "task_specific_params",
+    "sep_token_id", "decoder_start_token_id", "gradient_checkpointing", "position_embedding_type",
+})
+# Keys PreTrainedConfig consumes in `__post_init__`, or that transformers itself sets on a config and
+# `to_dict` then writes (quantization, pipelines, loading options), without declaring them as fields.
+# Keys starting with "_" are transformers' bookkeeping and are accepted too.
+CONSUMED_CONFIG_KEYS = frozenset({
+    "model_type", "name_or_path", "torch_dtype", "num_labels", "output_attentions", "attn_implementation",
+    "experts_implementation", "per_layer_config", "quantization_config", "custom_pipelines", "fusion_config",
+    "distributed_config",
+})
+
+
+@functools.cache
+def standard_config_keys() -> frozenset:
+    """Every non-field key a PreTrainedConfig legitimately receives from `to_dict`, `from_pretrained` or a user."""
+    keys = {f.name for f in dataclasses.fields(PreTrainedConfig)}
+    keys |= {name for klass in PreTrainedConfig.__mro__ for name, member in vars(klass).items()
+             if isinstance(member, property) and member.fset is not None and not name.startswith("_")}
+    # Generation parameters in old config.json files are dropped by PreTrainedConfig, not stored.
+    defaults = getattr(GenerationConfig, "_get_default_generation_params", dict)
+    return frozenset(keys | set(defaults()) | LEGACY_CONFIG_KEYS | CONSUMED_CONFIG_KEYS)
+
+
+def describe_type(annotation) -> str:
+    if get_origin(annotation) is Literal:
+        return "one of " + ", ".join(repr(value) for value in get_args(annotation))
+    if get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(describe_type(arg) for arg in get_args(annotation))
+    return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
+
+
+def one_line_field_errors(cls):
+    """Turn `@strict`'s type errors (a non-ValueError spread over two lines) into one-line `ValueError`s.
+
+    Applied on top of `@strict`: the type of every field, `Literal` ones included, is still checked by
+    huggingface_hub on every assignment; only the exception is reworded to name the field and what it
+    allows, like the range checks in `validate_architecture`.
+    """
+    strict_setattr = cls.__setattr__
+
+    def __setattr__(self, name, value):
+        try:
+            strict_setattr(self, name, value)
+        except StrictDataclassFieldValidationError:
+            allowed = describe_type(self.__dataclass_fields__[name].type)
+            raise ValueError(f"{cls.__name__}: `{name}`={value!r} is invalid; allowed: {allowed}.") from None
+
+    cls.__setattr__ = __setattr__
+    return cls
+
+
+@one_line_field_errors
+@strict
+class LinformerConfig(PreTrainedConfig):
+    r"""
+    Configuration of a Linformer encoder (RoBERTa architecture, Linformer self-attention).
+
+    Linformer-specific fields:
+        max_seq_length (`int`, defaults to 512):
+            n, the longest input the sequence projections accept. Shorter inputs need no padding.
+        projected_dim (`int` or `list[int]`, defaults to 128):
+            k, the length keys and values are projected to; a list gives one k per layer (the paper's
+            non-uniform projected dimension). Must satisfy 1 <= k <= n.
+        projection_sharing (`str`, defaults to `"layerwise"`):
+            `"none"` (an E and an F per head and layer), `"headwise"` (one E and one F per layer),
+            `"key_value"` (one matrix per layer for keys and values), `"layerwise"` (one matrix for
+            the whole model). Pooling projections have no weights, so sharing does not apply to them.
+        projection_type (`str`, defaults to `"linear"`):
+            `"linear"` (learned E/F), `"mean_pool"`, `"max_pool"` or `"conv"` (kernel and stride n/k);
+            the last three need n divisible by every k.
+        projection_init_std (`float`, *optional*):
+            Standard deviation of the normal initialisation of learned E/F. Defaults to 1/sqrt(n), so a
+            projected key over n positions has the scale of one key (see README, "Initialisation").
+        projection_length_scaling (`str`, defaults to `"none"`):
+            How a learned (`"linear"`) projection treats an input of L < n real tokens, which meets only
+            the first L columns of E/F: `"none"` uses them as they are (the paper), so projected keys and
+            values shrink by about sqrt(L/n); `"sqrt"` multiplies them by sqrt(n/L), which keeps their
+            scale at init; `"linear"` by n/L. `"resample"` reads all n columns instead: column j of the
+            L-token projection is the mean of E's columns over [j n/L, (j+1) n/L), times n/L, so every row
+            of E still covers its share of the input (a window-mean E keeps its windows, scaled to L) and
+            row sums are kept; computed per sequence from its own real length. Inputs of exactly n tokens
+            are unaffected by every choice, so this can be changed between pretraining on full blocks and
+            finetuning on short texts (see model card). Converted models use `"resample"` (see
+            experiments/conversion).
+        full_attention_short_inputs (`bool`, defaults to `False`):
+            A sequence with at most k real tokens (k of the layer at hand) attends to its own keys and
+            values exactly, as standard attention does, instead of to their projection: projecting
+            L <= k keys up to k rows saves nothing. Decided per sequence, so a padded batch may mix both
+            kinds. A model converted from RoBERTa/BERT then reproduces its source on every such input.
+            Off by default: a model pretrained as a Linformer has only ever seen projected keys.
+        classifier_pooling (`str`, defaults to `"cls"`):
+            What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
+            RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
+            gives every query the same k keys, so the first token has no privileged view of the sentence.
+    """
+
+    model_type = "linformer"
+
+    vocab_size: int = 50265
+    hidden_size: int = 768
+    num_hidden_layers: int = 12
+    num_attention_heads: int = 12
+    intermediate_size: int = 3072
+    hidden_act: str = "gelu"
+    hidden_dropout_prob: float | int = 0.1
+    attention_probs_dropout_prob: float | int = 0.1
+    max_position_embeddings: int | None = None
+    type_vocab_size: int = 1
+    initializer_range: float = 0.02
+    layer_norm_eps: float = 1e-5
+    pad_token_id: int | None = 1
+    bos_token_id: int | None = 0
+    eos_token_id: int | list[int] | None = 2
+    classifier_dropout: float | int | None = None
+    is_decoder: bool = False
+    add_cross_attention: bool = False
+    use_cache: bool = False
+    tie_word_embeddings: bool = True
+
+    max_seq_length: int = 512
+    projected_dim: int | list[int] = 128
+    projection_sharing: ProjectionSharing = "layerwise"
+    projection_type: ProjectionType = "linear"
+    projection_init_std: float | None = None
+    projection_length_scaling: ProjectionLengthScaling = "none"
+    full_attention_short_inputs: bool = False
+    classifier_pooling: ClassifierPooling = "cls"
+    auto_map: dict | None = None
+
+    def __post_init__(self, **kwargs):
+        model_type = kwargs.pop("model_type", self.model_type)
+        if model_type != self.model_type:
+            raise ValueError(
+                f"LinformerConfig: the checkpoint is a `{model_type}` model (model_type={model_type!r}), not a "
+                "Linformer; convert a BERT/RoBERTa encoder first: python convert_to_linformer.py "
+                "--model_name_or_path <that checkpoint> --output_dir <new folder>."
+            )
+        unknown = sorted(key for key in set(kwargs) - standard_config_keys() if not key.startswith("_"))
+        if unknown:
+            known = [f.name for f in dataclasses.fields(self)] + sorted(standard_config_keys())
+            hints = []
+            for key in unknown:
+                close = difflib.get_close_matches(key, known, n=1)
+                hints.append(f"`{key}`" + (f" (did you mean `{close[0]}`?)" if close else ""))
+            raise ValueError(
+                f"LinformerConfig: unknown argument{'s' if len(unknown) > 1 else ''} {', '.join(hints)}; allowed: "
+                "the fields of LinformerConfig and the standard PreTrainedConfig keys."
+            )
+        if kwargs.get("position_embedding_type", "absolute") != "absolute":
+            raise ValueError(
+                f"LinformerConfig: `position_embedding_type`={kwargs['position_embedding_type']!r} is invalid; "
+                "Linformer uses RoBERTa's absolute positions, so only 'absolute' is allowed."
+            )
+        super().__post_init__(**kwargs)
+        if self.max_position_embeddings is None and isinstance(self.pad_token_id, int):
+            # RoBERTa numbers positions from pad_token_id + 1.
+            self.max_position_embeddings = self.max_seq_length + self.pad_token_id + 1
+        if self.auto_map is None:
+            self.auto_map = dict(AUTO_MAP)
+        # `@strict` runs this again after `__init__`, but wraps what it raises in its own two-line error;
+        # called here first, a bad value fails with the plain one-line ValueError below.
+        self.validate_architecture()
+
+    def validate_architecture(self):
+        """Every range and combination check, in one place; also run by `validate()` and `save_pretrained`."""
+        super().validate_architecture()
+
+        def fail(field, value, allowed):
+            raise ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
+
+        def at_least(field, low):
+            value = getattr(self, field)
+            if not value >= low:
+                fail(field, value, f"it must be an integer >= {low}")
+
+        def probability(field, optional=False):
+            value = getattr(self, field)
+            if not (value is None and optional) and not (value is not None and 0 <= value < 1):
+                fail(field, value, "a dropout probability must satisfy 0 <= p < 1" + (" (or be None)" if optional else ""))
+
+        def positive(field, optional=False):
+            value = getattr(self, field)
+            if not (value is None and optional) and not (value is not None and value > 0):
+                fail(field, value, "it must be > 0" + (" (or None)" if optional else ""))
+
+        if self.is_decoder or self.add_cross_attention:
+            fail(
+                "is_decoder" if self.is_decoder else "add_cross_attention",
+                True,
+                "Linformer projects keys along the whole sequence, so it cannot be causal or a decoder; "
+                "it must be False",
+            )
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "type_vocab_size", "max_seq_length"):
+            at_least(field, 1)
+        at_least("chunk_size_feed_forward", 0)
+        probability("hidden_dropout_prob")
+        probability("attention_probs_dropout_prob")
+        probability("classifier_dropout", optional=True)
+        positive("initializer_range")
+        positive("layer_norm_eps")
+        positive("projection_init_std", optional=True)
+        if self.hidden_size % self.num_attention_heads:
+            fail("hidden_size", self.hidden_size,
+                 f"it must be divisible by num_attention_heads={self.num_attention_heads}")
+        if self.hidden_act not in ACT2FN:
+            close = difflib.get_close_matches(self.hidden_act, list(ACT2FN), n=1)
+            fail("hidden_act", self.hidden_act, "it must name an activation of transformers.activations.ACT2FN"
+                 + (f" (did you mean {close[0]!r}?)" if close else ""))
+        if not isinstance(self.pad_token_id, int):
+            fail("pad_token_id", self.pad_token_id, "an integer is required (positions are numbered after it)")
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
+            value = getattr(self, field)
+            for token in value if isinstance(value, list) else [value]:
+                if token is not None and not 0 <= token < self.vocab_size:
+                    fail(field, value, f"token ids must satisfy 0 <= id < vocab_size={self.vocab_size}")
+        needed = self.max_seq_length + self.pad_token_id + 1
+        if self.max_position_embeddings is None or self.max_position_embeddings < needed:
+            fail("max_position_embeddings", self.max_position_embeddings,
+                 f"it must be at least max_seq_length + pad_token_id + 1 = {needed}")
+
+        ks = self.projected_dims
+        if isinstance(self.projected_dim, list) and len(self.projected_dim) != self.num_hidden_layers:
+            fail("projected_dim", self.projected_dim,
+                 f"a list needs one k per layer (num_hidden_layers={self.num_hidden_layers})")
+        for k in ks:
+            if not 1 <= k <= self.max_seq_length:
+                fail("projected_dim", self.projected_dim,
+                     f"each k must be an integer with 1 <= k <= max_seq_length={self.max_seq_length}")
+        if self.projection_sharing == "layerwise" and len(set(ks)) > 1:
+            fail("projected_dim", self.projected_dim,
+                 "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
+                 "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)")
+        if self.projection_type != "linear":
+            for k in ks:
+                if self.max_seq_length % k:
+                    fail("projected_dim", self.projected_dim,
+                         f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
+                         f"max_seq_length={self.max_seq_length} must be divisible by every k")
+        if self.projection_length_scaling != "none" and self.projection_type != "linear":
+            fail("projection_length_scaling", self.projection_length_scaling,
+                 f"only learned projections (projection_type='linear') sum over positions; "
+                 f"projection_type={self.projection_type!r} needs 'none'")
+
+    @property
+    def projected_dims(self) -> list[int]:
+        """k for each layer."""
+        if isinstance(self.projected_dim, list):
+            return list(self.projected_dim)
+        return [self.projected_dim] * self.num_hidden_layers
+
+
+__all__ = ["LinformerConfig"]

@@ -1,0 +1,749 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
+"""Linformer: RoBERTa with self-attention of linear complexity (Wang et al. 2020, arXiv 2006.04768).
+
+Keys and values are projected along the sequence from length n to k before attention, so each
+layer costs O(n k) time and memory instead of O(n^2). Everything but the attention is RoBERTa's,
+reused from transformers, so checkpoints line up name for name with `RobertaModel`.
+
+Three choices that differ from other public implementations, and why:
+
+* Padding is invisible. Before projecting, the real tokens of each sequence are moved to the front
+  (a stable gather) and pad positions are zeroed, so token j always meets column j of E whatever
+  the padding side or amount. Pooling windows that hold no real token are masked out of the
+  softmax. A sequence alone and the same sequence padded in a batch give the same hidden states.
+* Any length up to n. An input of length L <= n uses the first L columns of E, which is exactly
+  what padding it to n would give; nothing has to be padded to n.
+* Projections live in one module, `LinformerProjections`, holding each distinct matrix once, and
+  layers receive theirs as forward arguments. Shared matrices are therefore one parameter for
+  safetensors, DDP, FSDP and the optimizer alike: no aliasing, no tying to restore on load.
+
+Learned projections are linear maps, so when a projection is shared by all heads it is applied to
+the layer input before the key/value linear maps (E X W instead of E (X W)): k x n x d + k x d x d
+instead of n x d x d FLOPs. Each layer picks the cheaper order from the actual shapes.
+
+With `config.full_attention_short_inputs`, a sequence of L <= k real tokens skips the projection and
+attends to its own L keys: that costs no more than k projected ones, and it is exactly standard
+attention, so a model converted from RoBERTa keeps its source's outputs on such inputs.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
+from torch.nn import functional as F
+
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPooling,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.roberta.modeling_roberta import (
+    RobertaClassificationHead,
+    RobertaEmbeddings,
+    RobertaIntermediate,
+    RobertaLMHead,
+    RobertaOutput,
+    RobertaPooler,
+    RobertaSelfOutput,
+)
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs
+from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
+from transformers.utils.output_capturing import capture_outputs
+
+from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
+
+
+def resample_columns(weight, lengths, width):
+    """E/F (G, k, n) stretched over sequences of `lengths` (B,) real tokens: (B, G, k, width).
+
+    Column j of a sequence of L tokens is the mean of E's columns over [floor(j n / L), ceil((j + 1) n / L))
+    times n / L (adaptive average pooling of each row to L columns, sums kept); columns j >= L are zero.
+    Window means come from a cumulative sum, so one gather serves every length in the batch.
+    """
+    n = weight.shape[-1]
+    sums = F.pad(weight.to(torch.promote_types(weight.dtype, torch.float32)).cumsum(-1), (1, 0))  # (G, k, n + 1)
+    lengths = lengths.reshape(-1, 1).clamp(min=1)
+    j = torch.arange(width, device=weight.device)
+    start = (j * n).div(lengths, rounding_mode="floor").clamp(max=n)
+    end = (-((-(j + 1) * n).div(lengths, rounding_mode="floor"))).clamp(max=n)
+    window = sums[..., end.flatten()] - sums[..., start.flatten()]  # (G, k, B * width)
+    scale = n / (lengths * (end - start).clamp(min=1)).to(sums.dtype)  # zero-width windows (j >= L) give 0
+    window = window.unflatten(-1, end.shape) * scale
+    return window.permute(2, 0, 1, 3).to(weight.dtype)
+
+
+def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
+    """Map `x` (B, G, L, C) along L to (B, G', slots, C).
+
+    `weight` is (G', k, n) for "linear" and (G', n/k) for "conv"; G and G' broadcast (1 or heads).
+    `mask` is (B|1, 1, L, 1), 1 for real tokens (compacted to the front), or None when all are real.
+    A linear projection of L real tokens follows `length_scaling` (the config's `projection_length_scaling`).
+    Returns the projection and, for windowed kinds, which slots hold at least one real token.
+    """
+    length = x.shape[-2]
+    if kind == "linear":
+        if mask is not None:
+            x = x * mask
+        n = weight.shape[-1]
+        if length_scaling == "resample":
+            if mask is None:
+                real = torch.full((1,), length, device=x.device)
+            else:
+                real = (mask != 0).sum(-2).reshape(-1)  # counted, not summed: fp16 sums stop at 2048
+            if mask is None and length == n:
+                return torch.matmul(weight, x), None
+            return torch.matmul(resample_columns(weight, real, length), x), None
+        out = torch.matmul(weight[..., :length], x)
+        power = PROJECTION_LENGTH_SCALING[length_scaling]
+        if power:
+            real = length if mask is None else mask.sum(-2, keepdim=True).clamp(min=1)
+            out = out * (n / real) ** power
+        return out, None
+
+    slots = -(-length // stride)
+    if mask is None:
+        mask = x.new_ones(1, 1, length, 1)
+    pad = slots * stride - length
+    if pad:
+        x = F.pad(x, (0, 0, 0, pad))
+        mask = F.pad(mask, (0, 0, 0, pad))
+    windows = x.unflatten(-2, (slots, stride))
+    window_mask = mask.unflatten(-2, (slots, stride))
+    count = window_mask.sum(-2)
+    if kind == "max_pool":
+        out = windows.masked_fill(window_mask == 0, float("-inf")).amax(-2)
+        out = out.masked_fill(count == 0, 0.0)
+    elif kind == "mean_pool":
+        out = (windows * window_mask).sum(-2) / count.clamp(min=1)
+    else:  # conv: one learned kernel of length n/k, stride n/k, shared by all channels
+        out = torch.matmul(weight[:, None, None, :], windows * window_mask).squeeze(-2)
+    return out, count > 0
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    weights = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        weights = weights + attention_mask
+    weights = F.softmax(weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    output = torch.matmul(weights, value).transpose(1, 2).contiguous()
+    return output, weights
+
+
+class LinformerProjections(nn.Module):
+    """Every distinct sequence projection of the model, each stored exactly once.
+
+    Parameters are (G, k, n) for "linear" and (G, n/k) for "conv", with G = heads for sharing "none"
+    and 1 otherwise; "key_value" and "layerwise" keep no separate value projection (F = E).
+    """
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.kind = config.projection_type
+        sharing = config.projection_sharing
+        n = config.max_seq_length
+        groups = config.num_attention_heads if sharing == "none" else 1
+
+        def make(k):
+            shape = (groups, k, n) if self.kind == "linear" else (groups, n // k)
+            return nn.Parameter(torch.empty(shape))
+
+        # Registered directly on this module (no ParameterList): HF's init walk would mark a child
+        # list's tensors as initialised before `_init_weights` reaches this module, leaving E/F empty.
+        self.names = []
+        if self.kind in ("mean_pool", "max_pool"):
+            return
+        for idx, k in enumerate(config.projected_dims):
+            key = "shared" if sharing == "layerwise" else f"key_{idx}"
+            value = key if sharing in ("key_value", "layerwise") else f"value_{idx}"
+            for name in (key, value):
+                if name not in self._parameters:
+                    self.register_parameter(name, make(k))
+            self.names.append((key, value))
+
+    def for_layer(self, idx):
+        """(E, F) of layer `idx`; F is E itself when keys and values share it."""
+        if not self.names:
+            return None, None
+        key, value = self.names[idx]
+        return getattr(self, key), getattr(self, value)
+
+    def num_matrices(self):
+        """How many distinct k x n projection matrices (or conv kernels) the model holds."""
+        return sum(p.shape[0] for p in self.parameters())
+
+
+class LinformerSelfAttention(nn.Module):
+    """Multi-head attention over keys and values projected from the sequence length to k."""
+
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.layer_idx = layer_idx
+        self.num_heads = config.num_attention_heads
+        self.head_dim = config.hidden_size // config.num_attention_heads
+        self.scaling = self.head_dim**-0.5
+        self.is_causal = False
+        self.kind = config.projection_type
+        self.k = config.projected_dims[layer_idx]
+        self.stride = config.max_seq_length // self.k
+        self.groups = self.num_heads if config.projection_sharing == "none" else 1
+        self.length_scaling = config.projection_length_scaling
+        # Keys and values meet the same projection (F = E, or pooling): it is applied once. Decided from the
+        # config, not by `proj_key is proj_value`: FSDP2 hands a layer a fresh view of each parameter per
+        # access in forward and the parameter itself in a checkpointed layer's recomputation, so identity
+        # would change between the two and break activation checkpointing.
+        self.shared_kv = config.projection_type in ("mean_pool", "max_pool") or config.projection_sharing in (
+            "key_value", "layerwise")
+
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def project_inputs_first(self, length, shared_kv):
+        """Whether projecting X before the key/value maps costs fewer FLOPs than after them."""
+        if self.kind == "max_pool":  # not linear: must follow the key/value maps
+            return False
+        d = self.config.hidden_size
+        slots = self.k if self.kind == "linear" else -(-length // self.stride)
+        per_column = self.k * length if self.kind == "linear" else length
+        groups = self.groups if self.kind != "mean_pool" else 1
+        first = (1 if shared_kv else 2) * groups * per_column * d + 2 * slots * d * d
+        after = 2 * length * d * d + 2 * per_column * d
+        return first < after
+
+    def _heads(self, x):
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(-3, -2)
+
+    def _map_projected(self, projected, mask_projected, linear):
+        """Apply a key/value linear map to projected inputs (B, G, slots, D); bias scaled by E m."""
+        weight = linear.weight.view(self.num_heads, self.head_dim, -1)
+        bias = linear.bias.view(self.num_heads, 1, self.head_dim)
+        if projected.shape[1] == 1:
+            out = self._heads(F.linear(projected[:, 0], linear.weight))
+        else:
+            out = torch.einsum("bhsc,hdc->bhsd", projected, weight)
+        return out + mask_projected * bias
+
+    def _exact(self, x, key_mask):
+        """Keys and values of the first min(L, k) compacted positions, unprojected, and the empty slots."""
+        x = x[:, : self.k]
+        key, value = self._heads(self.key(x)), self._heads(self.value(x))
+        return key, value, None if key_mask is None else ~key_mask[:, : self.k]
+
+    def _projected(self, x, key_mask, proj_key, proj_value):
+        """Keys and values projected to k slots (windows for pooling), and the slots that hold no token."""
+        length = x.shape[1]
+        mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
+
+        def project(t, weight):
+            return project_sequence(t, weight, self.kind, self.stride, mask, self.length_scaling)
+
+        shared_kv = self.shared_kv
+        if self.project_inputs_first(length, shared_kv):
+            ones = x.new_ones(1, 1, length, 1) if mask is None else mask
+            xk, valid = project(x[:, None], proj_key)
+            mk, _ = project(ones, proj_key)
+            if shared_kv:
+                xv, mv = xk, mk
+            else:
+                xv, _ = project(x[:, None], proj_value)
+                mv, _ = project(ones, proj_value)
+            key = self._map_projected(xk, mk, self.key)
+            value = self._map_projected(xv, mv, self.value)
+        else:
+            key, valid = project(self._heads(self.key(x)), proj_key)
+            value, _ = project(self._heads(self.value(x)), proj_value)
+        # Pooling windows past the end of a padded sequence hold no token: they are kept out of the softmax.
+        blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        return key, value, blocked
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`short`: None (every sequence uses the projection), True (every sequence has at most k real
+        tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
+        query = self._heads(self.query(hidden_states))
+
+        # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
+        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        if short is True:
+            key, value, blocked = self._exact(x, key_mask)
+        else:
+            key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+            if short is not None:
+                # A mixed batch, so the padded length exceeds k and both kinds fill k slots (pooling may
+                # fill fewer: the rest are empty). One attention call serves both, each sequence masked.
+                exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
+                if blocked is None:
+                    blocked = key_mask.new_zeros(1, key.shape[-2])
+                missing = self.k - key.shape[-2]
+                if missing:
+                    key, value = F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing))
+                    blocked = F.pad(blocked, (0, missing), value=True)
+                pick = short[:, None, None, None]
+                key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
+                blocked = torch.where(short[:, None], exact_blocked, blocked)
+
+        attention_mask = None
+        if blocked is not None:
+            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
+            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
+
+        implementation = self.config._attn_implementation or "sdpa"
+        if kwargs.get("output_attentions") and implementation == "sdpa":
+            implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        output, weights = attention(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.dropout.p if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        return output.reshape(*hidden_states.shape[:-1], -1), weights
+
+
+class LinformerAttention(nn.Module):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        self.self = LinformerSelfAttention(config, layer_idx)
+        self.output = RobertaSelfOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        return self.output(attended, hidden_states)
+
+
+class LinformerLayer(GradientCheckpointingLayer):
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__()
+        self.config = config
+        self.attention = LinformerAttention(config, layer_idx)
+        self.intermediate = RobertaIntermediate(config)
+        self.output = RobertaOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        chunk = self.config.chunk_size_feed_forward
+        if chunk and attended.shape[1] > chunk:
+            # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
+            # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
+            return torch.cat([self.output(self.intermediate(part), part) for part in attended.split(chunk, dim=1)], 1)
+        return self.output(self.intermediate(attended), attended)
+
+
+class LinformerEncoder(nn.Module):
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.config = config
+        self.projections = LinformerProjections(config)
+        self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        key_mask = key_index = None
+        if attention_mask is not None:
+            real = attention_mask.bool()
+            # Stable sort of "is padding": real tokens first, in their order. Identity for right padding.
+            key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
+            key_mask = real.gather(1, key_index)
+            key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
+
+        # Real lengths, for `full_attention_short_inputs`: one device sync per forward tells whether any
+        # sequence is short (<= k) and whether all are; under torch.compile both kinds are prepared.
+        lengths = None
+        shortest = longest = hidden_states.shape[1]
+        if self.config.full_attention_short_inputs and key_mask is not None:
+            lengths = key_mask.sum(1)
+            if torch.compiler.is_compiling():
+                shortest = 0
+            else:
+                shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
+        for idx, layer in enumerate(self.layer):
+            short = None
+            if self.config.full_attention_short_inputs:
+                k = layer.attention.self.k
+                short = True if longest <= k else (lengths <= k if shortest <= k else None)
+            proj_key, proj_value = self.projections.for_layer(idx)
+            hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class LinformerPreTrainedModel(PreTrainedModel):
+    config_class = LinformerConfig
+    config: LinformerConfig
+    base_model_prefix = "linformer"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+    _supports_attention_backend = False
+    _no_split_modules = ["RobertaEmbeddings", "LinformerLayer"]
+    _can_record_outputs = {"hidden_states": LinformerLayer, "attentions": LinformerSelfAttention}
+    # Heads return batch means and take no `num_items_in_batch`: without this, Trainer would multiply
+    # the loss by the number of processes under DDP.
+    accepts_loss_kwargs = False
+
+    @torch.no_grad()
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, LinformerProjections):
+            n = self.config.max_seq_length
+            std = self.config.projection_init_std or 1.0 / math.sqrt(n)
+            for param in module.parameters():
+                if module.kind == "linear":
+                    init.normal_(param, mean=0.0, std=std)
+                else:  # conv kernels start as mean pooling over their window
+                    init.constant_(param, 1.0 / param.shape[-1])
+        elif isinstance(module, RobertaLMHead):
+            init.zeros_(module.bias)
+        elif isinstance(module, RobertaEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
+            init.zeros_(module.token_type_ids)
+
+
+class LinformerModel(LinformerPreTrainedModel):
+    def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = RobertaEmbeddings(config)
+        self.encoder = LinformerEncoder(config)
+        self.pooler = RobertaPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def _check_inputs(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, kwargs):
+        """Reject inputs that would otherwise crash deep inside (or, on GPU, in a device assert) or be misread."""
+
+        def fail(message):
+            raise ValueError(f"LinformerModel: {message}")
+
+        if (input_ids is None) == (inputs_embeds is None):
+            fail("pass exactly one of `input_ids` or `inputs_embeds`.")
+        if input_ids is not None and input_ids.dim() != 2:
+            fail(f"`input_ids` must be (batch, sequence); got shape {tuple(input_ids.shape)}.")
+        if inputs_embeds is not None and (inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size):
+            fail(f"`inputs_embeds` must be (batch, sequence, hidden_size={self.config.hidden_size}); "
+                 f"got shape {tuple(inputs_embeds.shape)}.")
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        if length == 0:
+            fail("the input is empty (0 tokens per sequence); every sequence needs at least one token.")
+        if length > self.config.max_seq_length:
+            fail(
+                f"the input has {length} tokens but `max_seq_length` (n) is {self.config.max_seq_length}; the "
+                f"projections accept at most n positions. Truncate the input (tokenizer(..., truncation=True, "
+                f"max_length={self.config.max_seq_length})) or use a model configured with a larger `max_seq_length`."
+            )
+        if attention_mask is not None:
+            shape = tuple(attention_mask.shape)
+            if attention_mask.dim() != 2:
+                fail(f"`attention_mask` must be (batch, sequence) with 1 for real tokens and 0 for padding; got "
+                     f"shape {shape}.")
+            if shape[0] != batch:
+                fail(f"`attention_mask` is for a batch of {shape[0]} sequences but the input has {batch}.")
+            if shape[1] != length:
+                fail(f"`attention_mask` has {shape[1]} positions, {'more' if shape[1] > length else 'fewer'} than "
+                     f"the {length} tokens of the input; it needs exactly one entry (1 real, 0 padding) per token.")
+        for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if ids is not None and ids.shape[-1] != length:
+                fail(f"`{name}` has shape {tuple(ids.shape)} but the input has {length} tokens per sequence.")
+        for name in ("encoder_hidden_states", "past_key_values", "is_causal"):
+            if kwargs.get(name) is not None and kwargs.get(name) is not False:
+                fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
+                     "encoder only (no causal attention, cache or cross-attention).")
+
+        # Ids outside an embedding table raise an IndexError on CPU and a device-side assert on GPU that
+        # poisons the CUDA context. All ranges are read in one device sync; skipped while compiling or
+        # tracing, where a data-dependent check would break the graph.
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        bounds = [(name, ids, limit, field) for name, ids, limit, field in (
+            ("input_ids", input_ids, self.config.vocab_size, "vocab_size"),
+            ("token_type_ids", token_type_ids, self.config.type_vocab_size, "type_vocab_size"),
+            ("position_ids", position_ids, self.config.max_position_embeddings, "max_position_embeddings"),
+        ) if ids is not None]
+        if not bounds:
+            return
+        ranges = torch.stack([torch.stack(torch.aminmax(ids)) for _, ids, _, _ in bounds]).tolist()
+        for (name, _, limit, field), (low, high) in zip(bounds, ranges):
+            if low < 0 or high >= limit:
+                fail(f"`{name}` holds values from {low} to {high}, but each must satisfy 0 <= id < {field}={limit} "
+                     "(was the input made by this model's tokenizer?).")
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | BaseModelOutputWithPooling:
+        self._check_inputs(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, kwargs)
+        embeddings = self.embeddings(
+            input_ids=input_ids, position_ids=position_ids, token_type_ids=token_type_ids, inputs_embeds=inputs_embeds
+        )
+        sequence = self.encoder(embeddings, attention_mask=attention_mask, **kwargs).last_hidden_state
+        pooled = self.pooler(sequence) if self.pooler is not None else None
+        return BaseModelOutputWithPooling(last_hidden_state=sequence, pooler_output=pooled)
+
+
+class LinformerForMaskedLM(LinformerPreTrainedModel):
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.linformer = LinformerModel(config, add_pooling_layer=False)
+        self.lm_head = RobertaLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | MaskedLMOutput:
+        outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                 position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
+        return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                              attentions=outputs.attentions)
+
+
+class LinformerForSequenceClassification(LinformerPreTrainedModel):
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.linformer = LinformerModel(config, add_pooling_layer=False)
+        self.classifier = RobertaClassificationHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | SequenceClassifierOutput:
+        outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                 position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+        hidden = outputs.last_hidden_state
+        if self.config.classifier_pooling == "mean":
+            real = hidden.new_ones(hidden.shape[:2]) if attention_mask is None else attention_mask.to(hidden.dtype)
+            hidden = ((hidden * real[..., None]).sum(1) / real.sum(1, keepdim=True).clamp(min=1))[:, None]
+        logits = self.classifier(hidden)  # RoBERTa's head reads position 0: the first token, or the mean
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device)
+            if self.config.problem_type is None:
+                if self.num_labels == 1:
+                    self.config.problem_type = "regression"
+                elif labels.dtype in (torch.long, torch.int):
+                    self.config.problem_type = "single_label_classification"
+                else:
+                    self.config.problem_type = "multi_label_classification"
+            if self.config.problem_type == "regression":
+                loss = MSELoss()(logits.squeeze(-1), labels.squeeze(-1).to(logits.dtype)) if self.num_labels == 1 \
+                    else MSELoss()(logits, labels.to(logits.dtype))
+            elif self.config.problem_type == "single_label_classification":
+                loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.view(-1))
+            else:
+                loss = BCEWithLogitsLoss()(logits, labels.to(logits.dtype))
+        return SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                        attentions=outputs.attentions)
+
+
+class LinformerForMultipleChoice(LinformerPreTrainedModel):
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.linformer = LinformerModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | MultipleChoiceModelOutput:
+        source = input_ids if input_ids is not None else inputs_embeds
+        num_choices = source.shape[1]
+
+        def flat(t):
+            return None if t is None else t.reshape(-1, *t.shape[2:])
+
+        outputs = self.linformer(flat(input_ids), attention_mask=flat(attention_mask),
+                                 token_type_ids=flat(token_type_ids), position_ids=flat(position_ids),
+                                 inputs_embeds=flat(inputs_embeds), return_dict=True, **kwargs)
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = CrossEntropyLoss()(logits, labels.to(logits.device)) if labels is not None else None
+        return MultipleChoiceModelOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                         attentions=outputs.attentions)
+
+
+class LinformerForTokenClassification(LinformerPreTrainedModel):
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.linformer = LinformerModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | TokenClassifierOutput:
+        outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                 position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = CrossEntropyLoss()(logits.view(-1, self.num_labels), labels.to(logits.device).view(-1))
+        return TokenClassifierOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
+                                     attentions=outputs.attentions)
+
+
+class LinformerForQuestionAnswering(LinformerPreTrainedModel):
+    def __init__(self, config: LinformerConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.linformer = LinformerModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple | QuestionAnsweringModelOutput:
+        outputs = self.linformer(input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                                 position_ids=position_ids, inputs_embeds=inputs_embeds, return_dict=True, **kwargs)
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            # Positions outside the input are ignored, as in every HF extractive-QA head.
+            ignored = start_logits.shape[1]
+            start = start_positions.reshape(-1).clamp(0, ignored).to(start_logits.device)
+            end = end_positions.reshape(-1).clamp(0, ignored).to(end_logits.device)
+            loss_fct = CrossEntropyLoss(ignore_index=ignored)
+            loss = (loss_fct(start_logits, start) + loss_fct(end_logits, end)) / 2
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start_logits, end_logits=end_logits,
+                                            hidden_states=outputs.hidden_states, attentions=outputs.attentions)
+
+
+__all__ = [
+    "LinformerForMaskedLM",
+    "LinformerForMultipleChoice",
+    "LinformerForQuestionAnswering",
+    "LinformerForSequenceClassification",
+    "LinformerForTokenClassification",
+    "LinformerModel",
+    "LinformerPreTrainedModel",
+    "LinformerProjections",
+]
