@@ -117,8 +117,10 @@ def test_systems_selects_whose_rows_are_measured(report):
                            finetune_max_train_samples=8, finetune_max_eval_samples=8, threads=1, repeats=1,
                            teacher="t", student="s", converted="c", only=None, data_dir=Path("."))
     prints = {s: dict(sha256=s) for s in ("teacher", "student", "converted")}
-    names = lambda systems: {item[0] for item in report.plan(SimpleNamespace(**vars(args), systems=systems),  # noqa: E731
-                                                            prints, lambda what: None)}
+
+    def names(systems):
+        return {item[0] for item in report.plan(SimpleNamespace(**vars(args), systems=systems), prints,
+                                                lambda what: None)}
     early = names(["teacher", "converted"])
     assert early and all("student" not in name and name != "cost" for name in early)
     assert {"fidelity_converted", "probe_teacher", "retrieval_teacher_windows", "finetune_teacher_s0"} <= early

@@ -6,7 +6,7 @@
 # Linformer (n = 4096, k = 256), distil it with configs/distill/minilm_n4096.yaml, measure it
 # (run_report.py) and write the fp16 release folder. Every step is resumable: the conversion is kept,
 # the distillation resumes from its latest checkpoint, the report keeps finished measurements. Needs
-# ../shared/data (news, Rotten Tomatoes); about 2.5 hours on 2 CPU cores.
+# ../shared/data (news, Rotten Tomatoes); hours on 2 CPU cores (the distillation alone: about 1 h at one thread).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}

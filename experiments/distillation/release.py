@@ -72,8 +72,8 @@ def recipe_evidence(conversion_json):
 - **Teacher signal beyond 512 tokens: its 512-token windows.** Averaged over windows, the teacher retrieves
   long held-out articles at recall@1 {source['windows']['recall_at_1']:.3f}, against {source['extended']['recall_at_1']:.3f}
   with its positions repeated and full attention, and {source['truncated']['recall_at_1']:.3f} truncated to 512.
-- **E at learning rate 1e-4**, the other weights at 5e-5: with E at 1e-3 the first run diverged within a few
-  updates (Adam's per-entry steps add up over E's 4096 columns).
+- **E at learning rate 1e-4**, the other weights at 5e-5: with E at 1e-3 an earlier run of the recipe diverged
+  within a few updates (observed in its log; no result file was kept).
 
 (From linformer-hf's `experiments/conversion/results.md`, `python experiments/conversion/run_report.py`.)"""
 
@@ -90,7 +90,7 @@ def shortfalls(results_json, run, k):
     curve = [(r["step"], r[key]) for r in records if key in r]
     lines = [f"- {g['goal']}: **missed** ({g['measured']})." for g in missed]
     lines.append("- What was tried: the recipe above, the only one that fits the 2-hour CPU budget; E at learning "
-                 "rate 1e-3 diverged. On the run's own validation spans the k..512 cosine was still rising when it "
+                 "rate 1e-3 diverged in an earlier run (its log only). On the run's own validation spans the k..512 cosine was still rising when it "
                  "stopped (" + ", ".join(f"{c:.3f} at update {s}" for s, c in curve) + "), so longer training (on a "
                  "GPU) is the first thing to try, then less projection sharing.")
     return "\n".join(lines)
