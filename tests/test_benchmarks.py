@@ -167,6 +167,55 @@ def test_training_tiny(tmp_path):
     assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"] and rows[1]["tokens_per_s"] > 0
 
 
+def readme_gpu_commands():
+    """The commands of benchmarks/README.md's GPU block, as argv lists, with $GPU expanded."""
+    import shlex
+
+    text = open(os.path.join(BENCH, "README.md")).read()
+    block = text.split("\nOn a GPU", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    shell_vars, commands = {}, []
+    for line in block.replace("\\\n", " ").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        name, eq, value = line.partition("=")
+        if eq and name.isidentifier() and not name.startswith("python"):
+            shell_vars[name] = shlex.split(value)[0]
+            continue
+        for name, value in shell_vars.items():
+            line = line.replace("$" + name, value)
+        commands.append(shlex.split(line))
+    return commands
+
+
+# Values that shrink a GPU command to seconds on CPU; every flag the command names stays in it.
+CPU_STAND_INS = {"--device": "cpu", "--n": "64,128", "--k": "16,32", "--pairs": "64:16,128:32", "--repeats": "1",
+                 "--warmup": "0", "--dtype": {"fp16": "bf16", "float16": "bf16"}}
+
+
+@pytest.mark.slow
+def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
+    """No GPU is lent to most sessions: the GPU commands run here with --device cpu, tiny models and tiny n
+    (fp16 becomes bf16, which CPUs have), so a flag renamed or a combination refused fails here, not there."""
+    commands = readme_gpu_commands()
+    assert len(commands) == 7  # 4 inference, 3 training: a lost command fails here
+    for argv in commands:
+        assert argv[0] == "python" and argv[1].startswith("benchmarks/") and "cuda" in argv, argv
+        args = list(argv[2:])
+        for i, flag in enumerate(args[:-1]):
+            stand_in = CPU_STAND_INS.get(flag)
+            if isinstance(stand_in, dict):
+                args[i + 1] = stand_in.get(args[i + 1], args[i + 1])
+            elif stand_in is not None:
+                args[i + 1] = stand_in
+        args += ["--tiny", "--threads", "1", "--no-memory", "--out", str(tmp_path)]
+        out = run_script(os.path.basename(argv[1]), *args)
+        assert out.returncode == 0, (argv, out.stderr[-2000:])
+        tag = args[args.index("--tag") + 1]
+        res = json.load(open(tmp_path / f"{tag}.json"))
+        assert res["rows"] and all(r["n"] in (64, 128) for r in res["rows"]), argv
+
+
 def run_main(module, monkeypatch, *args):
     """Run a script's main() in this process (no interpreter start-up)."""
     monkeypatch.setattr(sys, "argv", [module.__name__ + ".py", *args])
