@@ -179,7 +179,7 @@ def readme_gpu_commands():
         if not line:
             continue
         name, eq, value = line.partition("=")
-        if eq and name.isidentifier() and not name.startswith("python"):
+        if eq and name.isidentifier():  # GPU="..."; a command line has a space before any "="
             shell_vars[name] = shlex.split(value)[0]
             continue
         for name, value in shell_vars.items():
