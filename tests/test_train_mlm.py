@@ -335,6 +335,75 @@ def test_bf16_mixed_precision_on_cpu(tmp_path, micro):
     assert all(p.dtype == torch.float32 and torch.isfinite(p).all() for p in model.parameters())
 
 
+def fresh_state():
+    from accelerate.state import AcceleratorState, GradientState
+
+    AcceleratorState._reset_state(reset_partial_state=True)
+    GradientState._reset_state()
+
+
+FP16_INIT_SCALE = 2.0**20
+
+
+@pytest.fixture
+def fp16_on_cpu(monkeypatch):
+    """Test-only: on CPU Accelerate gives fp16 neither autocast nor a gradient scaler, and the loop refuses
+    it; here the Accelerator gets both, as on a GPU, so the loop's loss-scaling path runs on CPU. The scale
+    starts high enough (FP16_INIT_SCALE) for the first updates to overflow, as they do in real fp16 runs."""
+    from linformer_training import loop
+
+    make = loop.make_accelerator
+
+    def fp16(args, log_with=None):
+        accelerator = make(dataclasses.replace(args, mixed_precision="no"), log_with)
+        accelerator.state._mixed_precision = "fp16"
+        accelerator.native_amp = True
+        accelerator.scaler = torch.amp.GradScaler("cpu", init_scale=FP16_INIT_SCALE)
+        return accelerator
+
+    monkeypatch.setattr(loop, "make_accelerator", fp16)
+
+
+def test_fp16_loss_scaling_skips_overflows_and_resumes_exactly(tmp_path, micro, fp16_on_cpu, capsys):
+    """fp16 with a gradient scaler: overflowing updates are skipped and said, the schedule advances only on
+    applied updates, the scaler's state is in every checkpoint, and resuming from one reaches the same
+    weights bit for bit (a scaler restarted at FP16_INIT_SCALE would skip again and end elsewhere)."""
+    from accelerate.utils import SCALER_NAME
+
+    straight = tmp_path / "straight"
+    run(micro, straight, "--max_steps", "8", "--checkpointing_steps", "4", "--lr_scheduler_type", "linear")
+    said = capsys.readouterr().out
+    rows = [r for r in read_jsonl(straight / "metrics.jsonl") if "loss_scale" in r]
+    skipped = rows[-1]["skipped_updates"]
+    assert 0 < skipped < 4 and said.count("fp16 gradients overflowed") == skipped, said
+    assert rows[0]["loss_scale"] == FP16_INIT_SCALE / 2 and rows[-1]["loss_scale"] == FP16_INIT_SCALE / 2**skipped
+    skips = [b["skipped_updates"] - a["skipped_updates"] for a, b in zip([{"skipped_updates": 0}] + rows, rows)]
+    assert [math.isnan(r["train_loss"]) for r in rows] == [s == 1 for s in skips]  # one row per update
+    step_8 = straight / "checkpoints" / "checkpoint_8"
+    assert json.loads((step_8 / checkpoints.STATE_FILE).read_text())["skipped_updates"] == skipped
+    schedule = torch.load(step_8 / "scheduler.bin", weights_only=False)
+    assert schedule["last_epoch"] == 8 - skipped  # one schedule step per applied update
+    step_4 = straight / "checkpoints" / "checkpoint_4"
+    assert torch.load(step_4 / SCALER_NAME, weights_only=False)["scale"] == rows[3]["loss_scale"]
+
+    fresh_state()
+    resumed = tmp_path / "resumed"
+    shutil.copytree(step_4, resumed / "checkpoints" / "checkpoint_4")
+    run(micro, resumed, "--max_steps", "8", "--checkpointing_steps", "4", "--lr_scheduler_type", "linear",
+        "--resume_from_checkpoint", "latest")
+    one, two = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert all(torch.equal(one[k], two[k]) for k in one)
+
+
+def test_fp16_divergence_stops_when_the_loss_scale_collapses(tmp_path, micro, fp16_on_cpu, capsys):
+    """A diverged fp16 run overflows at every scale: many skipped updates, then the NaN error, nothing saved."""
+    message = error_of(lambda: run(micro, tmp_path, "--learning_rate", "1e6", "--warmup_steps", "1",
+                                   "--max_steps", "300"), capsys)
+    assert re.search(r"step \d+: the gradients overflow fp16 at every loss scale down to .*last good "
+                     r"checkpoint: none\)\. Lower --learning_rate, or use bf16", message), message
+    assert not (tmp_path / "model.safetensors").exists()
+
+
 def test_streaming_corpus(tmp_path, micro):
     run(micro, tmp_path, "--max_steps", "3", "--streaming", "--tokenizer_train_docs", "10",
         "--streaming_validation_docs", "2")

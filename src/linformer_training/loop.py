@@ -11,6 +11,9 @@ distillation, so each rule is written once:
   so one process and eight follow the same trajectory. The scheduler steps once per update.
 * A non-finite loss or gradient norm stops training before the update is applied, naming the step
   and the last good checkpoint; a model with NaN/inf weights is never saved.
+* Under fp16 a gradient scaler multiplies the loss, and an update whose gradients overflow is skipped (the
+  scaler lowers the scale; the schedule does not advance): normal while the scale settles. Only a scale
+  that keeps falling below `MIN_LOSS_SCALE` means divergence, and stops the run as a NaN loss does.
 * An epoch's last partial update is skipped (its batches come back in the next epoch's shuffle), so
   a run resumed from a checkpoint sees the same batches as an uninterrupted one.
 """
@@ -36,6 +39,9 @@ from . import checkpoints, outputs
 from .arguments import UsageError
 from .checkpoints import NonFiniteError
 
+# fairseq's --min-loss-scale: a run whose gradients still overflow at this loss scale overflows at any.
+MIN_LOSS_SCALE = 1e-4
+
 
 class Objective(Protocol):
     def count(self, batch) -> torch.Tensor:
@@ -60,6 +66,7 @@ class TrainState:
     best_step: int | None = None
     evals_since_best: int = 0
     last_eval: dict = field(default_factory=dict)
+    skipped_updates: int = 0  # fp16 overflows: counted as steps (their batches were used), never applied
     # Logging window (not needed to resume, reset at each log line).
     window_loss: float = 0.0
     window_updates: int = 0
@@ -218,6 +225,7 @@ def resume(run, path):
     for key in ("step", "epoch", "batches_in_epoch", "tokens_seen", "best_metric", "best_step",
                 "evals_since_best", "last_eval"):
         setattr(run.state, key, saved[key])
+    run.state.skipped_updates = saved.get("skipped_updates", 0)  # absent from checkpoints of older versions
     run.say(f"Resumed from {path}: step {run.state.step}, epoch {run.state.epoch}, "
             f"batch {run.state.batches_in_epoch} of that epoch")
 
@@ -253,7 +261,8 @@ def updates(run):
 
 
 def train_update(run, group):
-    """Forward and backward over one update's batches, then one optimizer step; returns (loss, tokens)."""
+    """Forward and backward over one update's batches, then one optimizer step; returns (loss, tokens), the
+    loss None when the gradient scaler skipped the update."""
     accelerator, model = run.accelerator, run.model
     count = accelerator.reduce(sum(run.objective.count(b) for b in group).to(accelerator.device), "sum").clamp(min=1)
     scale = accelerator.num_processes / count  # DDP averages gradients over processes: scale back
@@ -267,7 +276,7 @@ def train_update(run, group):
         local += torch.stack([loss_sum.detach().float(), torch.as_tensor(tokens, device=local.device).float()])
     loss_sum, tokens = accelerator.reduce(local, "sum").tolist()
     loss = loss_sum / count.item()
-    if not math.isfinite(loss):
+    if not math.isfinite(loss) and accelerator.scaler is None:  # with a scaler: an overflow, skipped below
         raise NonFiniteError(f"step {run.state.step + 1}: the training loss is {loss}; stopped before applying "
                              f"the update (last good checkpoint: {last_good_checkpoint(run)}). Lower "
                              f"--learning_rate or check the data")
@@ -277,9 +286,27 @@ def train_update(run, group):
             raise NonFiniteError(f"step {run.state.step + 1}: the gradient norm is {float(norm)}; stopped before "
                                  f"applying the update (last good checkpoint: {last_good_checkpoint(run)})")
     run.optimizer.step()
-    run.scheduler.step()
     run.optimizer.zero_grad(set_to_none=True)
+    if accelerator.optimizer_step_was_skipped:
+        skip_overflow(run, loss)
+        return None, int(tokens)
+    # Accelerate's scheduler wrapper skips with a skipped optimizer step only when it steps with the optimizer,
+    # which `make_accelerator` turns off (it would step once per process): the check above is the one.
+    run.scheduler.step()
     return loss, int(tokens)
+
+
+def skip_overflow(run, loss):
+    """fp16: the scaler found inf/NaN gradients, left the weights and the optimizer untouched and lowered the
+    loss scale. A run still overflowing below `MIN_LOSS_SCALE` has diverged: the NaN error, as without a scaler."""
+    state, scale = run.state, run.accelerator.scaler.get_scale()
+    state.skipped_updates += 1
+    if scale < MIN_LOSS_SCALE:
+        raise NonFiniteError(f"step {state.step + 1}: the gradients overflow fp16 at every loss scale down to "
+                             f"{scale:g} (training loss {loss}); stopped before applying the update (last good "
+                             f"checkpoint: {last_good_checkpoint(run)}). Lower --learning_rate, or use bf16")
+    run.say(f"step {state.step + 1}: fp16 gradients overflowed (training loss {loss:.4g}); update skipped, "
+            f"loss scale lowered to {scale:g}")
 
 
 def evaluate(run):
@@ -309,9 +336,11 @@ def evaluate(run):
 def log_window(run):
     state = run.state
     elapsed = time.perf_counter() - state.window_start
-    metrics = {"train_loss": state.window_loss / max(state.window_updates, 1),
+    metrics = {"train_loss": state.window_loss / state.window_updates if state.window_updates else math.nan,
                "learning_rate": run.scheduler.get_last_lr()[0], "tokens_per_second": state.window_tokens / elapsed,
                "tokens_seen": state.tokens_seen, "epoch": state.epoch, "peak_memory_gb": peak_memory_gb()}
+    if run.accelerator.scaler is not None:
+        metrics.update(loss_scale=run.accelerator.scaler.get_scale(), skipped_updates=state.skipped_updates)
     run.log.log(metrics, state.step)
     state.window_loss, state.window_updates, state.window_tokens, state.window_start = 0.0, 0, 0, time.perf_counter()
     return metrics
@@ -332,7 +361,8 @@ def train(run):
         loss, tokens = train_update(run, next(batches))
         state.step, state.batches_in_epoch = state.step + 1, state.batches_in_epoch + run.accumulation
         state.tokens_seen += tokens
-        state.window_loss, state.window_updates = state.window_loss + loss, state.window_updates + 1
+        if loss is not None:  # a skipped fp16 update: no loss of an applied update to average
+            state.window_loss, state.window_updates = state.window_loss + loss, state.window_updates + 1
         state.window_tokens += tokens
         progress.update(1)
         if state.step % args.logging_steps == 0 or state.step == run.max_steps:
