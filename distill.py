@@ -92,6 +92,9 @@ def check_inputs(args, accelerator, accumulation):
         raise UsageError(f"--block_size {block_size} exceeds the student's longest input n={pair.n} (convert the "
                          f"teacher again with a larger --max_seq_length, or lower --block_size)")
     short_max = args.short_max_length or pair.k
+    if args.short_max_length and args.short_max_length > block_size:
+        raise UsageError(f"--short_max_length {args.short_max_length} is above --block_size {block_size}: a short "
+                         f"span cannot be longer than the longest; allowed: at most {block_size}")
     if not args.min_length <= min(short_max, block_size):
         raise UsageError(f"--min_length {args.min_length} is above --short_max_length {short_max} or --block_size "
                          f"{block_size}: no span length fits")

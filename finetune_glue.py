@@ -128,6 +128,12 @@ class FinetuneArguments(OptimizerArguments, RunArguments):
         if self.do_train and self.task_name is None and not self.train_file:
             raise UsageError("--do_train needs --train_file (or pass --do_train false to only evaluate/predict)")
         task = self.known_task()
+        texts = task.text_columns if task else self.text_columns()
+        if len(set(texts)) < len(texts):
+            raise UsageError(f"--text_pair_column {texts[1]} is the --text_column too: a pair needs two columns")
+        if self.label_column in texts:
+            raise UsageError(f"--label_column {self.label_column} is a text column too ({', '.join(texts)}): the "
+                             f"labels need a column of their own")
         if task is not None and self.do_train and task.train_split is None:
             raise UsageError(f"--task_name {task.name} has no training data: finetune on mnli, then predict "
                              f"{task.name} with that checkpoint and --do_train false")
@@ -183,6 +189,8 @@ def load_model_config(args):
     if Path(name).is_dir() and not any((Path(name) / f).is_file() for f in WEIGHT_FILES):
         raise UsageError(f"--model_name_or_path {name} has no weights (none of {', '.join(WEIGHT_FILES)}); "
                          f"point it at a folder written by save_pretrained")
+    if Path(name).is_dir():
+        checkpoints.check_model_folder(name, "--model_name_or_path")
     overrides = parse_overrides(args.config_overrides)
     config = apply_overrides(config, overrides) if overrides else config
     head = any(a.endswith("ForSequenceClassification") for a in config.architectures or [])
@@ -361,10 +369,8 @@ def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumula
     optimizer = loop.build_optimizer(model, args)
     model, optimizer, train_loader, *eval_loaders = accelerator.prepare(
         model, optimizer, train_loader, *(eval_loader(args, splits.data[s], tokenizer) for s in splits.evaluated))
+    loop.check_one_update(args, splits.data[splits.train], accelerator.num_processes, accumulation)
     updates_per_epoch = len(train_loader) // accumulation
-    if updates_per_epoch == 0:
-        raise UsageError(f"the training set ({len(splits.data[splits.train]):,} examples) is smaller than one update; "
-                         f"lower --per_device_train_batch_size or --gradient_accumulation_steps")
     max_steps = args.max_steps or args.num_train_epochs * updates_per_epoch
     scheduler = accelerator.prepare(loop.build_scheduler(optimizer, args, max_steps))
     if not splits.evaluated:

@@ -148,3 +148,35 @@ def test_every_flag_has_help_and_every_number_a_bound(cls):
     bounds = arguments._merged(cls, "bounds")
     assert not [name for name in arguments.numeric_fields(cls) if name not in bounds]
     assert not [f.name for f in dataclasses.fields(cls) if not f.metadata.get("help")]
+
+
+def test_every_allowed_schedule_runs_on_warmup_and_length_alone():
+    """transformers' schedules that need more (a minimum rate, decay steps, a metric per step) failed after
+    the first update; they are no choice any more, and every one that is, runs."""
+    import torch
+    from transformers import SchedulerType, get_scheduler
+
+    assert {"reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay"}.isdisjoint(arguments.SCHEDULERS)
+    assert {"linear", "cosine", "polynomial", "constant_with_warmup"} <= set(arguments.SCHEDULERS)
+    assert set(arguments.SCHEDULERS) < {t.value for t in SchedulerType}
+    for name in arguments.SCHEDULERS:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1)
+        scheduler = get_scheduler(name, optimizer, num_warmup_steps=2, num_training_steps=10)
+        for _ in range(3):
+            optimizer.step()
+            scheduler.step()
+
+
+def test_a_warmup_that_leaves_no_decay_names_the_flag_that_set_it():
+    from linformer_training.arguments import OptimizerArguments
+
+    with pytest.raises(UsageError, match=r"^--warmup_ratio 0.6 \(2 warmup update\(s\)\) leaves no updates for the "
+                                         r"linear decay of a run of 2 update\(s\)"):
+        OptimizerArguments(max_steps=2, warmup_ratio=0.6)
+    with pytest.raises(UsageError, match=r"^--warmup_steps 5 leaves no updates for the cosine decay"):
+        OptimizerArguments(max_steps=5, warmup_steps=5, lr_scheduler_type="cosine")
+    assert OptimizerArguments(max_steps=5, warmup_steps=5, lr_scheduler_type="constant_with_warmup")
+    args = OptimizerArguments(warmup_ratio=0.5)  # the length comes from the data: checked once it is known
+    assert args.num_warmup_steps(10) == 5
+    with pytest.raises(UsageError, match=r"--warmup_ratio 0.5 \(1 warmup update\(s\)\)"):
+        args.num_warmup_steps(1)

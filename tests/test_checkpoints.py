@@ -1,6 +1,15 @@
 """Checkpoints and output folders: complete or absent, rotated only after the new one is complete,
-verified before a resume trusts them, and never a final model mixing two runs."""
+verified before a resume trusts them (checksums, no unpickled objects), one run per folder, and never a
+final model mixing two runs."""
 
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,12 +119,17 @@ def test_verify_accepts_fsdp_sharded_states_and_finds_their_damage(tmp_path, acc
     (path / "optimizer.bin").unlink()
     dcp.save({"model": model.state_dict()}, checkpoint_id=path / "pytorch_model_fsdp_0")
     dcp.save({"optimizer": optimizer.state_dict()["state"]}, checkpoint_id=path / "optimizer_0")
+    checkpoints.write_manifest(path)
     assert checkpoints.verify_checkpoint(path, 1)["step"] == 2
     shard = next((path / "pytorch_model_fsdp_0").glob("*.distcp"))
     shard.write_bytes(shard.read_bytes()[:-8])
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0/.*\.distcp has \d+ bytes, manifest"):
+        checkpoints.verify_checkpoint(path, 1)
+    checkpoints.write_manifest(path)  # damaged before its manifest was written: the shard check finds it
     with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
         checkpoints.verify_checkpoint(path, 1)
     shutil.rmtree(path / "optimizer_0")
+    checkpoints.write_manifest(path)
     with pytest.raises(checkpoints.DamagedCheckpoint, match="FSDP weights without their optimizer_0"):
         checkpoints.verify_checkpoint(path, 1)
 
@@ -134,10 +148,6 @@ def test_output_dir_is_refused_replaced_or_resumed(tmp_path):
     checkpoints.prepare_output_dir(out, overwrite=False, resuming=True)
     # Resuming keeps the run's log and checkpoints and drops the previous final model.
     assert sorted(p.name for p in out.iterdir()) == ["checkpoints", "metrics.jsonl"]
-    blocker = tmp_path / "file.txt"
-    blocker.write_text("x")
-    with pytest.raises(UsageError, match="--output_dir .*file.txt/out: not a writable folder"):
-        checkpoints.prepare_output_dir(blocker / "out", overwrite=False, resuming=False)
 
 
 def test_publish_moves_config_last(tmp_path, monkeypatch):
@@ -159,10 +169,11 @@ def test_publish_moves_config_last(tmp_path, monkeypatch):
     monkeypatch.setattr(checkpoints.os, "replace", replace)
     with pytest.raises(KeyboardInterrupt):
         checkpoints.publish(tmp, out)
-    assert moved[-1] == "config.json" and not (out / "config.json").exists()
+    assert moved[-2:] == ["manifest.json", "config.json"] and not (out / "config.json").exists()
     monkeypatch.undo()
     checkpoints.publish(tmp, out)
-    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "model.safetensors"]
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "config.json", "manifest.json", "model.safetensors"]
+    assert checkpoints.check_manifest(out, complete=False)
 
 
 def test_non_finite_weights_are_never_saved():
@@ -172,3 +183,183 @@ def test_non_finite_weights_are_never_saved():
         model.weight[0, 0] = float("nan")
     with pytest.raises(checkpoints.NonFiniteError, match="final model: weight weight holds NaN"):
         checkpoints.check_finite(model, "final model")
+
+
+# --- trust nothing on disk (issue 23) ---------------------------------------------------------------
+
+
+class Payload:
+    """Unpickling this creates `marker`: what a hostile checkpoint would do with a shell command."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def two_checkpoints(accelerator, out):
+    model, optimizer, _ = prepared(accelerator)
+    for step in (2, 4):
+        train_step(model, optimizer)
+        checkpoints.save_checkpoint(accelerator, out, {"step": step})
+    return out / "checkpoints" / "checkpoint_2", out / "checkpoints" / "checkpoint_4"
+
+
+@pytest.mark.parametrize("name", ["optimizer.bin", "scheduler.bin", "random_states_0.pkl"])
+def test_a_pickle_payload_in_any_checkpoint_file_never_runs(name, tmp_path, accelerator, caplog):
+    """A downloaded checkpoint whose manifest matches its files: verification reads it as Accelerate's resume
+    does (weights_only) and calls it damaged; the payload, live under a plain unpickler, never runs."""
+    previous, latest = two_checkpoints(accelerator, tmp_path)
+    marker = tmp_path / "payload_ran"
+    torch.save({"state": Payload(marker)}, latest / name)
+    checkpoints.write_manifest(latest)
+    torch.load(latest / name, weights_only=False)
+    assert marker.exists()  # the payload works: an unrestricted load runs it
+    marker.unlink()
+
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=rf"checkpoint_4 is damaged: {name} is .*unreadable "
+                                                            rf"\(UnpicklingError: Weights only load failed"):
+        checkpoints.find_resume_checkpoint(str(latest), tmp_path, 1)
+    assert checkpoints.find_resume_checkpoint("latest", tmp_path, 1) == previous
+    assert f"checkpoint_4 is damaged: {name}" in caplog.text
+    with pytest.raises(Exception, match="Weights only load failed"):
+        checkpoints.check_fsdp_state(latest / name)  # a full-state FSDP .bin is read the same way
+    try:
+        accelerator.load_state(str(latest))  # and Accelerate's own resume, had it been reached
+    except Exception:  # noqa: BLE001
+        pass
+    assert not marker.exists()
+
+
+def finite_garbage(path):
+    """The end of a safetensors file's data (up to 4 KiB) replaced by float32 sevens: every tensor still
+    decodes and is finite."""
+    data = bytearray(path.read_bytes())
+    tail = min(4096, (len(data) - 8 - int.from_bytes(data[:8], "little")) // 4 * 4)
+    data[-tail:] = torch.full((tail // 4,), 7.0).numpy().tobytes()
+    path.write_bytes(bytes(data))
+
+
+def test_the_manifest_finds_damage_that_still_decodes(tmp_path, accelerator, caplog):
+    previous, latest = two_checkpoints(accelerator, tmp_path)
+    assert sorted(__import__("json").loads((latest / "manifest.json").read_text())["files"]) == sorted(
+        p.relative_to(latest).as_posix() for p in latest.rglob("*") if p.is_file() and p.name != "manifest.json")
+    pristine = {p.name: p.read_bytes() for p in latest.iterdir()}
+    damage = {
+        "model.safetensors": (finite_garbage, "model.safetensors does not match its SHA-256 in manifest.json"),
+        "random_states_0.pkl": (lambda p: torch.save({"step": 0}, p), r"random_states_0.pkl has \d+ bytes, "
+                                                                     r"manifest.json says \d+"),
+        "optimizer.bin": (lambda p: p.write_bytes(p.read_bytes()[:-1] + b"\x01"), "optimizer.bin does not match"),
+        "extra.txt": (lambda p: p.write_text("x"), "extra.txt is not listed in manifest.json"),
+        "scheduler.bin": (lambda p: p.unlink(), r"scheduler.bin is missing \(listed in manifest.json\)"),
+    }
+    for name, (harm, message) in damage.items():
+        harm(latest / name)
+        with pytest.raises(checkpoints.DamagedCheckpoint, match=f"checkpoint_4 is damaged: {message}"):
+            checkpoints.verify_checkpoint(latest, 1)
+        assert checkpoints.last_good_checkpoint(tmp_path, 1) == previous  # what "last good" messages name
+        (latest / "extra.txt").unlink(missing_ok=True)
+        for original, data in pristine.items():
+            (latest / original).write_bytes(data)
+        assert checkpoints.last_good_checkpoint(tmp_path, 1) == latest
+    # Without a manifest (an older version's checkpoint) a foreign RNG pickle is still refused, by its content.
+    (latest / "manifest.json").unlink()
+    torch.save({"step": 0}, latest / "random_states_0.pkl")
+    with pytest.raises(checkpoints.DamagedCheckpoint, match="random_states_0.pkl is unreadable .*not an RNG state"):
+        checkpoints.verify_checkpoint(latest, 1)
+    assert "has no manifest.json" in caplog.text
+
+
+def test_a_model_folder_is_checked_before_it_is_used(tmp_path):
+    from safetensors.torch import save_file
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    save_file({"w": torch.randn(2048)}, folder / "model.safetensors")
+    (folder / "README.md").write_text("card")
+    checkpoints.write_manifest(folder)
+    (folder / "README.md").write_text("an edited card")  # not weights: may change
+    checkpoints.check_model_folder(folder, "--model_name_or_path")
+    finite_garbage(folder / "model.safetensors")
+    with pytest.raises(UsageError, match="--model_name_or_path .*model: model.safetensors does not match its SHA-256"):
+        checkpoints.check_model_folder(folder, "--model_name_or_path")
+    (folder / "manifest.json").unlink()
+    checkpoints.check_model_folder(folder, "--model_name_or_path")  # finite garbage without a manifest: unseen
+    save_file({"w": torch.full((4,), float("nan"))}, folder / "model.safetensors")
+    with pytest.raises(UsageError, match="model.safetensors: tensor w holds NaN/inf; these weights cannot be used"):
+        checkpoints.check_model_folder(folder, "--model_name_or_path")
+    (folder / "model.safetensors").write_bytes((folder / "model.safetensors").read_bytes()[:60])
+    with pytest.raises(UsageError, match="model.safetensors: Error while deserializing header"):
+        checkpoints.check_model_folder(folder, "--model_name_or_path")
+
+
+SINGLE = types.SimpleNamespace(is_main_process=True, num_processes=1)
+HOLDER = """
+import sys, time, types
+from linformer_training import checkpoints
+checkpoints.lock_output_dir(sys.argv[1], types.SimpleNamespace(is_main_process=True, num_processes=1))
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_one_run_per_output_folder_and_a_killed_one_does_not_block(tmp_path):
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(UsageError, match=rf"^--output_dir {out} is in use by another run \(PID {holder.pid} on "
+                                             rf"host {socket.gethostname()}\); wait for it to end"):
+            checkpoints.lock_output_dir(out, SINGLE)
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    checkpoints.lock_output_dir(out, SINGLE)  # the OS released the killed run's lock
+    assert (out / ".lock.owner").read_text().startswith(f"PID {os.getpid()} ")
+    (out / "model.safetensors").write_text("old")
+    checkpoints.prepare_output_dir(out, overwrite=True, resuming=False)
+    assert sorted(p.name for p in out.iterdir()) == [".lock", ".lock.owner"]  # the held lock file stays
+
+
+def test_output_folder_that_cannot_be_written(tmp_path, monkeypatch):
+    import filelock
+
+    (tmp_path / "file.txt").write_text("x")
+    with pytest.raises(UsageError, match=r"--output_dir .*file.txt: is a file; pass a folder"):
+        checkpoints.lock_output_dir(tmp_path / "file.txt", SINGLE)
+    with pytest.raises(UsageError, match=r"--output_dir .*file.txt/out: not a writable folder"):
+        checkpoints.lock_output_dir(tmp_path / "file.txt" / "out", SINGLE)
+
+    def read_only(self, *args, **kwargs):
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    monkeypatch.setattr(filelock.FileLock, "acquire", read_only)
+    with pytest.raises(UsageError, match=r"--output_dir .*ro: not a writable folder \(Read-only file system\)"):
+        checkpoints.lock_output_dir(tmp_path / "ro", SINGLE)
+
+
+@pytest.mark.parametrize("error", [
+    OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)),
+    OSError(errno.EROFS, os.strerror(errno.EROFS)),
+    RuntimeError("[enforce fail at inline_container.cc:672] . PytorchStreamWriter failed writing file data/0: "
+                 "file write failed"),
+], ids=["disk full", "read-only", "torch write failed"])
+def test_a_failed_save_publishes_nothing_and_names_the_intact_checkpoint(error, tmp_path, accelerator, monkeypatch):
+    model, optimizer, _ = prepared(accelerator)
+    checkpoints.save_checkpoint(accelerator, tmp_path, {"step": 2})
+
+    def fails(output_dir, **kwargs):
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        (Path(output_dir) / "model.safetensors").write_bytes(b"half a fi")
+        raise error
+
+    monkeypatch.setattr(accelerator, "save_state", fails)
+    with pytest.raises(checkpoints.WriteFailed) as failed:
+        checkpoints.save_checkpoint(accelerator, tmp_path, {"step": 4})
+    reason = error.strerror if isinstance(error, OSError) else "[enforce fail"
+    assert str(failed.value).startswith(f"could not write the checkpoint of step 4 into {tmp_path / 'checkpoints'} "
+                                        f"({reason}")
+    assert str(failed.value).endswith(f"nothing was published. Last good checkpoint: "
+                                      f"{tmp_path / 'checkpoints' / 'checkpoint_2'}")
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_2"]

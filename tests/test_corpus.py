@@ -118,3 +118,32 @@ def test_csv_keeps_na_and_none_as_text(tmp_path):
     (tmp_path / "t.csv").write_text("\n".join(rows) + "\n")
     data = corpus_module.load_files({"train": [str(tmp_path / "t.csv")]})["train"]
     assert data["text"] == rows[1:]
+
+
+UNREADABLE = [  # file, its bytes, the one-line error (issue 23: these ended in a traceback or an unclear line)
+    ("broken.jsonl", b'{"text": "a"}\n{"text": "b"\n', r"cannot read .*broken.jsonl: JSON parse error: .* in row 1"),
+    ("latin1.txt", "caf\xe9\n".encode("latin-1"), r"cannot read .*latin1.txt: not UTF-8 text \('utf-8' codec"),
+    ("latin1.csv", "text\ncaf\xe9\n".encode("latin-1"), r"cannot read .*latin1.csv: not UTF-8 text"),
+    ("latin1.jsonl", '{"text": "caf\xe9"}\n'.encode("latin-1"), r"--train_file: the train split is not UTF-8 text"),
+    ("numbers.jsonl", b'{"text": 5}\n{"text": 7}\n', r"column `text` holds int64 values, not text"),
+    ("mixed.jsonl", b'{"text": "a"}\n{"text": 7}\n', r"column `text` holds mixed-type values, not text"),
+]
+
+
+@pytest.mark.parametrize("name, content, message", UNREADABLE, ids=[c[0] for c in UNREADABLE])
+def test_unreadable_files_and_non_text_are_one_line_errors(name, content, message, tmp_path):
+    (tmp_path / name).write_bytes(content)
+    with pytest.raises(UsageError, match=message):
+        corpus_module.load_corpus(train_file=[str(tmp_path / name)])
+
+
+def test_what_a_corpus_loses_is_said(tmp_path, caplog, docs):
+    path = write_jsonl(tmp_path / "body.jsonl", [{"n": i, "body": d} for i, d in enumerate(docs)])
+    corpus = corpus_module.load_corpus(train_file=[path], validation_split_percentage=20)
+    assert len(corpus["train"]) + len(corpus["validation"]) == len(docs)
+    assert "--train_file: no `text` column; reading its only string column, `body`, as the text" in caplog.text
+    path = write_jsonl(tmp_path / "holes.jsonl", [{"text": d} for d in docs] + [{"id": 1}, {"text": None}])
+    corpus = corpus_module.load_corpus(train_file=[path], validation_split_percentage=20)
+    assert len(corpus["train"]) + len(corpus["validation"]) == len(docs)
+    assert "--train_file: 2 of the train split's 12 documents have no text (the field missing, null or blank)" \
+        in caplog.text

@@ -267,6 +267,9 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
      "the teacher's num_hidden_layers is 3 but the student's is 2"),
     ("block above n", ["--block_size", "128"], f"--block_size 128 exceeds the student's longest input n={N}"),
     ("min length above the short spans", ["--min_length", "20"], "--min_length 20 is above --short_max_length 8"),
+    ("short spans above the block", ["--block_size", "16", "--short_max_length", "20"],
+     "--short_max_length 20 is above --block_size 16: a short span cannot be longer than the longest; allowed: at "
+     "most 16"),
     ("blank corpus", ["--train_file", "{data}/blank.jsonl"], "the train split has no text"),
     ("no usable text", ["--train_file", "{data}/specials.jsonl"], "the corpus has no usable text: no training or "
      "validation block holds a token after tokenization"),

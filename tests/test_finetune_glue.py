@@ -152,7 +152,8 @@ def test_glue_task_from_local_files_with_a_roberta_checkpoint(checkpoints, tmp_p
              (("train", rows[:16]), ("dev", rows[16:]), ("test", [{**r, "label": -1} for r in rows[16:]]))}
     results = main(["--model_name_or_path", str(checkpoints / "roberta"), "--task_name", "mnli",
                     "--train_file", files["train"], "--validation_file", files["dev"], "--test_file", files["test"],
-                    "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_steps", "2"])
+                    "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_steps", "2",
+                    "--per_device_train_batch_size", "8"])
     assert results["max_seq_length"] == 32  # RoBERTa's 34 positions, numbered after pad_token_id + 1
     assert set(results["validation"]) == {"accuracy", "num_examples"} and "test" not in results  # test unlabelled
     lines = (tmp_path / "out" / "predictions" / "MNLI-m.tsv").read_text().splitlines()
@@ -198,7 +199,7 @@ def test_hub_tasks_use_their_splits_metrics_and_submission_files(checkpoints, tm
     monkeypatch.setattr(finetune_glue, "load_dataset", lambda *a, **kw: calls.append(a) or hub_like(task))
     results = main(["--model_name_or_path", str(checkpoints / "linformer"), "--task_name", task, "--output_dir",
                     str(tmp_path), "--report_to", "none", "--max_steps", "2",
-                    "--validation_split_percentage", "20"])
+                    "--validation_split_percentage", "20", "--per_device_train_batch_size", "8"])
     assert calls == [expected_dataset]
     assert {s for s in results if isinstance(results[s], dict) and "num_examples" in results[s]} == scored_splits
     if task == "imdb":  # 20% of train held out for model selection, the labelled test set scored
@@ -260,6 +261,30 @@ def non_empty(folder):
     return str(folder)
 
 
+def damaged_checkpoint(checkpoint, folder, damage):
+    """A copy of a saved model whose model.safetensors is truncated, holds a NaN, or (with a manifest written
+    before) has finite garbage in it."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from linformer_training import checkpoints as ckpt
+
+    shutil.copytree(checkpoint, folder)
+    weights = folder / "model.safetensors"
+    if damage == "truncated":
+        weights.write_bytes(weights.read_bytes()[:100])
+    elif damage == "nan":
+        tensors = load_file(weights)
+        next(iter(tensors.values())).view(-1)[0] = float("nan")
+        save_file(tensors, weights, metadata={"format": "pt"})
+    else:
+        ckpt.write_manifest(folder)
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2:len(data) // 2 + 64] = torch.full((16,), 7.0).numpy().tobytes()
+        weights.write_bytes(bytes(data))
+    return str(folder)
+
+
 @pytest.mark.parametrize("change, message", [
     # Flags and their cross-checks: refused before anything is loaded.
     (["--task_name", "sst-2"], r"--task_name.*: invalid choice: 'sst-2' \(choose from 'cola', 'sst2'"),
@@ -301,6 +326,28 @@ def non_empty(folder):
     (["--validation_file", "BAD_LABEL"],
      r"validation split: label 'meh' in column 'label' is not one of the task's 2 labels \(neg, pos\)"),
     (["--train_file", "FLOAT_LABELS"], r"real numbers; pass --regression true"),
+    # issue 23: the bad inputs that ended in a traceback, an unclear message, or were accepted silently.
+    (["--label_column", "text"], r"--label_column text is a text column too \(text\): the labels need a column of "
+                                 r"their own"),
+    (["--text_pair_column", "text"], r"--text_pair_column text is the --text_column too: a pair needs two columns"),
+    (["--text_pair_column", "label"], r"--label_column label is a text column too \(text, label\)"),
+    (["--text_pair_column", "stars"], r"train split has no text column 'stars' \(--text_column/--text_pair_column\)"),
+    (["--max_steps", "1"], r"--warmup_ratio 0.06 \(1 warmup update\(s\)\) leaves no updates for the linear decay of "
+                           r"a run of 1 update\(s\); lower it, train longer, or use --lr_scheduler_type constant_with"),
+    (["--per_device_train_batch_size", "1000"], r"--per_device_train_batch_size 1000 x 1 process\(es\) x 1 "
+                                                r"accumulation step\(s\) = 1000 sequences per update, but the "
+                                                r"training set has only 48"),
+    (["--train_file", "MINUS_ONE"], r"train split: 1 example\(s\) have label -1 in 'label', which GLUE and "
+                                    r"`datasets` use for 'unlabelled'"),
+    (["--model_name_or_path", "TRUNCATED_WEIGHTS"],
+     r"--model_name_or_path .*truncated: model.safetensors: Error while deserializing header"),
+    (["--model_name_or_path", "NAN_WEIGHTS"],
+     r"--model_name_or_path .*nan: model.safetensors: tensor .* holds NaN/inf; these weights cannot be used"),
+    (["--model_name_or_path", "FINITE_GARBAGE"],
+     r"--model_name_or_path .*garbage: model.safetensors does not match its SHA-256 in manifest.json"),
+    (["--train_file", "INVALID_JSON"], r"cannot read .*broken.jsonl: JSON parse error"),
+    (["--output_dir", "A_FILE"], r"--output_dir .*a_file: is a file; pass a folder"),
+    (["--lr_scheduler_type", "cosine_with_min_lr"], r"invalid choice: 'cosine_with_min_lr' \(choose from 'linear'"),
 ])
 def test_bad_input_fails_before_training(checkpoints, tokenizer, own_data, tmp_path, capsys, change, message):
     placeholders = {
@@ -320,6 +367,14 @@ def test_bad_input_fails_before_training(checkpoints, tokenizer, own_data, tmp_p
                                               ("config.json", "tokenizer.json", "tokenizer_config.json")),
         "BIG_TOKENIZER": lambda: bigger_tokenizer(tokenizer, tmp_path / "big_tokenizer"),
         "NOT_EMPTY": lambda: non_empty(tmp_path / "out"),
+        "MINUS_ONE": lambda: write(tmp_path / "train.csv", [{"text": r["text"], "label": int(r["label"] == "pos")}
+                                                            for r in sentences(6)] + [{"text": "meh", "label": -1}]),
+        "TRUNCATED_WEIGHTS": lambda: damaged_checkpoint(checkpoints / "linformer", tmp_path / "truncated", "truncated"),
+        "NAN_WEIGHTS": lambda: damaged_checkpoint(checkpoints / "linformer", tmp_path / "nan", "nan"),
+        "FINITE_GARBAGE": lambda: damaged_checkpoint(checkpoints / "linformer", tmp_path / "garbage", "garbage"),
+        "INVALID_JSON": lambda: str(Path(tmp_path / "broken.jsonl").write_text('{"text": "a", "label": "pos"}\n{"t') and
+                                    tmp_path / "broken.jsonl"),
+        "A_FILE": lambda: str(Path(tmp_path / "a_file").write_text("x") and tmp_path / "a_file"),
     }
     change = [placeholders[c]() if c in placeholders else c for c in change]
     out = tmp_path / "out"

@@ -148,6 +148,14 @@ def truncate(path):
     path.write_bytes(path.read_bytes()[:100])
 
 
+def finite_garbage(path, size=4096, at=None):
+    """4 KiB of float32 sevens at the end of a file (or from byte `at`): every tensor still decodes, finite."""
+    data = bytearray(path.read_bytes())
+    start = len(data) - size if at is None else at
+    data[start:start + size] = torch.full((size // 4,), 7.0).numpy().tobytes()
+    path.write_bytes(bytes(data))
+
+
 LATEST, PREVIOUS = "checkpoints/checkpoint_4", "checkpoints/checkpoint_2"
 DAMAGE = {  # what is done to a copy of the finished run before the command
     "nan weights": lambda out: overwrite_tail(out / LATEST / "model.safetensors"),
@@ -158,6 +166,10 @@ DAMAGE = {  # what is done to a copy of the finished run before the command
     "no rng": lambda out: [(out / c / "random_states_0.pkl").unlink() for c in (LATEST, PREVIOUS)],
     "all damaged": lambda out: [truncate(out / c / "model.safetensors") for c in (LATEST, PREVIOUS)],
     "no checkpoints": lambda out: shutil.rmtree(out / "checkpoints"),
+    "finite weights": lambda out: finite_garbage(out / LATEST / "model.safetensors"),
+    "foreign rng": lambda out: torch.save({"step": 4}, out / LATEST / "random_states_0.pkl"),
+    "finite optimizer": lambda out: finite_garbage(out / LATEST / "optimizer.bin", size=64,  # tensor data, not zip
+                                                   at=(out / LATEST / "optimizer.bin").stat().st_size // 2),
 }
 RESUME = ["--resume_from_checkpoint", "latest", "--max_steps", "6"]
 FALLBACK = r"checkpoint_4 is damaged: .*; trying the previous checkpoint[\s\S]*Resumed from .*checkpoint_2: step 2"
@@ -207,14 +219,49 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
     ("tokenizer too big", None, ["--config_overrides", "vocab_size=100"], "vocab_size=100 is below --tokenizer_vocab_size 400", True),
     ("unknown tracker", None, ["--report_to", "tensorbord"], "--report_to: unknown tracker `tensorbord`", True),
     ("all warmup", None, ["--max_steps", "2"], "--warmup_steps 2 leaves no updates for the polynomial decay", True),
+    # issue 23: damage that still decodes is found by the checkpoint's manifest, before any training
+    ("finite garbage in the weights", "finite weights", RESUME,
+     FALLBACK.replace(": .*;", ": model.safetensors does not match its SHA-256 in manifest.json.*;") +
+     r"[\s\S]*Done: 6 updates", False),
+    ("another run's RNG state", "foreign rng", RESUME, FALLBACK.replace(": .*;", r": random_states_0.pkl has \d+ bytes, "
+                                                                       r"manifest.json says \d+;"), False),
+    ("finite garbage in the optimizer", "finite optimizer", RESUME,
+     FALLBACK.replace(": .*;", ": optimizer.bin does not match its SHA-256.*;"), False),
+    # issue 23: the bad inputs that ended in a traceback, an unclear message or silence
+    ("invalid JSON", None, ["--train_file", "{data}/broken.jsonl"],
+     r"cannot read .*broken.jsonl: JSON parse error: Missing a comma .* in row 1", True),
+    ("non-UTF-8 text file", None, ["--train_file", "{data}/latin1.txt"], r"cannot read .*latin1.txt: not UTF-8 text", True),
+    ("non-UTF-8 JSON lines", None, ["--train_file", "{data}/latin1.jsonl"],
+     r"--train_file: the train split is not UTF-8 text .*iconv", True),
+    ("integer texts", None, ["--train_file", "{data}/numbers.jsonl"],
+     r"--train_file: column `text` holds int64 values, not text", True),
+    *[(f"scheduler {name}", None, ["--lr_scheduler_type", name],
+       rf"argument --lr_scheduler_type.*: invalid choice: '{name}' \(choose from 'linear'", True)
+      for name in ("reduce_lr_on_plateau", "cosine_with_min_lr", "warmup_stable_decay")],
+    ("output_dir is a file", None, ["--output_dir", "{data}/a_file"],
+     r"--output_dir .*a_file: is a file; pass a folder", True),
+    ("batch above the data", None, ["--per_device_train_batch_size", "100000"],
+     r"--per_device_train_batch_size 100000 x 1 process\(es\) x 1 accumulation step\(s\) = 100000 sequences per "
+     r"update, but the training set has only [\d,]+; lower", True),
+    ("no `text` field: the column read is said", None, ["--train_file", "{data}/body.jsonl", "--max_steps", "3"],
+     r"--train_file: no `text` column; reading its only string column, `body`, as the text", False),
+    ("rows without text: counted and said", None, ["--train_file", "{data}/holes.jsonl", "--max_steps", "3"],
+     r"--train_file: 3 of the train split's 18 documents have no text \(the field missing, null or blank\)", False),
 ]
 
 
 @pytest.mark.parametrize("case, damage, flags, expected, fails", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, micro, finished, capsys, caplog):
+def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, micro, finished, corpus, capsys, caplog):
     data = tmp_path / "data"
     data.mkdir()
     write_jsonl(data / "blank.jsonl", [{"text": "  "}, {"text": "\t"}])
+    (data / "broken.jsonl").write_text('{"text": "a"}\n{"text": "b"\n')
+    (data / "latin1.txt").write_bytes("Call me Ishmael, caf\xe9.\n".encode("latin-1"))
+    (data / "latin1.jsonl").write_bytes('{"text": "Call me Ishmael, caf\xe9."}\n'.encode("latin-1"))
+    write_jsonl(data / "numbers.jsonl", [{"text": 5}, {"text": 7}])
+    texts = [json.loads(line)["text"] for line in corpus.read_text().splitlines()]
+    write_jsonl(data / "body.jsonl", [{"n": i, "body": t} for i, t in enumerate(texts)])
+    write_jsonl(data / "holes.jsonl", [{"text": t} for t in texts] + [{"title": "x"}, {"text": None}, {"text": " "}])
     (data / "header.csv").write_text("text\n")
     (data / "empty.csv").write_text("")
     (data / "a_file").write_text("x")
@@ -238,6 +285,102 @@ def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, mi
         text = caplog.text + capsys.readouterr().out
         assert re.search(expected, text), text
         assert (out / "model.safetensors").exists() and (out / "config.json").exists()
+
+
+class Payload:
+    """Unpickling this creates `marker`: what a hostile checkpoint would do with a shell command."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def test_a_poisoned_checkpoint_is_refused_without_running_its_payload(tmp_path, micro, finished, capsys, caplog):
+    """A downloaded folder whose checkpoint_4 holds a pickle payload in optimizer.bin, with a manifest to
+    match: named, it is refused as damaged; as `latest`, the run falls back to checkpoint_2. The payload
+    never runs (it does under a plain torch.load)."""
+    out, marker = tmp_path / "out", tmp_path / "payload_ran"
+    shutil.copytree(finished, out)
+    torch.save({"state": Payload(marker)}, out / LATEST / "optimizer.bin")
+    checkpoints.write_manifest(out / LATEST)
+    message = error_of(lambda: run(micro, out, "--resume_from_checkpoint", str(out / LATEST), "--max_steps", "6"),
+                       capsys)
+    assert re.search(r"checkpoint_4 is damaged: optimizer.bin is missing or unreadable \(UnpicklingError: Weights "
+                     r"only load failed", message), message
+    caplog.set_level(logging.WARNING)
+    run(micro, out, *RESUME)
+    assert re.search(FALLBACK, caplog.text + capsys.readouterr().out)
+    assert not marker.exists()
+    torch.load(out / LATEST / "optimizer.bin", weights_only=False)
+    assert marker.exists()  # the payload was live
+
+
+HOLDER = """
+import sys, time, types
+from linformer_training import checkpoints
+checkpoints.lock_output_dir(sys.argv[1], types.SimpleNamespace(is_main_process=True, num_processes=1))
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_folder_in_use_refuses_a_second_run_until_its_run_dies(tmp_path, micro, finished, capsys):
+    """A run holds its output folder (here a process that took the lock as a run does, then killed with -9):
+    another run, a resume or an overwrite of that folder stops at once, naming the holder, and touches
+    nothing; once the holder is dead the folder is free again."""
+    out = tmp_path / "out"
+    shutil.copytree(finished, out)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if not p.name.startswith(".lock")}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        in_use = rf"^--output_dir {out} is in use by another run \(PID {holder.pid} on host {socket.gethostname()}\)"
+        for flags in ([], ["--overwrite_output_dir"], RESUME):
+            fresh_state()
+            message = error_of(lambda: run(micro, out, "--max_steps", "4", *flags), capsys)
+            assert re.search(in_use, message), message
+        assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if not p.name.startswith(".lock")} == before
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    fresh_state()
+    run(micro, out, "--max_steps", "3", "--overwrite_output_dir")
+    assert (out / "model.safetensors").exists() and not (out / "checkpoints").exists()
+
+
+def test_a_full_disk_says_what_was_being_written_and_publishes_nothing(tmp_path, micro, capsys, monkeypatch):
+    """The writer fails with ENOSPC (as on a full disk) at the second checkpoint, then at the final save:
+    one line each, naming what was being written and the checkpoint that is intact; nothing half-written
+    is left where a resume or a from_pretrained would find it."""
+    import errno
+
+    import accelerate.utils.other
+    import transformers.modeling_utils
+
+    def full_disk(tensors, filename, metadata=None):
+        Path(filename).write_bytes(b"\0" * 100)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(filename))
+
+    real = accelerate.utils.other.safe_save_file
+    monkeypatch.setattr(accelerate.utils.other, "safe_save_file",
+                        lambda t, f, metadata=None: (full_disk if "checkpoint_4" in str(f) else real)(t, f, metadata=metadata))
+    out = tmp_path / "out"
+    message = error_of(lambda: run(micro, out, "--max_steps", "6", "--checkpointing_steps", "2"), capsys)
+    assert message == (f"could not write the checkpoint of step 4 into {out / 'checkpoints'} (No space left on "
+                       f"device); nothing was published. Last good checkpoint: {out / LATEST.replace('4', '2')}")
+    assert [p.name for p in (out / "checkpoints").iterdir()] == ["checkpoint_2"]
+
+    monkeypatch.setattr(accelerate.utils.other, "safe_save_file", real)
+    monkeypatch.setattr(transformers.modeling_utils, "safe_save_file", full_disk)
+    fresh_state()
+    message = error_of(lambda: run(micro, out, "--max_steps", "4", "--checkpointing_steps", "2",
+                                   "--resume_from_checkpoint", "latest"), capsys)
+    assert message == (f"could not write the final model into {out} (No space left on device); nothing was "
+                       f"published. Last good checkpoint: {out / LATEST}")
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".lock")) == \
+        ["checkpoints", "metrics.jsonl", "train_config.yaml"]  # no model file, no config.json, no .final.tmp
 
 
 def test_unknown_flag_and_recipe_key_are_errors(tmp_path, micro, capsys):
@@ -566,7 +709,7 @@ def test_fsdp2_trains_checkpoints_resumes_exactly_and_saves_a_plain_folder(tmp_p
     damaged = tmp_path / "damaged"
     shutil.copytree(step_2, damaged)
     truncate(next((damaged / "pytorch_model_fsdp_0").glob("*.distcp")))
-    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: __\d_0.distcp is missing or truncated"):
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0/__\d_0.distcp has \d+ bytes"):
         checkpoints.verify_checkpoint(damaged, 2)
 
     resumed = tmp_path / "resumed"

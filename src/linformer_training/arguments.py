@@ -254,7 +254,10 @@ def apply_overrides(config, overrides, flag="--config_overrides"):
 # The argument groups the training scripts share.
 # ---------------------------------------------------------------------------------------------------
 
-SCHEDULERS = tuple(t.value for t in SchedulerType)
+# transformers' schedules that need nothing beyond warmup and length: the others need arguments (a minimum
+# learning rate, decay steps) or a metric at every step, and would fail after the first update.
+SCHEDULERS = tuple(t.value for t in SchedulerType if t.value not in (
+    "reduce_lr_on_plateau", "greedy", "cosine_with_min_lr", "cosine_warmup_with_min_lr", "warmup_stable_decay"))
 
 
 @dataclass
@@ -289,13 +292,20 @@ class OptimizerArguments(Arguments):
 
     def __post_init__(self):
         super().__post_init__()
-        if (self.max_steps and not self.warmup_ratio and self.warmup_steps >= self.max_steps
-                and self.lr_scheduler_type not in ("constant", "constant_with_warmup")):
-            raise UsageError(f"--warmup_steps {self.warmup_steps} leaves no updates for the {self.lr_scheduler_type} "
-                             f"decay: it must be below --max_steps {self.max_steps}")
+        if self.max_steps:  # otherwise known once the data is read (epochs)
+            self.num_warmup_steps(self.max_steps)
 
     def num_warmup_steps(self, max_steps):
-        return math.ceil(self.warmup_ratio * max_steps) if self.warmup_ratio else self.warmup_steps
+        """Warmup updates of a run of `max_steps`; refused if they leave none for the decay, naming the flag
+        that set them (a default --warmup_ratio is no --warmup_steps the user gave)."""
+        warmup = math.ceil(self.warmup_ratio * max_steps) if self.warmup_ratio else self.warmup_steps
+        if warmup >= max_steps and self.lr_scheduler_type not in ("constant", "constant_with_warmup"):
+            source = (f"--warmup_ratio {self.warmup_ratio:g} ({warmup} warmup update(s))" if self.warmup_ratio
+                      else f"--warmup_steps {warmup}")
+            raise UsageError(f"{source} leaves no updates for the {self.lr_scheduler_type} decay of a run of "
+                             f"{max_steps} update(s); lower it, train longer, or use --lr_scheduler_type "
+                             f"constant_with_warmup")
+        return warmup
 
 
 @dataclass

@@ -5,25 +5,35 @@
 Accelerate's `save_state` / `load_state` write and read a checkpoint (weights, optimizer, scheduler,
 every process's RNG). Its automatic rotation (`ProjectConfiguration(total_limit=...)`) deletes the
 oldest checkpoint *before* writing the new one, in place: with a limit of 1 a crash mid-save leaves
-nothing to resume from. So checkpoints are written to a temporary folder, marked complete by
-`trainer_state.json` (written last), renamed into `checkpoints/checkpoint_{step}` (Accelerate's naming),
-and only then are old ones removed. Resuming verifies a checkpoint before trusting it (every file there,
-readable, finite) and falls back to the previous one with a warning.
+nothing to resume from. So checkpoints are written to a temporary folder, with `trainer_state.json` and
+then `manifest.json` last, renamed into `checkpoints/checkpoint_{step}` (Accelerate's naming), and only
+then are old ones removed. Resuming verifies a checkpoint before trusting it and falls back to
+the previous one with a warning naming the file: every file must match the size and SHA-256 that
+`manifest.json` recorded when it was written (finite garbage and a foreign RNG pickle are damage too), the
+weights must be finite, and nothing is unpickled beyond plain tensors and containers (`weights_only`, as
+Accelerate itself loads): a checkpoint folder may come from anywhere.
 
 The final model is written the same way: into a temporary folder first, then moved into the output
 folder with `config.json` last, after the previous run's model files were removed at the start. A
 killed save therefore leaves a folder without `config.json`, which does not load, never old weights
-beside new metrics.
+beside new metrics. A save that fails (a full or read-only disk) publishes nothing and says which
+checkpoint is intact.
+
+One run writes an output folder at a time: the main process holds an OS lock on `.lock` in it for as long
+as it runs (the OS drops it when the process dies, so a killed run never blocks the next one).
 """
 
+import contextlib
+import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from .arguments import ScriptError, UsageError
 
@@ -32,7 +42,10 @@ logger = logging.getLogger(__name__)
 CHECKPOINTS_DIR = "checkpoints"
 PREFIX = "checkpoint_"
 STATE_FILE = "trainer_state.json"
+MANIFEST = "manifest.json"
 RUN_FILES = ("metrics.jsonl", "logs", "train_config.yaml")  # written by the run itself, not the final save
+LOCK_FILES = (".lock", ".lock.owner")  # the run's lock and who holds it: never removed, never "content"
+_held_locks = {}  # output folder -> its FileLock, held until this process ends
 
 
 class NonFiniteError(ScriptError, RuntimeError):
@@ -43,32 +56,69 @@ class DamagedCheckpoint(UsageError):
     pass
 
 
+class WriteFailed(ScriptError):
+    """A checkpoint or the final model could not be written (disk full, read-only, quota)."""
+
+
 # ---------------------------------------------------------------------------------------------------
 # Output folder
 # ---------------------------------------------------------------------------------------------------
 
 
-def prepare_output_dir(output_dir, overwrite, resuming, is_main_process=True):
-    """Refuse a non-empty folder unless resuming it or told to overwrite it (then it is emptied whole)."""
-    out = Path(output_dir)
+def lock_output_dir(output_dir, accelerator):
+    """Before anything is written: the output folder exists, is writable and is this run's alone. Two runs
+    in one folder would mix their weights, configs and logs, so a second run (or a resume, or an overwrite)
+    of a folder in use stops at once. The main process holds the lock; every process raises the same error."""
+    problem = _take_lock(Path(output_dir)) if accelerator.is_main_process else None
+    if accelerator.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
+
+        problem = broadcast_object_list([problem])[0]
+    if problem:
+        raise UsageError(problem)
+
+
+def _take_lock(out):
     if out.exists() and not out.is_dir():
-        raise UsageError(f"--output_dir {out}: exists and is not a folder")
-    contents = [p for p in out.iterdir() if not p.name.startswith(".write_test")] if out.is_dir() else []
+        return f"--output_dir {out}: is a file; pass a folder (new or empty, or one to resume or overwrite)"
+    if out.resolve() in _held_locks:  # this process already runs here (scripts called again from Python)
+        return None
+    from filelock import FileLock, Timeout
+
+    owner = out / LOCK_FILES[1]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(out / LOCK_FILES[0], timeout=0)
+        lock.acquire()
+    except Timeout:
+        holder = owner.read_text().strip() if owner.is_file() else "holder unknown"
+        return (f"--output_dir {out} is in use by another run ({holder}); wait for it to end or pick another "
+                f"--output_dir")
+    except OSError as e:
+        return f"--output_dir {out}: not a writable folder ({e.strerror or e})"
+    _held_locks[out.resolve()] = lock
+    try:
+        owner.write_text(f"PID {os.getpid()} on host {socket.gethostname()}\n")
+    except OSError as e:
+        return f"--output_dir {out}: not a writable folder ({e.strerror or e})"
+    return None
+
+
+def prepare_output_dir(output_dir, overwrite, resuming, is_main_process=True):
+    """Refuse a non-empty folder unless resuming it or told to overwrite it (then all of it goes but the
+    lock this run holds: a new lock file beside a deleted one would let a second run in)."""
+    out = Path(output_dir)
+    contents = [p for p in out.iterdir() if p.name not in LOCK_FILES] if out.is_dir() else []
     if contents and not resuming:
         if not overwrite:
             raise UsageError(f"--output_dir {out} is not empty; pass --overwrite_output_dir to replace it"
                              + (", or --resume_from_checkpoint latest to continue its run"
                                 if list_checkpoints(out) else ""))
         if is_main_process:
-            shutil.rmtree(out)
+            for path in contents:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
     if is_main_process:
-        try:
-            out.mkdir(parents=True, exist_ok=True)
-            probe = out / f".write_test_{os.getpid()}"
-            probe.write_text("ok")
-            probe.unlink()
-        except OSError as e:
-            raise UsageError(f"--output_dir {out}: not a writable folder ({e.strerror or e})") from None
+        out.mkdir(parents=True, exist_ok=True)
         if resuming:
             remove_final_model(out)
     return out
@@ -78,21 +128,48 @@ def remove_final_model(output_dir):
     """Delete a previous final model (and an interrupted final save) from a folder about to be resumed."""
     out = Path(output_dir)
     for path in out.iterdir():
-        if path.name in (CHECKPOINTS_DIR, *RUN_FILES) or path.name.startswith(".write_test"):
+        if path.name in (CHECKPOINTS_DIR, *RUN_FILES, *LOCK_FILES):
             continue
         shutil.rmtree(path) if path.is_dir() else path.unlink()
 
 
-def publish(tmp, output_dir):
-    """Move a complete folder's files into `output_dir`; `config.json` goes last (it makes the folder load)."""
-    tmp, out = Path(tmp), Path(output_dir)
-    names = sorted(p.name for p in tmp.iterdir())
-    for name in sorted(names, key=lambda n: n == "config.json"):
-        target = out / name
-        if target.is_dir():
-            shutil.rmtree(target)
-        os.replace(tmp / name, target)
-    tmp.rmdir()
+def publish(tmp, target, whole=False):
+    """Make a complete temporary folder visible: its manifest is written last, then its files are moved into
+    `target` (the output folder, which holds other things) with `config.json` last (it makes the folder
+    load), or, `whole`, it replaces `target` as one folder (a checkpoint)."""
+    tmp, target = Path(tmp), Path(target)
+    write_manifest(tmp)
+    if not whole:
+        for name in sorted((p.name for p in tmp.iterdir()), key=lambda n: (n == "config.json", n == MANIFEST)):
+            if (target / name).is_dir():
+                shutil.rmtree(target / name)
+            os.replace(tmp / name, target / name)
+        tmp.rmdir()
+    elif target.exists():  # the same checkpoint saved by an earlier attempt: swap, never delete first
+        old = target.with_name(f".old-{target.name}")
+        shutil.rmtree(old, ignore_errors=True)
+        target.rename(old)
+        tmp.rename(target)
+        shutil.rmtree(old)
+    else:
+        tmp.rename(target)
+
+
+@contextlib.contextmanager
+def writing(what, tmp, output_dir, num_processes):
+    """A save that cannot be written (a full or read-only disk, a quota) ends the run with one line: what
+    was being written, that nothing was published, and the checkpoint to resume from. torch reports a
+    failed write as a RuntimeError and safetensors as a SafetensorError, not as an OSError."""
+    try:
+        yield
+    except (OSError, RuntimeError, SafetensorError) as e:
+        if isinstance(e, ScriptError):
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
+        raise WriteFailed(f"could not write {what} into {Path(tmp).parent} ({reason}); nothing was published. "
+                          f"Last good checkpoint: {last_good_checkpoint(output_dir, num_processes) or 'none'}"
+                          ) from e
 
 
 def check_finite(model, what):
@@ -123,24 +200,19 @@ def save_checkpoint(accelerator, output_dir, state, total_limit=None, tokenizer=
     folder = Path(output_dir) / CHECKPOINTS_DIR
     final = folder / f"{PREFIX}{state['step']}"
     tmp = folder / f".tmp-{final.name}"
+    with writing(f"the checkpoint of step {state['step']}", tmp, output_dir, accelerator.num_processes):
+        if accelerator.is_main_process:
+            folder.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.wait_for_everyone()
+        accelerator.save_state(str(tmp))
+        accelerator.wait_for_everyone()  # every process has written its part
+        if accelerator.is_main_process:
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp / "tokenizer")
+            (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))
+            publish(tmp, final, whole=True)
     if accelerator.is_main_process:
-        folder.mkdir(parents=True, exist_ok=True)
-        shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp))
-    accelerator.wait_for_everyone()  # every process has written its part
-    if accelerator.is_main_process:
-        if tokenizer is not None:
-            tokenizer.save_pretrained(tmp / "tokenizer")
-        (tmp / STATE_FILE).write_text(json.dumps(state, indent=2))  # last: marks the folder complete
-        if final.exists():  # the same step saved by an earlier attempt: swap, never delete first
-            old = folder / f".old-{final.name}"
-            shutil.rmtree(old, ignore_errors=True)
-            final.rename(old)
-            tmp.rename(final)
-            shutil.rmtree(old)
-        else:
-            tmp.rename(final)
         if total_limit:
             for stale in list_checkpoints(output_dir)[:-total_limit]:
                 shutil.rmtree(stale)
@@ -148,8 +220,98 @@ def save_checkpoint(accelerator, output_dir, state, total_limit=None, tokenizer=
     return final
 
 
+def sha256(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_manifest(folder):
+    """`manifest.json`: every file's size and SHA-256, so damage that still decodes (finite garbage in the
+    weights, another run's RNG state) is found before a resume or a finetune trusts the folder."""
+    folder = Path(folder)
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
+    entries = {p.relative_to(folder).as_posix(): {"size": p.stat().st_size, "sha256": sha256(p)} for p in files}
+    (folder / MANIFEST).write_text(json.dumps({"files": entries}, indent=1) + "\n")
+
+
+def check_manifest(folder, complete=True, suffixes=None, absent_ok=()):
+    """Raise ValueError naming the first file that differs from `manifest.json` (with `complete`, a file the
+    manifest does not list is one too; with `suffixes`, only such files are compared; `absent_ok` may be
+    missing); False if the folder has no manifest (an older version wrote it, or not these scripts)."""
+    folder = Path(folder)
+    if not (folder / MANIFEST).is_file():
+        return False
+    try:
+        entries = json.loads((folder / MANIFEST).read_text())["files"]
+        listed = {name: (int(e["size"]), str(e["sha256"])) for name, e in entries.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ValueError(f"{MANIFEST} is unreadable ({type(e).__name__}: {e})") from None
+    for name, (size, digest) in sorted(listed.items()):
+        if suffixes and not name.endswith(suffixes):
+            continue
+        path = folder / name
+        if name in absent_ok:
+            continue
+        if not path.is_file():
+            raise ValueError(f"{name} is missing (listed in {MANIFEST})")
+        if path.stat().st_size != size:
+            raise ValueError(f"{name} has {path.stat().st_size} bytes, {MANIFEST} says {size}")
+        if sha256(path) != digest:
+            raise ValueError(f"{name} does not match its SHA-256 in {MANIFEST} (changed since it was written)")
+    if complete:
+        extra = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+                       and p.name != MANIFEST and p.relative_to(folder).as_posix() not in listed)
+        if extra:
+            raise ValueError(f"{extra[0]} is not listed in {MANIFEST} (added since it was written)")
+    return True
+
+
+def check_safetensors(file):
+    """Raise unless every tensor of a safetensors file decodes and holds no NaN/inf."""
+    with safe_open(file, "pt") as f:
+        for key in f.keys():
+            tensor = f.get_tensor(key)
+            if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+                raise ValueError(f"tensor {key} holds NaN/inf")
+
+
+def check_model_folder(folder, flag):
+    """A saved model, before anything is built on it: its weights as its manifest recorded them (where it has
+    one) and finite. `from_pretrained` loads NaN weights without a word and reports a truncated file without
+    its name. (Its card and config may have been edited since: only weight files are compared.)"""
+    folder = Path(folder)
+    try:
+        check_manifest(folder, complete=False, suffixes=(".safetensors", ".bin"))
+        for file in sorted(folder.glob("*.safetensors")):
+            try:
+                check_safetensors(file)
+            except Exception as e:  # noqa: BLE001  any decoding error means the same: unusable weights
+                raise ValueError(f"{file.name}: {first_line(e)}") from None
+    except ValueError as e:
+        raise UsageError(f"{flag} {folder}: {e}; these weights cannot be used") from None
+
+
+def first_line(error):
+    return str(error).splitlines()[0] if str(error) else type(error).__name__
+
+
+def load_plain(path):
+    """A torch-saved file read as Accelerate's `load_state` reads it: tensors, numbers and containers only
+    (`weights_only`), so a pickled object in a downloaded checkpoint never runs."""
+    from accelerate.utils import load
+
+    return load(path, map_location="cpu")
+
+
+RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
+
+
 def verify_checkpoint(path, num_processes, allow_inexact=False):
-    """Raise DamagedCheckpoint (naming `path`) unless every file a resume needs is there, readable and finite."""
+    """Raise DamagedCheckpoint (naming `path` and the file) unless every file a resume needs is there,
+    matches its manifest, reads without unpickling any object, and the weights are finite."""
     path = Path(path)
 
     def damaged(why):
@@ -161,6 +323,16 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
             raise ValueError("no integer `step`")
     except (OSError, ValueError) as e:
         raise damaged(f"{STATE_FILE} is unreadable ({e})") from None
+    missing = [f"random_states_{i}.pkl" for i in range(num_processes) if not (path / f"random_states_{i}.pkl").is_file()]
+    if missing and not allow_inexact:
+        raise damaged(f"{', '.join(missing)} missing, so the run cannot continue bit-exactly; pass "
+                      f"--allow_inexact_resume true to resume anyway")
+    try:
+        if not check_manifest(path, absent_ok=missing):
+            logger.warning("%s has no %s (an older version wrote it): its files are checked only for being "
+                           "readable and finite", path, MANIFEST)
+    except ValueError as e:
+        raise damaged(str(e)) from None
     weights = sorted(path.glob("model*.safetensors"))
     sharded = sorted(path.glob("pytorch_model_fsdp_*"))  # FSDP: torch.distributed.checkpoint folders (or .bin)
     if not weights and not sharded:
@@ -171,25 +343,24 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
         try:
             check_fsdp_state(item)
         except Exception as e:  # noqa: BLE001
-            raise damaged(f"{item.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise damaged(f"{item.name}: {first_line(e)}") from None
     for file in weights:
         try:
-            with safe_open(file, "pt") as f:
-                for key in f.keys():
-                    tensor = f.get_tensor(key)
-                    if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-                        raise ValueError(f"tensor {key} holds NaN/inf")
+            check_safetensors(file)
         except Exception as e:  # noqa: BLE001  any decoding error means the same: cannot resume from it
-            raise damaged(f"{file.name}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+            raise damaged(f"{file.name}: {first_line(e)}") from None
     for name in ("scheduler.bin",) if sharded else ("optimizer.bin", "scheduler.bin"):
         try:
-            torch.load(path / name, map_location="cpu", weights_only=False)
+            load_plain(path / name)
         except Exception as e:  # noqa: BLE001
-            raise damaged(f"{name} is missing or unreadable ({type(e).__name__})") from None
-    missing = [f"random_states_{i}.pkl" for i in range(num_processes) if not (path / f"random_states_{i}.pkl").is_file()]
-    if missing and not allow_inexact:
-        raise damaged(f"{', '.join(missing)} missing, so the run cannot continue bit-exactly; pass "
-                      f"--allow_inexact_resume true to resume anyway")
+            raise damaged(f"{name} is missing or unreadable ({type(e).__name__}: {first_line(e)})") from None
+    for rng in sorted(path.glob("random_states_*.pkl")):  # Accelerate skips a bad one with an INFO line only
+        try:
+            states = load_plain(rng)
+            if not isinstance(states, dict) or any(key not in states for key in RNG_KEYS):
+                raise ValueError(f"not an RNG state (no {', '.join(RNG_KEYS)})")
+        except Exception as e:  # noqa: BLE001
+            raise damaged(f"{rng.name} is unreadable ({type(e).__name__}: {first_line(e)})") from None
     if missing:
         logger.warning("resuming %s without %s: the run will not be bit-identical to an uninterrupted one",
                        path, ", ".join(missing))
@@ -200,7 +371,7 @@ def check_fsdp_state(item):
     """A sharded FSDP state (model or optimizer) is complete: its metadata reads and every byte range it
     names is in its files. (Its values were checked finite before saving; a `.bin` full state is loaded.)"""
     if item.is_file():
-        torch.load(item, map_location="cpu", weights_only=False)
+        load_plain(item)
         return
     from torch.distributed.checkpoint import FileSystemReader
 
@@ -220,18 +391,30 @@ def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False)
                              f"pass `latest` or a folder like {Path(output_dir) / CHECKPOINTS_DIR / (PREFIX + '100')}")
         verify_checkpoint(path, num_processes, allow_inexact)
         return path
+    path, problems = newest_verified(output_dir, num_processes, allow_inexact)
+    for problem in problems:
+        logger.warning("%s; trying the previous checkpoint", problem)
+    if path is None and problems:
+        raise UsageError("no checkpoint can be resumed: " + "; ".join(problems))
+    return path
+
+
+def newest_verified(output_dir, num_processes, allow_inexact=False):
+    """(the newest checkpoint that verifies or None, what was wrong with each newer one)."""
     problems = []
     for path in reversed(list_checkpoints(output_dir)):
         try:
             verify_checkpoint(path, num_processes, allow_inexact)
         except DamagedCheckpoint as e:
-            logger.warning("%s; trying the previous checkpoint", e)
             problems.append(str(e))
             continue
-        return path
-    if problems:
-        raise UsageError("no checkpoint can be resumed: " + "; ".join(problems))
-    return None
+        return path, problems
+    return None, problems
+
+
+def last_good_checkpoint(output_dir, num_processes):
+    """The checkpoint an error message may call good: one that verifies now, not merely the newest."""
+    return newest_verified(output_dir, num_processes)[0]
 
 
 def read_state(path):

@@ -3,16 +3,20 @@
 """Text corpora through `datasets`: Hub names and local files (globs, compression), mixed or streamed.
 
 One table of file types serves every script; CSV/TSV cells such as "NA" or "None" are text, not
-missing values (pandas' default would drop them silently).
+missing values (pandas' default would drop them silently). What a corpus loses on the way is said: the
+column read as text when none is called `text`, and how many documents had no text.
 """
 
 import glob
+import logging
 import os
 from pathlib import Path
 
 import datasets
 
 from .arguments import UsageError
+
+logger = logging.getLogger(__name__)
 
 FILE_FORMATS = {".txt": ("text", {}), ".text": ("text", {}), ".json": ("json", {}), ".jsonl": ("json", {}),
                 ".parquet": ("parquet", {}), ".csv": ("csv", {"keep_default_na": False}),
@@ -69,8 +73,20 @@ def load_files(data_files, streaming=False):
         return datasets.load_dataset(builder, data_files=data_files, streaming=streaming, **options)
     except Exception as e:  # noqa: BLE001  malformed or header-only files: name them, not a traceback
         files = ", ".join(str(p) for paths in data_files.values() for p in paths)
-        why = "no rows (only a header?)" if "corresponds to no data" in str(e) else str(e).splitlines()[0][:200]
+        while type(e).__name__ == "DatasetGenerationError" and (e.__cause__ or e.__context__):
+            e = e.__cause__ or e.__context__  # "An error occurred while generating the dataset": the cause is below
+        why = ("no rows (only a header?)" if "corresponds to no data" in str(e) else not_utf8(e) if is_not_utf8(e)
+               else str(e).splitlines()[0][:200])
         raise UsageError(f"cannot read {files}: {why}") from None
+
+
+def is_not_utf8(error):
+    return isinstance(error, UnicodeDecodeError) or "Invalid UTF8" in str(error)
+
+
+def not_utf8(error):
+    return (f"not UTF-8 text ({str(error).splitlines()[0][:120]}); convert it, e.g. "
+            f"`iconv -f latin1 -t utf-8 FILE > FILE.utf8`")
 
 
 class ExcludedIds:
@@ -127,10 +143,34 @@ def _text_only(ds, text_column, source):
         text_column = "text" if "text" in columns else (strings[0] if len(strings) == 1 else None)
         if text_column is None:
             raise UsageError(f"{source}: no `text` column among {columns}; pass --text_column_name")
+        if text_column != "text":
+            logger.warning("%s: no `text` column; reading its only string column, `%s`, as the text (pass "
+                           "--text_column_name to choose)", source, text_column)
     elif text_column not in columns:
         raise UsageError(f"--text_column_name {text_column}: {source} has no such column; it has {columns}")
+    feature = ds.features[text_column] if ds.features is not None else None
+    if feature is not None and getattr(feature, "dtype", None) not in ("string", "large_string"):
+        raise UsageError(f"{source}: column `{text_column}` holds {getattr(feature, 'dtype', 'mixed-type')} values, "
+                         f"not text; every document must be a string (or pass --text_column_name)")
     ds = ds.select_columns([text_column])
     return ds.rename_column(text_column, "text") if text_column != "text" else ds
+
+
+def _drop_empty(ds, source, split):
+    """Documents without text (the field missing, null or blank) are dropped, and how many is said."""
+    try:
+        kept = ds.filter(lambda doc: isinstance(doc["text"], str) and bool(doc["text"].strip()),
+                         desc="Dropping blank documents")
+    except Exception as e:  # noqa: BLE001  pyarrow reads JSON with invalid UTF-8, and fails only here
+        if is_not_utf8(e):
+            raise UsageError(f"{source}: the {split} split is {not_utf8(e)}") from None
+        raise
+    if len(kept) == 0:
+        raise UsageError(f"{source}: the {split} split has no text (no documents, or only blank ones)")
+    if len(kept) < len(ds):
+        logger.warning("%s: %s of the %s split's %s documents have no text (the field missing, null or blank) "
+                       "and are skipped", source, f"{len(ds) - len(kept):,}", split, f"{len(ds):,}")
+    return kept
 
 
 def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, validation_file=None,
@@ -178,9 +218,7 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
             val = None if val is None else exclude(val, f"{label} validation")
         train = _text_only(train, text_column_name, label)
         if not streaming:
-            train = train.filter(lambda doc: bool(doc["text"] and doc["text"].strip()), desc="Dropping blank documents")
-            if len(train) == 0:
-                raise UsageError(f"{label}: the train split has no text (no documents, or only blank ones)")
+            train = _drop_empty(train, label, "train")
         if val is None:
             if streaming:
                 val, train = train.take(streaming_validation_docs), train.skip(streaming_validation_docs)
@@ -194,9 +232,7 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
         else:
             val = _text_only(val, text_column_name, label)
             if not streaming:
-                val = val.filter(lambda doc: bool(doc["text"] and doc["text"].strip()), desc="Dropping blank documents")
-                if len(val) == 0:
-                    raise UsageError(f"{label}: the validation split has no text (no documents, or only blank ones)")
+                val = _drop_empty(val, label, "validation")
         trains.append(train)
         vals.append(val)
 

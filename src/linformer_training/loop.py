@@ -162,7 +162,22 @@ def start(args):
     from .tracking import resolve_trackers
 
     accelerator = make_accelerator(args, log_with=resolve_trackers(args.report_to))
-    return accelerator, accumulation_steps(args, accelerator.num_processes)
+    accumulation = accumulation_steps(args, accelerator.num_processes)
+    checkpoints.lock_output_dir(args.output_dir, accelerator)
+    return accelerator, accumulation
+
+
+def check_one_update(args, dataset, num_processes, accumulation):
+    """A training set smaller than one update would not fail: the DataLoader hands out what there is, and
+    the run would report sequences per update it never sees. (A streamed set is checked as it is read.)"""
+    if not hasattr(dataset, "__len__"):
+        return
+    per_update = args.per_device_train_batch_size * num_processes * accumulation
+    if per_update > len(dataset):
+        raise UsageError(f"--per_device_train_batch_size {args.per_device_train_batch_size} x {num_processes} "
+                         f"process(es) x {accumulation} accumulation step(s) = {per_update} sequences per update, "
+                         f"but the training set has only {len(dataset):,}; lower --per_device_train_batch_size "
+                         f"(or --gradient_accumulation_steps / --total_batch_size)")
 
 
 def build_optimizer(model, args):
@@ -175,11 +190,8 @@ def build_optimizer(model, args):
 
 
 def build_scheduler(optimizer, args, max_steps):
-    warmup = args.num_warmup_steps(max_steps)
-    if warmup >= max_steps and args.lr_scheduler_type not in ("constant", "constant_with_warmup"):
-        raise UsageError(f"--warmup_steps {warmup} leaves no updates for the {args.lr_scheduler_type} decay: "
-                         f"it must be below the {max_steps} updates of the run")
-    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=warmup, num_training_steps=max_steps)
+    return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.num_warmup_steps(max_steps),
+                         num_training_steps=max_steps)
 
 
 def peak_memory_gb():
@@ -231,8 +243,7 @@ def resume(run, path):
 
 
 def last_good_checkpoint(run):
-    found = checkpoints.list_checkpoints(run.output_dir)
-    return str(found[-1]) if found else "none"
+    return checkpoints.last_good_checkpoint(run.output_dir, run.accelerator.num_processes) or "none"
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -349,6 +360,7 @@ def log_window(run):
 def train(run):
     """Train until `run.max_steps` updates (or early stopping); evaluates every `eval_steps` and at the end."""
     args, state = run.args, run.state
+    check_one_update(args, run.train_loader.dataset, run.accelerator.num_processes, run.accumulation)
     per_update = args.per_device_train_batch_size * run.accelerator.num_processes * run.accumulation
     run.say(f"{sum(p.numel() for p in run.model.parameters()):,} parameters, {run.accelerator.num_processes} "
             f"process(es), {per_update} sequences per update ({run.accumulation} accumulation steps), "

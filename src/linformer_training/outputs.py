@@ -70,23 +70,26 @@ def save_final_model(run, card, extra_files=None, model=None):
     unwrapped = accelerator.unwrap_model(model)
     checkpoints.check_finite(unwrapped, "final model")
     tmp = run.output_dir / ".final.tmp"
+    with checkpoints.writing("the final model", tmp, run.output_dir, accelerator.num_processes):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+        accelerator.wait_for_everyone()
+        save_pretrained(accelerator, model, tmp)
+        if accelerator.is_main_process:
+            if run.tokenizer is not None:
+                run.tokenizer.save_pretrained(tmp)
+            (tmp / "README.md").write_text(card)
+            for name, content in (extra_files or {}).items():  # a name may hold a folder: predictions/MNLI-m.tsv
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                if isinstance(content, Path) and content.is_dir():  # copied as it is, empty folders too
+                    shutil.copytree(content, tmp / name)
+                elif isinstance(content, Path):
+                    shutil.copy(content, tmp / name)
+                else:
+                    (tmp / name).write_text(content if isinstance(content, str)
+                                            else json.dumps(content, indent=2) + "\n")
+            checkpoints.publish(tmp, run.output_dir)
     if accelerator.is_main_process:
-        shutil.rmtree(tmp, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    save_pretrained(accelerator, model, tmp)
-    if accelerator.is_main_process:
-        if run.tokenizer is not None:
-            run.tokenizer.save_pretrained(tmp)
-        (tmp / "README.md").write_text(card)
-        for name, content in (extra_files or {}).items():  # a name may hold a folder: predictions/MNLI-m.tsv
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            if isinstance(content, Path) and content.is_dir():  # copied as it is, empty folders too
-                shutil.copytree(content, tmp / name)
-            elif isinstance(content, Path):
-                shutil.copy(content, tmp / name)
-            else:
-                (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2) + "\n")
-        checkpoints.publish(tmp, run.output_dir)
         shutil.rmtree(run.output_dir / "tokenizer", ignore_errors=True)  # the trained tokenizer is now beside the model
     accelerator.wait_for_everyone()
 

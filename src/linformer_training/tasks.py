@@ -164,6 +164,10 @@ def own_task(train, text_columns, label_column, regression=False, trained_labels
     if any(isinstance(v, float) for v in distinct):
         raise UsageError(f"train split: the labels in {label_column!r} are real numbers; pass --regression true "
                          f"for regression")
+    if -1 in distinct:  # read as a class of its own, it would silently train the unlabelled rows as one
+        raise UsageError(f"train split: {sum(v == -1 for v in values):,} example(s) have label -1 in {label_column!r}, which "
+                         f"GLUE and `datasets` use for 'unlabelled'; drop them, or if -1 is a class, name the "
+                         f"classes (e.g. negative/neutral/positive)")
     return custom_task(text_columns, [str(v) for v in sorted(distinct, key=lambda v: (isinstance(v, str), v))])
 
 
