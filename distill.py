@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoModel
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_training import checkpoints, distillation, loop, outputs
+from linformer_training import checkpoints, distillation, loop, outputs, processes
 from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
                                           arg, parse_args)
 from linformer_training.corpus import ExcludedIds, load_corpus, resolve_files
@@ -128,7 +128,7 @@ def excluded_ids(args):
 def prepare_data(args, accelerator, pair, block_size):
     """Corpus without the excluded documents, packed into blocks holding text; the main process goes first."""
     exclude = excluded_ids(args)
-    with accelerator.main_process_first():
+    with processes.main_process_first(accelerator, "preparing the data"):
         corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                              args.text_column_name, args.validation_split_percentage, args.streaming,
                              args.streaming_validation_docs, args.mix_probabilities, args.seed, exclude=exclude)

@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_training import checkpoints, loop, models, outputs, tasks
+from linformer_training import checkpoints, loop, models, outputs, processes, tasks
 from linformer_training.arguments import (OptimizerArguments, RunArguments, ScriptError, UsageError, apply_overrides,
                                           arg, parse_args, parse_overrides)
 from linformer_training.corpus import load_files, resolve_files
@@ -321,7 +321,7 @@ def prepare_data(args, accelerator, files, config, head, tokenizer, max_len):
     task = args.known_task()
     if task is not None:
         check_model_fits(args, task, config, head)  # before any data is read
-    with accelerator.main_process_first():
+    with processes.main_process_first(accelerator, "preparing the data"):
         raw = read_splits(args, task, files)
         task = task or define_task(args, raw, config, head)
         task, raw = hold_out_validation(args, task, raw, accelerator)
@@ -405,17 +405,16 @@ def save_best_model(run):
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
-    unwrapped.save_pretrained(tmp, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
-                              state_dict=accelerator.get_state_dict(run.model))
-    if accelerator.is_main_process:
-        record = {"step": state.step, "epoch": state.epoch + 1, "metrics": state.last_eval}
-        (tmp / "best.json").write_text(json.dumps(record, indent=2))
-        shutil.rmtree(old, ignore_errors=True)
-        if folder.exists():
-            folder.rename(old)
-        tmp.rename(folder)
-        shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
+    with processes.together(accelerator, f"saving the best model (step {state.step})"):
+        outputs.save_pretrained(accelerator, run.model, tmp)  # gathered whole from every process's shard
+        if accelerator.is_main_process:
+            record = {"step": state.step, "epoch": state.epoch + 1, "metrics": state.last_eval}
+            (tmp / "best.json").write_text(json.dumps(record, indent=2))
+            shutil.rmtree(old, ignore_errors=True)
+            if folder.exists():
+                folder.rename(old)
+            tmp.rename(folder)
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def restore_best_model(run):
@@ -431,7 +430,7 @@ def restore_best_model(run):
                           f"the checkpoints, if any")
     if state.best_step != state.step:
         best = AutoModelForSequenceClassification.from_pretrained(folder, trust_remote_code=run.args.trust_remote_code)
-        run.accelerator.unwrap_model(run.model).load_state_dict(best.state_dict())
+        outputs.load_full_state_dict(run.model, best.state_dict())
         run.say(f"predicting with the best model, of step {state.best_step} ({run.metric_for_best_model} "
                 f"{state.best_metric:.4f})")
     return record

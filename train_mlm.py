@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader
 from transformers import AutoModelForMaskedLM
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_training import checkpoints, loop, models, outputs
+from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
                                           UsageError, arg, parse_args, parse_overrides)
 from linformer_training.corpus import load_corpus, resolve_files
@@ -114,7 +114,7 @@ def check_inputs(args, accelerator, accumulation):
 
 def prepare_data(args, accelerator, out, block_size, checkpoint):
     """Corpus, tokenizer (the run's own when resuming), packed blocks; the main process goes first."""
-    with accelerator.main_process_first():
+    with processes.main_process_first(accelerator, "preparing the data"):
         corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                              args.text_column_name, args.validation_split_percentage, args.streaming,
                              args.streaming_validation_docs, args.mix_probabilities, args.seed)

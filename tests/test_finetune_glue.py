@@ -449,6 +449,47 @@ def test_a_killed_run_resumes_to_the_same_model_and_results(checkpoints, own_dat
     assert evaluations[0] == evaluations[1] and [step for step, _ in evaluations[0]] == [6, 12]
 
 
+@pytest.mark.slow
+def test_fsdp2_finetuning_keeps_the_best_model(tokenizer, own_data, tmp_path):
+    """FSDP2 on 2 CPU processes (`tests/fsdp_on_cpu.py` only switches Accelerate's state to FSDP, as on GPUs):
+    the best model is gathered whole and saved while training goes on, then loaded back into the sharded model
+    for the predictions and the final folder, which therefore scores what the best evaluation scored."""
+    import torch
+    from transformers import pipeline
+
+    from linformer_hf import LinformerForMaskedLM
+
+    base = tmp_path / "base"  # seeded: the validation accuracy reaches 1.0 before the last of 18 updates
+    torch.manual_seed(0)
+    LinformerForMaskedLM(tiny_config()).save_pretrained(base)
+    tokenizer.save_pretrained(base)
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--num_machines", "1",
+               "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+               "--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "false",
+               str(REPO / "tests" / "fsdp_on_cpu.py"), "finetune_glue.py",
+               *own_args(base, own_data, out, "--eval_steps", "2", "--num_train_epochs", "3", "--learning_rate", "1e-2",
+                         "--per_device_train_batch_size", "4")]
+    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"},
+                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    assert result.returncode == 0, result.stderr[result.stderr.find("Traceback"):][:3000]
+    best = json.loads((out / "eval_results.json").read_text())["best"]
+    assert best["value"] == 1.0 and best["step"] < 18
+    assert f"predicting with the best model, of step {best['step']}" in result.stdout  # loaded back: not the last
+    classify = pipeline("text-classification", model=str(out))
+    rows = sentences(16, 50)  # the validation file
+    assert [p["label"] for p in classify([r["text"] for r in rows])] == [r["label"] for r in rows]
+    assert not (out / "checkpoints").exists()  # the best model's copy was removed once published
+
+
+def free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_every_flag_has_help_every_number_a_bound_and_the_defaults_are_robertas():
     import dataclasses
 

@@ -660,6 +660,54 @@ def launch(*args, env_extra=None, timeout=600):
                           env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
 
 
+def launch_without_agent(tmp_path, *command, timeout=300):
+    """`python COMMAND` as 2 CPU processes started the way srun or a hand-written launcher starts them: no
+    torchrun agent ends the others when one fails, so only the run itself can. Returns, per process, its exit
+    code, its stderr, and when it exited (seconds)."""
+    port, start = str(free_port()), time.monotonic()
+    procs = []
+    for rank in range(2):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "RANK": str(rank),
+               "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+               "MASTER_PORT": port}
+        with open(tmp_path / f"stderr_{rank}", "w") as err:
+            procs.append(subprocess.Popen([sys.executable, *command], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=err))
+    ended = [None, None]
+    while None in ended:
+        for rank, proc in enumerate(procs):
+            if ended[rank] is None and proc.poll() is not None:
+                ended[rank] = time.monotonic() - start
+        if time.monotonic() - start > timeout:
+            for proc in procs:
+                proc.kill()
+            raise AssertionError(f"still running after {timeout} s: {ended}")
+        time.sleep(0.1)
+    return [(proc.returncode, (tmp_path / f"stderr_{rank}").read_text(), ended[rank]) for rank, proc in enumerate(procs)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["bad data on the main process", "failed save on the main process"])
+def test_a_failure_on_one_process_ends_every_process(case, tmp_path, micro):
+    """An error on the main process alone (its turn in main_process_first, its writes of the final model)
+    ends the other process too, at once and with a line naming what failed where: not a wait at a barrier
+    (NCCL: until a 10-minute timeout) nor gloo's "Connection closed by peer" traceback."""
+    flags = ["--config", str(micro / "micro.yaml"), "--max_steps", "3", "--output_dir", str(tmp_path / "out")]
+    if case == "bad data on the main process":
+        broken = tmp_path / "broken.jsonl"
+        broken.write_text('{"text": "fine"}\n{"text": broken\n')
+        command = ["train_mlm.py", *flags, "--train_file", str(broken)]
+        mine, theirs = r"cannot read .*broken.jsonl", "preparing the data failed on process 0"
+    else:
+        command = [str(REPO / "tests" / "fail_on_rank0.py"), "linformer_training.checkpoints:publish", "train_mlm.py",
+                   *flags]
+        mine, theirs = "could not write the final model .*No space left on device", "saving the final model failed on process 0"
+    (code_0, err_0, end_0), (code_1, err_1, end_1) = launch_without_agent(tmp_path, *command)
+    assert code_0 != 0 and re.search(f"train_mlm.py: error: {mine}", err_0), err_0[-3000:]
+    assert code_1 != 0 and f"train_mlm.py: error: {theirs} (see its error); process 1 stopped too" in err_1, err_1[-3000:]
+    assert "Traceback" not in err_1 and abs(end_0 - end_1) < 30
+
+
 FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "false"]
 
 
@@ -683,12 +731,12 @@ def test_fsdp2_trains_checkpoints_resumes_exactly_and_saves_a_plain_folder(tmp_p
     projection: the same losses and weights as 1 process with the whole batch (dropout off); sharded
     checkpoints that verify; resuming from step 2 gives bit-identical weights at step 4; the final folder is
     a normal `save_pretrained` folder (remote code, tied weights once) that loads in one process.
-    Accelerate runs FSDP on GPUs only, so `tests/fsdp_on_cpu.py` switches it on for CPU processes (and
-    works around Accelerate's grouping of RoBERTa-style LM heads, see there)."""
+    Accelerate runs FSDP on GPUs only, so `tests/fsdp_on_cpu.py` switches it on for CPU processes, and
+    nothing else: Accelerate's own wrapping and grouping of the model run as on GPUs."""
     from transformers import AutoModelForMaskedLM
 
     run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
-    fsdp = [*FSDP2, "--fsdp_cpu_ram_efficient_loading", "false", "--fsdp_activation_checkpointing", "true",
+    fsdp = [*FSDP2, "--fsdp_activation_checkpointing", "true",
             "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "LinformerLayer",
             str(REPO / "tests" / "fsdp_on_cpu.py"), "train_mlm.py", "--config", str(micro / "micro.yaml"),
             "--max_steps", "4", "--per_device_train_batch_size", "4", "--checkpointing_steps", "2", *NO_DROPOUT]

@@ -14,6 +14,8 @@ the tester says so instead, as transformers' own testers do for their models:
 * The config rejects keys that are none of its fields: the suite's `set_config_for_less_flaky_test` sets
   seven differently named epsilons on every config before saving and reloading it; here it sets the one
   LinformerConfig has (`layer_norm_eps`).
+* The MLM head's weight conversion (a folder's `lm_head.bias` is the decoder's bias) is tested by
+  `test_reverse_loading_mapping`, which first sets four MoE fields on the config: they are not saved.
 * Positions follow RoBERTa, numbered by skipping pad ids, which `inputs_embeds` cannot see: real tokens
   never carry the pad id (as from a tokenizer), or ids and embeddings would legitimately disagree.
 * A registered model is absent from transformers' Auto*_MAPPING_NAMES tables, from which the mixin reads
@@ -22,7 +24,7 @@ the tester says so instead, as transformers' own testers do for their models:
 Not run because they do not apply, and skipped by the suite itself: generation and causal/seq2seq loss
 tests (encoder only: no decoder, cache or cross-attention; GenerationTesterMixin is not in the sdist),
 `test_resize_position_vector_embeddings` (n is fixed: E has n columns; RoBERTa's tester leaves it off
-too), RoPE, MoE, composite-model, tensor-parallel and weight-conversion tests, and those needing a GPU,
+too), RoPE, MoE, composite-model and tensor-parallel tests, and those needing a GPU,
 flash attention, kernels or DeepSpeed. NOT_RUN lists the few left out only to keep the runtime short.
 `LinformerShortInputsModelTest` repeats the numerics tests with per-head projections and
 `full_attention_short_inputs=True`, where random masks make batches that mix exact and projected rows.
@@ -201,6 +203,15 @@ class LinformerModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
 
     def test_config(self):
         self.config_tester.run_common_tests()
+
+    def test_reverse_loading_mapping(self):
+        # The suite sets four MoE layer fields on the config, saves and reloads it; LinformerConfig rejects
+        # fields it does not have, so here they are left out of the saved config (as the epsilons above).
+        moe = {"first_k_dense_replace", "moe_layer_start_index", "mlp_only_layers", "num_dense_layers"}
+        to_dict = LinformerConfig.to_dict
+        with mock.patch.object(LinformerConfig, "to_dict",
+                               lambda config: {k: v for k, v in to_dict(config).items() if k not in moe}):
+            super().test_reverse_loading_mapping()
 
 
 class LinformerShortInputsModelTest(LinformerModelTest):

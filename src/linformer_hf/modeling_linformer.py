@@ -48,6 +48,8 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import (
     RobertaClassificationHead,
@@ -451,8 +453,6 @@ class LinformerPreTrainedModel(PreTrainedModel):
                     init.normal_(param, mean=0.0, std=std)
                 else:  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
-        elif isinstance(module, RobertaLMHead):
-            init.zeros_(module.bias)
         elif isinstance(module, RobertaEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
@@ -551,15 +551,16 @@ class LinformerModel(LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(LinformerPreTrainedModel):
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
+    _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.linformer = LinformerModel(config, add_pooling_layer=False)
         self.lm_head = RobertaLMHead(config)
+        # The output bias has one name, the decoder's. RoBERTa's head also calls it `lm_head.bias`, and torch's
+        # FSDP2 rejects a parameter that two names put in two groups (Accelerate groups the decoder with the
+        # input embeddings, `lm_head.bias` stays in the root). Folders naming it `lm_head.bias` still load: below.
+        del self.lm_head.bias
         self.post_init()
 
     def get_output_embeddings(self):
@@ -587,6 +588,11 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                               attentions=outputs.attentions)
+
+
+# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name.
+register_checkpoint_conversion_mapping(
+    "LinformerForMaskedLM", [WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")], overwrite=True)
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):

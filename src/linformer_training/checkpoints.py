@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 from safetensors import SafetensorError, safe_open
 
+from . import processes
 from .arguments import ScriptError, UsageError
 
 logger = logging.getLogger(__name__)
@@ -200,7 +201,9 @@ def save_checkpoint(accelerator, output_dir, state, total_limit=None, tokenizer=
     folder = Path(output_dir) / CHECKPOINTS_DIR
     final = folder / f"{PREFIX}{state['step']}"
     tmp = folder / f".tmp-{final.name}"
-    with writing(f"the checkpoint of step {state['step']}", tmp, output_dir, accelerator.num_processes):
+    what = f"the checkpoint of step {state['step']}"
+    # The vote: a write failing on one process (the main one writes most) ends the others too.
+    with processes.together(accelerator, what), writing(what, tmp, output_dir, accelerator.num_processes):
         if accelerator.is_main_process:
             folder.mkdir(parents=True, exist_ok=True)
             shutil.rmtree(tmp, ignore_errors=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from . import checkpoints
+from . import checkpoints, processes
 from .arguments import UsageError
 
 
@@ -61,6 +61,20 @@ def save_pretrained(accelerator, model, folder):
         unwrapped.save_pretrained(folder, save_function=accelerator.save, state_dict=state_dict)
 
 
+def load_full_state_dict(model, state_dict):
+    """`save_pretrained`'s way back: a full state dict into a prepared model. Under FSDP its parameters are
+    shards, which a plain `load_state_dict` cannot copy into; each process keeps its own shard of each tensor.
+    Groups that stay gathered after a forward (Accelerate's root and output groups) are resharded first, or
+    their parameters would be met as plain tensors."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_model_state_dict
+    from torch.distributed.fsdp import FSDPModule
+
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
+    set_model_state_dict(model, state_dict, options=StateDictOptions(full_state_dict=True))
+
+
 def save_final_model(run, card, extra_files=None, model=None):
     """`save_pretrained` (+ tokenizer, card, result files) into a temporary folder, then published into
     the output folder with config.json last; a model with NaN/inf weights is refused. `extra_files` maps a
@@ -70,7 +84,9 @@ def save_final_model(run, card, extra_files=None, model=None):
     unwrapped = accelerator.unwrap_model(model)
     checkpoints.check_finite(unwrapped, "final model")
     tmp = run.output_dir / ".final.tmp"
-    with checkpoints.writing("the final model", tmp, run.output_dir, accelerator.num_processes):
+    # The vote: a save failing on the main process alone ends the others too, instead of leaving them waiting.
+    with processes.together(accelerator, "saving the final model"), \
+            checkpoints.writing("the final model", tmp, run.output_dir, accelerator.num_processes):
         if accelerator.is_main_process:
             shutil.rmtree(tmp, ignore_errors=True)
         accelerator.wait_for_everyone()
