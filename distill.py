@@ -56,7 +56,18 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     cosine_loss_weight: float = arg(1.0, "weight of 1 - cosine of the mean-pooled embeddings")
     projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
                                                        "(default: --learning_rate)")
-    train_only_projections: bool = arg(False, "train the E/F projections only; every other weight stays the teacher's")
+    train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F and the "
+                                            "long-input adapters): every input the student reads exactly stays "
+                                            "the teacher's, bit for bit")
+    document_loss_weight: float = arg(0.0, "weight of the document objective: each input's embedding must pick out "
+                                           "its own pieces (embedded by the teacher) among other inputs' and a bank's "
+                                           "(0: off)")
+    document_pieces: int = arg(4, "pieces drawn from each training input for the document objective")
+    piece_min_length: int = arg(16, "shortest piece, in tokens (specials excluded)")
+    piece_max_length: int = arg(128, "longest piece, in tokens (specials excluded)")
+    document_temperature: float = arg(0.05, "softmax temperature of the document objective (cosine / temperature)")
+    negative_bank_blocks: int = arg(256, "training blocks held back, never trained on, whose pieces (8 each, "
+                                         "teacher-embedded once) are extra negatives of the document objective")
     student_dropout: float = arg(0.0, "dropout of the student while distilling (its saved config keeps the converted "
                                       "folder's values)")
     # This script's values of shared flags.
@@ -70,7 +81,9 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
 
     bounds = {"min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
               "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
-              "projection_learning_rate": "(0, inf)", "student_dropout": "[0, 1)"}
+              "projection_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
+              "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
+              "piece_max_length": "[1, inf)", "document_temperature": "(0, inf)", "negative_bank_blocks": "[0, inf)"}
     renamed = {"--model_name_or_path": "use --teacher_name_or_path and --student_name_or_path (a converted folder)"}
 
     def __post_init__(self):
@@ -82,6 +95,9 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
             raise UsageError("--hidden_loss_weight and --cosine_loss_weight are both 0: nothing to learn from")
         if self.validation_file and not self.train_file:
             raise UsageError("--validation_file needs --train_file")
+        if self.piece_min_length > self.piece_max_length:
+            raise UsageError(f"--piece_min_length {self.piece_min_length} is above --piece_max_length "
+                             f"{self.piece_max_length}")
 
 
 def check_inputs(args, accelerator, accumulation):
@@ -98,9 +114,11 @@ def check_inputs(args, accelerator, accumulation):
     if not args.min_length <= min(short_max, block_size):
         raise UsageError(f"--min_length {args.min_length} is above --short_max_length {short_max} or --block_size "
                          f"{block_size}: no span length fits")
-    if args.train_only_projections and pair.student_config.projection_type != "linear":
-        raise UsageError(f"--train_only_projections: the student's projection_type is "
-                         f"{pair.student_config.projection_type!r}, which has no weights to train")
+    if args.train_only_long_path and pair.student_config.projection_type != "linear" \
+            and not pair.student_config.long_input_adapter_rank:
+        raise UsageError(f"--train_only_long_path: the student's projection_type is "
+                         f"{pair.student_config.projection_type!r} and it has no long-input adapters, so nothing "
+                         f"would be trained")
     for flag in ("train_file", "validation_file"):
         if getattr(args, flag):
             resolve_files(getattr(args, flag), f"--{flag}")
@@ -139,19 +157,28 @@ def prepare_data(args, accelerator, pair, block_size):
     elif len(blocks["train"]) == 0 or len(blocks["validation"]) == 0:
         raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
                          "tokenization")
+    bank = None
+    if args.document_loss_weight and args.negative_bank_blocks and not args.streaming:
+        # The bank's blocks are held back from training: a bank piece is never a piece of a trained input.
+        train = blocks["train"]
+        if len(train) <= args.negative_bank_blocks:
+            raise UsageError(f"--negative_bank_blocks {args.negative_bank_blocks}: the training set has only "
+                             f"{len(train)} blocks; lower it (0: no bank)")
+        bank = train.select(range(len(train) - args.negative_bank_blocks, len(train)))
+        blocks["train"] = train.select(range(len(train) - args.negative_bank_blocks))
     if args.max_eval_samples:
         validation = blocks["validation"]
         blocks["validation"] = (validation.take(args.max_eval_samples) if args.streaming else
                                 validation.select(range(min(args.max_eval_samples, len(validation)))))
     if exclude is None or not exclude.dropped:
-        return blocks, None
+        return blocks, None, bank
     dropped = exclude.total  # None when streaming: a lazy filter has not counted yet
     accelerator.print(f"Excluded {'the (streamed, uncounted)' if dropped is None else dropped} documents listed in "
                       f"{exclude.source}")
-    return blocks, dropped
+    return blocks, dropped, bank
 
 
-def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max):
+def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max, bank_blocks=None):
     """Student, frozen teacher, optimizer, scheduler and data loaders as one `loop.Run` (the teacher is
     not prepared: it is never trained, so it needs no DDP wrapper, optimizer state or checkpoint)."""
     spans = dict(tokenizer=pair.tokenizer, min_length=args.min_length, short_max_length=short_max,
@@ -166,12 +193,23 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     student = AutoModel.from_pretrained(args.student_name_or_path, dtype=torch.float32)
     distillation.set_dropout(student, args.student_dropout)
     for name, param in student.named_parameters():  # the pooler is not distilled: embeddings are mean-pooled
-        if name.startswith("pooler.") or (args.train_only_projections and not distillation.is_projection(name)):
+        if name.startswith("pooler.") or (args.train_only_long_path and not distillation.is_long_path(name)):
             param.requires_grad_(False)
     teacher = distillation.load_teacher(args.teacher_name_or_path, pair, block_size, args.teacher_long_inputs,
                                         accelerator.device)
+    document = None
+    if args.document_loss_weight:
+        document = distillation.DocumentObjective(teacher, pair.tokenizer, accelerator, args.document_pieces,
+                                                  args.piece_min_length, args.piece_max_length,
+                                                  args.document_temperature, args.seed, bank=None)
+        if bank_blocks is not None and len(bank_blocks):
+            generator = torch.Generator().manual_seed(args.seed)
+            document.bank = document.bank_from([list(b) for b in bank_blocks["input_ids"]], generator, 8)
+            accelerator.print(f"Document objective: {len(document.bank)} bank pieces from {len(bank_blocks)} "
+                              f"held-back training blocks")
     objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
-                                                   args.cosine_loss_weight, args.teacher_long_inputs)
+                                                   args.cosine_loss_weight, args.teacher_long_inputs,
+                                                   document, args.document_loss_weight)
     optimizer = distillation.build_optimizer(student, args)
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
@@ -207,8 +245,8 @@ def main(argv=None):
     accelerator, accumulation = loop.start(args)
     pair, block_size, short_max, checkpoint, out = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
-    blocks, excluded = prepare_data(args, accelerator, pair, block_size)
-    run = build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max)
+    blocks, excluded, bank = prepare_data(args, accelerator, pair, block_size)
+    run = build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max, bank)
     loop.fit(run, checkpoint, block_size=block_size, short_max_length=short_max, excluded_documents=excluded)
     sentence_transformers = distillation.sentence_transformers_files(args.student_name_or_path, pair.n)
     return outputs.finish(run, model_card(run, pair, bool(sentence_transformers)),

@@ -62,6 +62,8 @@ def models(tokenizer, tmp_path_factory):
     teacher = make_teacher(root / "teacher", tokenizer)
     student = convert_to_linformer(teacher, root / "student", max_seq_length=N, projected_dim=K)
     exact = convert_to_linformer(teacher, root / "student_k_eq_n", max_seq_length=N, projected_dim=N)
+    long = convert_to_linformer(teacher, root / "student_long", max_seq_length=N, projected_dim=K,
+                                short_input_max_length=TEACHER_LIMIT, long_input_adapter_rank=4)
     roberta = make_teacher(root / "roberta", tokenizer, kind="roberta")
     roberta_exact = convert_to_linformer(roberta, root / "roberta_k_eq_n", max_seq_length=N, projected_dim=N)
     other = ByteLevelBPETokenizer()
@@ -69,7 +71,7 @@ def models(tokenizer, tmp_path_factory):
                               special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     other = PreTrainedTokenizerFast(tokenizer_object=other._tokenizer, bos_token="<s>", eos_token="</s>",
                                     unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
-    return {"teacher": teacher, "student": student, "exact": exact, "roberta": roberta, "roberta_exact": roberta_exact,
+    return {"teacher": teacher, "student": student, "exact": exact, "long": long, "roberta": roberta, "roberta_exact": roberta_exact,
             "wide": make_teacher(root / "wide", tokenizer, hidden_size=48),
             "deep": make_teacher(root / "deep", tokenizer, layers=3),
             "other_tokenizer": make_teacher(root / "other_tokenizer", other)}
@@ -164,13 +166,74 @@ def test_resume_from_a_checkpoint_reaches_the_same_weights(models, data, tmp_pat
                            weights(models["student"])["encoder.layer.0.attention.self.query.weight"])
 
 
-def test_windows_teacher_and_projections_only(models, data, tmp_path):
+def test_windows_teacher_and_long_path_only(models, data, tmp_path):
     out = tmp_path / "run"
-    run(models, data, out, "--teacher_long_inputs", "windows", "--train_only_projections", "--max_steps", "2",
+    run(models, data, out, "--teacher_long_inputs", "windows", "--train_only_long_path", "--max_steps", "2",
         "--projection_learning_rate", "1e-2")
     before, after = weights(models["student"]), weights(out)
     changed = sorted(k for k in before if not torch.equal(before[k], after[k]))
     assert changed == ["encoder.projections.shared"]
+
+
+def test_document_objective_trains_the_long_path_and_leaves_short_inputs_the_teacher(models, data, tmp_path,
+                                                                                     capsys):
+    """The release recipe in small: a student exact up to the teacher's limit, with long-input adapters, trained
+    on long inputs only with the document objective. Only E/F and adapters move, and on inputs the teacher can
+    read the trained student still gives the teacher's hidden states."""
+    from transformers import AutoModel
+
+    out = tmp_path / "run"
+    run(models, data, out, "--teacher_long_inputs", "windows", "--train_only_long_path", "--document_loss_weight",
+        "0.5", "--short_fraction", "0", "--short_max_length", str(TEACHER_LIMIT), "--negative_bank_blocks", "2",
+        "--piece_min_length", "2", "--piece_max_length", "6", "--eval_steps", "2", "--learning_rate", "1e-2",
+        student="long")
+    assert "Document objective: 16 bank pieces from 2 held-back training blocks" in capsys.readouterr().out
+    before, after = weights(models["long"]), weights(out)
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(distillation.is_long_path(k) for k in changed)
+    assert any(".long_input_adapter" in k for k in changed)
+    evals = [r for r in read_jsonl(out / "metrics.jsonl") if "eval_document_recall_at_1" in r]
+    assert [r["step"] for r in evals] == [0, 2, 4] and all(0 <= r["eval_document_recall_at_1"] <= 1 for r in evals)
+
+    teacher = AutoModel.from_pretrained(models["teacher"]).eval()
+    student = AutoModel.from_pretrained(out).eval()
+    ids = torch.randint(5, 200, (3, 2 * TEACHER_LIMIT))
+    mask = torch.ones_like(ids)
+    mask[0, TEACHER_LIMIT:], mask[1, 9:] = 0, 0  # rows of 32 and 9 real tokens beside one of 64
+    with torch.no_grad():
+        ours = student(input_ids=ids, attention_mask=mask).last_hidden_state
+        for row, length in ((0, TEACHER_LIMIT), (1, 9)):
+            theirs = teacher(input_ids=ids[row:row + 1, :length]).last_hidden_state[0]
+            torch.testing.assert_close(ours[row, :length], theirs, rtol=0, atol=1e-5)
+        # The long row is read through the trained path: it moved, in the batch as alone.
+        untrained = AutoModel.from_pretrained(models["long"]).eval()(input_ids=ids[2:]).last_hidden_state[0]
+        torch.testing.assert_close(ours[2], student(input_ids=ids[2:]).last_hidden_state[0], rtol=0, atol=1e-5)
+        assert (ours[2] - untrained).abs().max() > 1e-3
+
+
+def test_info_nce_is_the_multi_positive_softmax_loss():
+    """Against a float64 computation written out term by term."""
+    torch.manual_seed(0)
+    anchors, candidates = torch.randn(3, 5), torch.randn(7, 5)
+    positive = torch.zeros(3, 7, dtype=torch.bool)
+    positive[0, [0, 1]], positive[1, 2], positive[2, [3, 6]] = True, True, True
+    ours = distillation.info_nce(anchors, candidates, positive, 0.1)
+    a = torch.nn.functional.normalize(anchors.double(), dim=-1)
+    c = torch.nn.functional.normalize(candidates.double(), dim=-1)
+    for i in range(3):
+        weights = torch.exp(a[i] @ c.T / 0.1)
+        expected = -torch.log(weights[positive[i]].sum() / weights.sum())
+        assert abs(ours[i].item() - expected.item()) < 1e-5
+
+
+def test_document_pieces_lie_inside_each_inputs_text(tokenizer):
+    ids = torch.arange(100, 140).repeat(2, 1)
+    mask = torch.ones_like(ids)
+    mask[1, 20:] = 0
+    starts = distillation.span_starts(ids, mask, 5, 4, 30, torch.Generator().manual_seed(0))
+    for row, real in ((0, 40), (1, 20)):
+        for start, length in starts[row]:
+            assert 1 <= start and start + length <= real - 1 and 1 <= length <= min(30, real - 2)
 
 
 def test_streaming_bf16_and_accumulation(models, data, tmp_path, capsys):
@@ -279,6 +342,10 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
     ("missing teacher folder", ["--teacher_name_or_path", "{data}/nope"],
      r"--teacher_name_or_path .*nope: no such folder"),
     ("no loss", ["--hidden_loss_weight", "0", "--cosine_loss_weight", "0"], "both 0: nothing to learn from"),
+    ("pieces inverted", ["--piece_min_length", "9", "--piece_max_length", "8"],
+     "--piece_min_length 9 is above --piece_max_length 8"),
+    ("bank larger than the corpus", ["--document_loss_weight", "1", "--negative_bank_blocks", "100000"],
+     "--negative_bank_blocks 100000: the training set has only"),
     ("old flag", ["--model_name_or_path", "x"], "no longer a flag: use --teacher_name_or_path"),
 ]
 

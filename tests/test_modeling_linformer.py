@@ -234,7 +234,8 @@ def test_identity_projections_reproduce_roberta(sharing):
     roberta = RobertaModel(roberta_config).eval()
     model = LinformerModel(tiny_config(max_seq_length=n, projected_dim=n, projection_sharing=sharing)).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
-    assert not unexpected and all(key.startswith("encoder.projections.") for key in missing)
+    assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
+                                  for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
             p.copy_(torch.eye(n).expand_as(p))
@@ -396,7 +397,8 @@ def roberta_and_linformer(sharing, kind, impl, n=32, k=8, **overrides):
                          full_attention_short_inputs=True, **overrides)
     model = LinformerModel._from_config(config, attn_implementation=impl).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
-    assert not unexpected and all(key.startswith("encoder.projections.") for key in missing)
+    assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
+                                  for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
             p.normal_(0.0, 0.3)
@@ -464,6 +466,78 @@ def test_short_inputs_use_each_layers_own_k():
     assert padded.attentions[1].shape == (2, 4, 24, 16)
     assert padded.attentions[1][0, :, :, 10:].abs().max() == 0
     torch.testing.assert_close(padded.attentions[1].sum(-1), torch.ones(2, 4, 24))
+
+
+# ---- short_input_max_length and long-input adapters: the source on what it can read, trainable beyond --------
+
+
+def with_random_adapters(model, std=0.2):
+    """Non-zero adapter updates (a new adapter starts as no change), so that a test can see them act."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if ".long_input_adapter" in name:
+                p.normal_(0.0, std)
+    return model
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@pytest.mark.parametrize("side", ["right", "left"])
+@torch.no_grad()
+def test_inputs_up_to_short_input_max_length_are_roberta_and_only_longer_ones_use_the_adapters(impl, side):
+    """k = 8, exact up to 16 tokens, n = 32, rank-4 adapters with random updates: rows of <= 16 real tokens are
+    RoBERTa (alone and beside longer rows, padded either side), longer rows take the adapted projected path,
+    which in a mixed batch is what the same row gives alone (the update merged into the weights)."""
+    roberta, model = roberta_and_linformer("layerwise", "linear", impl, short_input_max_length=16,
+                                           long_input_adapter_rank=4)
+    with_random_adapters(model)
+    generator = torch.Generator().manual_seed(2)
+    sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (3, 9, 16, 17, 32)]
+    ids, mask, spans = padded_batch(sequences, 32, side)
+    out = model(ids, attention_mask=mask).last_hidden_state
+    plain = LinformerModel._from_config(model.config.__class__(**{**model.config.to_dict(),
+                                                                  "long_input_adapter_rank": 0}),
+                                        attn_implementation=impl).eval()
+    plain.load_state_dict(model.state_dict(), strict=False)
+    for row, (seq, span) in enumerate(zip(sequences, spans)):
+        alone = model(seq[None]).last_hidden_state[0]
+        torch.testing.assert_close(out[row, span], alone, rtol=0, atol=1e-5)
+        if len(seq) <= 16:
+            torch.testing.assert_close(alone, roberta(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
+        else:  # the adapters act, and only here
+            assert (alone - plain(seq[None]).last_hidden_state[0]).abs().max() > 1e-2
+
+
+@torch.no_grad()
+def test_new_adapters_change_nothing_and_eager_equals_sdpa():
+    config = tiny_config(max_seq_length=32, projected_dim=8, full_attention_short_inputs=True,
+                         short_input_max_length=16, long_input_adapter_rank=4)
+    torch.manual_seed(0)
+    model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
+    plain = LinformerModel._from_config(tiny_config(**{**config.to_dict(), "long_input_adapter_rank": 0}),
+                                        attn_implementation="sdpa").eval()
+    missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
+    assert not missing and all(".long_input_adapter" in key for key in unexpected)
+    ids = torch.randint(5, 300, (2, 30))
+    mask = torch.ones_like(ids)
+    mask[0, 12:] = 0
+    torch.testing.assert_close(model(ids, attention_mask=mask).last_hidden_state,
+                               plain(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=0)
+    with_random_adapters(model)
+    eager = LinformerModel._from_config(config, attn_implementation="eager").eval()
+    eager.load_state_dict(model.state_dict())
+    torch.testing.assert_close(eager(ids, attention_mask=mask).last_hidden_state,
+                               model(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (dict(short_input_max_length=16), "needs full_attention_short_inputs=True"),
+    (dict(short_input_max_length=4, full_attention_short_inputs=True), "max\\(k\\)=8 <= it <= max_seq_length=32"),
+    (dict(short_input_max_length=64, full_attention_short_inputs=True), "max_seq_length=32"),
+    (dict(long_input_adapter_rank=-1), "long_input_adapter_rank"),
+])
+def test_bad_short_path_settings_are_refused(overrides, message):
+    with pytest.raises(ValueError, match=message):
+        tiny_config(max_seq_length=32, projected_dim=8, **overrides)
 
 
 def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
@@ -649,7 +723,9 @@ def test_compiled_model_matches_eager():
     in fp32, on a batch mixing short (<= k, exact attention) and projected rows, padded left and right;
     and again on a second mask of the same shape, without recompiling. Slow: Inductor builds C++ kernels
     (12-35 s on a busy 2-core machine, depending on its cache)."""
-    model, ids, mask = compile_case(full_attention_short_inputs=True, projection_length_scaling="resample")
+    model, ids, mask = compile_case(full_attention_short_inputs=True, projection_length_scaling="resample",
+                                    short_input_max_length=8, long_input_adapter_rank=4)
+    with_random_adapters(model)
     compiled = torch.compile(model, fullgraph=True)
     for recompile, batch_mask in ((True, mask), (False, mask.flip(0))):
         expected = model(ids, attention_mask=batch_mask).last_hidden_state

@@ -141,6 +141,15 @@ class LinformerConfig(PreTrainedConfig):
             L <= k keys up to k rows saves nothing. Decided per sequence, so a padded batch may mix both
             kinds. A model converted from RoBERTa/BERT then reproduces its source on every such input.
             Off by default: a model pretrained as a Linformer has only ever seen projected keys.
+        short_input_max_length (`int`, *optional*):
+            The longest sequence, in real tokens, that `full_attention_short_inputs` reads exactly; defaults
+            to each layer's k. A model converted from a 512-position encoder sets 512: exact attention over
+            at most 512 keys costs about what k = 256 projected ones do, and the model is then its source on
+            everything the source can read. Needs `full_attention_short_inputs` and k <= it <= n.
+        long_input_adapter_rank (`int`, defaults to 0):
+            Rank r of low-rank adapters (W + B A, as in LoRA) on every linear map of every layer that only
+            sequences read through the projections use; sequences read exactly keep the plain weights. The
+            long-input path can then be trained without moving the short one. 0: no adapters.
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -177,6 +186,8 @@ class LinformerConfig(PreTrainedConfig):
     projection_init_std: float | None = None
     projection_length_scaling: ProjectionLengthScaling = "none"
     full_attention_short_inputs: bool = False
+    short_input_max_length: int | None = None
+    long_input_adapter_rank: int = 0
     classifier_pooling: ClassifierPooling = "cls"
     auto_map: dict | None = None
 
@@ -290,6 +301,14 @@ class LinformerConfig(PreTrainedConfig):
                     fail("projected_dim", self.projected_dim,
                          f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
                          f"max_seq_length={self.max_seq_length} must be divisible by every k")
+        at_least("long_input_adapter_rank", 0)
+        if self.short_input_max_length is not None:
+            if not self.full_attention_short_inputs:
+                fail("short_input_max_length", self.short_input_max_length,
+                     "it sets how long an exactly-read input may be, so it needs full_attention_short_inputs=True")
+            if not max(ks) <= self.short_input_max_length <= self.max_seq_length:
+                fail("short_input_max_length", self.short_input_max_length,
+                     f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={self.max_seq_length}")
         if self.projection_length_scaling != "none" and self.projection_type != "linear":
             fail("projection_length_scaling", self.projection_length_scaling,
                  f"only learned projections (projection_type='linear') sum over positions; "

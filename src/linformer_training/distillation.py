@@ -45,6 +45,12 @@ def is_projection(name):
     return ".projections." in f".{name}"
 
 
+def is_long_path(name):
+    """Whether only inputs read through the projections use a parameter: E/F and the long-input adapters.
+    Training only these leaves the model its teacher, exactly, on every input it reads exactly."""
+    return is_projection(name) or ".long_input_adapter" in name
+
+
 # ---------------------------------------------------------------------------------------------------
 # Teacher and student: checked before any data is read
 # ---------------------------------------------------------------------------------------------------
@@ -58,7 +64,7 @@ class Pair:
     student_config: object
     tokenizer: object  # the student's (equal to the teacher's, checked), with model_max_length = n
     n: int  # the student's longest input
-    k: int  # the student's smallest projected length: inputs up to k are exact
+    k: int  # inputs of up to k tokens are exact: the smallest projected length, or short_input_max_length
     teacher_limit: int  # the teacher's longest input with its own position table
 
 
@@ -114,8 +120,11 @@ def check_pair(teacher_path, student_path):
     if difference:
         raise UsageError(f"--teacher_name_or_path {teacher_path} and --student_name_or_path {student_path} have "
                          f"different tokenizers: {difference}. The student must be converted from the teacher")
-    return Pair(teacher_config, student_config, tokenizer, input_limit(student_config),
-                min(student_config.projected_dims), input_limit(teacher_config))
+    exact = min(student_config.projected_dims)
+    if student_config.full_attention_short_inputs and student_config.short_input_max_length:
+        exact = student_config.short_input_max_length
+    return Pair(teacher_config, student_config, tokenizer, input_limit(student_config), exact,
+                input_limit(teacher_config))
 
 
 def extend_teacher_positions(teacher, length):
@@ -255,6 +264,85 @@ def compare(student_states, teacher_states, mask):
     return torch.stack(errors, 1), torch.stack(norms, 1), torch.stack(relative, 1), cosine
 
 
+def span_starts(ids, mask, spans, min_length, max_length, generator):
+    """`spans` (start, length) pairs per row, inside the row's real tokens between its <cls> and <sep>."""
+    out = []
+    for real in mask.sum(1).tolist():
+        body = real - 2
+        row = []
+        for _ in range(spans):
+            low = max(1, min(min_length, body))
+            length = int(torch.randint(low, max(low, min(max_length, body)) + 1, (1,), generator=generator))
+            row.append((1 + int(torch.randint(0, body - length + 1, (1,), generator=generator)), length))
+        out.append(row)
+    return out
+
+
+def info_nce(anchors, candidates, positive, temperature):
+    """Per anchor: -log of the softmax weight its positives get among `candidates` (cosine / temperature).
+    `positive` (anchors, candidates) is a bool matrix; several positives share the mass (multi-positive)."""
+    logits = F.normalize(anchors, dim=-1) @ F.normalize(candidates, dim=-1).T / temperature
+    return -(torch.logsumexp(logits.masked_fill(~positive, -torch.inf), 1) - torch.logsumexp(logits, 1))
+
+
+class DocumentObjective:
+    """Rewards reading the whole input: its pooled embedding must pick out its own pieces, embedded by the
+    frozen teacher, from the pieces of every other input of the batch and of a fixed bank (and each piece
+    its input among the batch's). The teacher reads pieces exactly, so the bank never goes stale, and the
+    target is the retrieval a user runs: short queries, whole documents. Queries and bank are the teacher's:
+    a student trained on them cannot drift into an embedding space of its own."""
+
+    def __init__(self, teacher, tokenizer, accelerator, spans, min_length, max_length, temperature, seed, bank):
+        self.teacher, self.accelerator = teacher, accelerator
+        self.cls, self.sep, self.pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
+        self.spans, self.min_length, self.max_length = spans, min_length, max_length
+        self.temperature, self.seed, self.bank = temperature, seed, bank
+
+    @torch.no_grad()
+    def embed(self, pieces):
+        """The teacher's mean-pooled embeddings of token lists (specials added)."""
+        longest = max(map(len, pieces)) + 2
+        ids = torch.full((len(pieces), longest), self.pad, device=self.accelerator.device)
+        mask = torch.zeros_like(ids)
+        for row, piece in enumerate(pieces):
+            ids[row, :len(piece) + 2] = torch.tensor([self.cls, *piece, self.sep])
+            mask[row, :len(piece) + 2] = 1
+        with self.accelerator.autocast():
+            states = self.teacher(input_ids=ids, attention_mask=mask).last_hidden_state.float()
+        return (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+
+    def pieces(self, ids, mask, generator):
+        rows = ids.tolist()
+        starts = span_starts(ids, mask, self.spans, self.min_length, self.max_length, generator)
+        return [rows[r][start:start + length] for r, row in enumerate(starts) for start, length in row]
+
+    def loss(self, pooled, ids, mask):
+        """Per sequence: the mean of the two InfoNCE directions (input -> its pieces, piece -> its input)."""
+        generator = torch.Generator().manual_seed(span_seed(self.seed, 0, ids.cpu()))
+        queries = self.embed(self.pieces(ids, mask, generator))
+        batch = pooled.shape[0]
+        owner = torch.arange(batch, device=pooled.device).repeat_interleave(self.spans)
+        candidates = queries if self.bank is None else torch.cat([queries, self.bank.to(queries.device)])
+        positive = torch.zeros(batch, candidates.shape[0], dtype=torch.bool, device=pooled.device)
+        positive[owner, torch.arange(len(owner), device=pooled.device)] = True
+        to_pieces = info_nce(pooled.float(), candidates, positive, self.temperature)
+        to_inputs = info_nce(queries, pooled.float(), positive[:, :len(owner)].T, self.temperature)
+        return to_pieces + to_inputs.view(batch, self.spans).mean(1)
+
+    def bank_from(self, blocks, generator, span_count):
+        """Teacher embeddings of `span_count` pieces per block of `blocks` (lists of ids), normalised."""
+        pieces = []
+        for block in blocks:
+            body = block[1:]
+            for _ in range(span_count):
+                low = max(1, min(self.min_length, len(body)))
+                length = int(torch.randint(low, max(low, min(self.max_length, len(body))) + 1, (1,),
+                                           generator=generator))
+                start = int(torch.randint(0, len(body) - length + 1, (1,), generator=generator))
+                pieces.append(body[start:start + length])
+        return torch.cat([F.normalize(self.embed(pieces[i:i + 256]), dim=-1) for i in range(0, len(pieces), 256)])
+
+
 class DistillationObjective:
     """The loop's objective: the student's hidden states and pooled embedding against the frozen teacher's.
 
@@ -262,10 +350,12 @@ class DistillationObjective:
     evaluation: up to k tokens (exact at conversion), up to the teacher's own limit, and beyond it.
     """
 
-    def __init__(self, teacher, pair, accelerator, hidden_weight=1.0, cosine_weight=1.0, long_inputs="extended"):
+    def __init__(self, teacher, pair, accelerator, hidden_weight=1.0, cosine_weight=1.0, long_inputs="extended",
+                 document=None, document_weight=0.0):
         self.teacher, self.pair, self.accelerator = teacher, pair, accelerator
         self.hidden_weight, self.cosine_weight = hidden_weight, cosine_weight
         self.window = pair.teacher_limit if long_inputs == "windows" else None
+        self.document, self.document_weight = document, document_weight
 
     def count(self, batch):
         return torch.tensor(batch["input_ids"].shape[0])
@@ -294,8 +384,13 @@ class DistillationObjective:
 
     def loss_sum(self, model, batch):
         ids, mask = batch["input_ids"], batch["attention_mask"]
-        _, _, relative, cosine = compare(self.student_states(model, ids, mask), self.teacher_states(ids, mask), mask)
-        loss = (self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)).sum()
+        states = self.student_states(model, ids, mask)
+        _, _, relative, cosine = compare(states, self.teacher_states(ids, mask), mask)
+        loss = self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)
+        if self.document is not None and self.document_weight:
+            pooled = (states[-1].float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+            loss = loss + self.document_weight * self.document.loss(pooled, ids, mask)
+        loss = loss.sum()
         # A batch of inputs all <= k never reaches E/F (they attend exactly). A zero-weighted term keeps the
         # trainable projections in the graph: DDP would otherwise stop on unused parameters, and with
         # --train_only_projections the loss would have no gradient at all.
@@ -315,15 +410,25 @@ class DistillationObjective:
         """Mean cosine of pooled embeddings (all, and per length bucket), each layer's relative error
         (||student - teacher|| / ||teacher|| over every real token) and the loss, over every process."""
         model.eval()
-        rows = []
+        rows, documents, pieces = [], [], []
         for batch in loader:
             ids, mask = batch["input_ids"], batch["attention_mask"]
-            errors, norms, relative, cosine = compare(self.student_states(model, ids, mask),
-                                                      self.teacher_states(ids, mask), mask)
+            states = self.student_states(model, ids, mask)
+            errors, norms, relative, cosine = compare(states, self.teacher_states(ids, mask), mask)
             loss = self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)
             rows.append([t.cpu() for t in accelerator.gather_for_metrics((errors, norms, cosine, loss, mask.sum(1)))])
+            if self.document is not None:
+                generator = torch.Generator().manual_seed(span_seed(self.document.seed, 1, ids.cpu()))
+                pooled = (states[-1].float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+                piece = [p[:self.document.max_length] for p in self.document.pieces(ids, mask, generator)]
+                documents.append(accelerator.gather_for_metrics(pooled).cpu())
+                pieces.append(accelerator.gather_for_metrics(self.document.embed(piece[::self.document.spans])).cpu())
         errors, norms, cosine, loss, lengths = (torch.cat(parts) for parts in zip(*rows))
         metrics = {"eval_loss": loss.mean().item(), "eval_cosine": cosine.mean().item()}
+        if documents:  # each validation input must rank first for one of its own pieces, among all inputs
+            similarity = F.normalize(torch.cat(pieces), dim=-1) @ F.normalize(torch.cat(documents), dim=-1).T
+            ranks = (similarity > similarity.diagonal()[:, None]).sum(1) + 1
+            metrics["eval_document_recall_at_1"] = (ranks == 1).float().mean().item()
         lower = 0
         for upper, name in self.bucket_names():
             inside = (lengths > lower) & (lengths <= upper)
