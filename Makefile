@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # with `make demo DEMO_THREADS=2` on a quiet machine.
 DEMO_THREADS ?= 1
 
-.PHONY: setup setup-dev demo test release
+.PHONY: setup setup-dev demo test release gpu-check
 
 setup:
 	VENV=$(VENV) bash scripts/setup.sh
@@ -26,3 +26,9 @@ test: setup-dev
 # Rebuild release/minilm-l6-linformer-n4096 (convert, distil, report, fp16 folder); resumable, hours.
 release: setup-dev
 	PY=$(PY) bash experiments/distillation/build.sh
+
+# The day a GPU is lent: everything GPU-only on one GPU (benchmarks/gpu_check.py): fp16 and bf16 MLM updates
+# at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one
+# results file, benchmarks/results/gpu_check.{json,md}. Never run on a GPU yet; its CPU dry run is a test.
+gpu-check: setup-dev
+	$(PY) benchmarks/gpu_check.py

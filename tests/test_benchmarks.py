@@ -16,6 +16,7 @@ BENCH = os.path.join(ROOT, "benchmarks")
 sys.path.insert(0, BENCH)
 
 import common as C  # noqa: E402
+import gpu_check  # noqa: E402
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -167,53 +168,72 @@ def test_training_tiny(tmp_path):
     assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"] and rows[1]["tokens_per_s"] > 0
 
 
-def readme_gpu_commands():
-    """The commands of benchmarks/README.md's GPU block, as argv lists, with $GPU expanded."""
-    import shlex
-
-    text = open(os.path.join(BENCH, "README.md")).read()
-    block = text.split("\nOn a GPU", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    shell_vars, commands = {}, []
-    for line in block.replace("\\\n", " ").splitlines():
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        name, eq, value = line.partition("=")
-        if eq and name.isidentifier():  # GPU="..."; a command line has a space before any "="
-            shell_vars[name] = shlex.split(value)[0]
-            continue
-        for name, value in shell_vars.items():
-            line = line.replace("$" + name, value)
-        commands.append(shlex.split(line))
-    return commands
-
-
-# Values that shrink a GPU command to seconds on CPU; every flag the command names stays in it.
-CPU_STAND_INS = {"--device": "cpu", "--n": "64,128", "--k": "16,32", "--pairs": "64:16,128:32", "--repeats": "1",
-                 "--warmup": "0", "--dtype": {"fp16": "bf16", "float16": "bf16"}}
-
-
 @pytest.mark.slow
 def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     """No GPU is lent to most sessions: the GPU commands run here with --device cpu, tiny models and tiny n
     (fp16 becomes bf16, which CPUs have), so a flag renamed or a combination refused fails here, not there."""
-    commands = readme_gpu_commands()
+    commands = gpu_check.readme_gpu_commands()
     assert len(commands) == 7  # 4 inference, 3 training: a lost command fails here
     for argv in commands:
         assert argv[0] == "python" and argv[1].startswith("benchmarks/") and "cuda" in argv, argv
-        args = list(argv[2:])
-        for i, flag in enumerate(args[:-1]):
-            stand_in = CPU_STAND_INS.get(flag)
-            if isinstance(stand_in, dict):
-                args[i + 1] = stand_in.get(args[i + 1], args[i + 1])
-            elif stand_in is not None:
-                args[i + 1] = stand_in
-        args += ["--tiny", "--threads", "1", "--no-memory", "--out", str(tmp_path)]
+        args = gpu_check.on_cpu(argv[2:], str(tmp_path))
+        assert "cuda" not in args and "fp16" not in args and "float16" not in args, args
         out = run_script(os.path.basename(argv[1]), *args)
         assert out.returncode == 0, (argv, out.stderr[-2000:])
         tag = args[args.index("--tag") + 1]
         res = json.load(open(tmp_path / f"{tag}.json"))
         assert res["rows"] and all(r["n"] in (64, 128) for r in res["rows"]), argv
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
+    """`make gpu-check`'s steps, shrunk to CPU (--dry_run), so that the command waiting for a GPU cannot rot:
+    MLM runs with throughput, an FSDP2 run resumed from its middle checkpoint, the README's benchmark commands,
+    one results file."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
+    out = subprocess.run([sys.executable, os.path.join(BENCH, "gpu_check.py"), "--dry_run", "--work_dir", str(tmp_path)],
+                         capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    results = json.load(open(tmp_path / "gpu_check.json"))
+    steps = results["steps"]
+    assert results["dry_run"] and list(steps) == ["mlm_fp16", "mlm_bf16", "fsdp2_resume", "benchmarks"]
+    assert all(step["status"] == "ok" for step in steps.values()), steps
+    for name in ("mlm_fp16", "mlm_bf16"):  # CPU refuses fp16 training: the dry run says it ran bf16
+        mlm = steps[name]
+        assert mlm["precision"] == "bf16" and mlm["updates"] == 6 and mlm["tokens_per_second"] > 0, mlm
+        assert mlm["last_eval_loss"] < mlm["first_eval_loss"]
+    assert "--mixed_precision bf16" in steps["mlm_fp16"]["command"]
+    fsdp = steps["fsdp2_resume"]
+    assert fsdp["losses_compared"] == 3 and fsdp["bit_exact"], fsdp  # CPU: the resumed run is bit-identical
+    assert "--use_fsdp --fsdp_version 2" in fsdp["commands"][0]["command"]
+    assert "--resume_from_checkpoint latest" in fsdp["commands"][1]["command"]
+    tables = steps["benchmarks"]["tables"]
+    assert [os.path.basename(t["readme_command"].split()[1]) for t in tables] == ["inference.py", "training.py"]
+    assert all(t["rows"] > 0 and "--device cuda" in t["readme_command"] for t in tables)
+    md = open(tmp_path / "gpu_check.md").read()
+    assert md.startswith("# GPU check (dry run") and md.count(" ok (") == 4
+
+
+def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, monkeypatch, capsys):
+    """A failing step is in the results file with its error; the later steps still run; the exit code is 1."""
+    def fails(plan, *args):
+        raise gpu_check.StepFailed("`train_mlm.py ...` ended with 2: train_mlm.py: error: no such file")
+
+    ran = []
+    monkeypatch.setattr(gpu_check, "mlm_updates", fails)
+    monkeypatch.setattr(gpu_check, "fsdp2_resume", lambda plan: 1 / 0)
+    monkeypatch.setattr(gpu_check, "benchmark_tables", lambda plan: ran.append(plan["dry_run"]) or dict(tables=[]))
+    assert gpu_check.main(["--dry_run", "--work_dir", str(tmp_path)]) == 1
+    steps = json.load(open(tmp_path / "gpu_check.json"))["steps"]
+    assert [s["status"] for s in steps.values()] == ["failed", "failed", "failed", "ok"] and ran == [True]
+    assert steps["mlm_bf16"]["error"].endswith("train_mlm.py: error: no such file")
+    assert "ZeroDivisionError" in steps["fsdp2_resume"]["error"]  # an unexpected error keeps its traceback
+    assert "train_mlm.py: error: no such file" in open(tmp_path / "gpu_check.md").read()
+    assert "failed: mlm_fp16, mlm_bf16, fsdp2_resume" in capsys.readouterr().out
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            gpu_check.main([])
+        assert "no GPU: torch.cuda.is_available() is False" in capsys.readouterr().err
 
 
 def run_main(module, monkeypatch, *args):
