@@ -23,9 +23,10 @@ demo: setup
 test: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
 
-# Rebuild release/minilm-l6-linformer-n4096 (convert, distil, report, fp16 folder); resumable, hours.
+# Rebuild release/minilm-l6-linformer-n4096 (convert, start from the previous release, train the long path,
+# evaluate, fp16 folder); resumable, hours.
 release: setup-dev
-	PY=$(PY) bash experiments/distillation/build.sh
+	PY=$(PY) bash experiments/long_documents/build.sh
 
 # The day a GPU is lent: everything GPU-only on one GPU (benchmarks/gpu_check.py): fp16 and bf16 MLM updates
 # at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one

@@ -732,3 +732,23 @@ def test_compiled_model_matches_eager():
         with torch._dynamo.config.patch(error_on_recompile=not recompile):
             got = compiled(ids, attention_mask=batch_mask).last_hidden_state
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-5)
+
+
+# ---- no host reads in the forward: on an accelerator a read stalls the device every step -------------------
+
+
+@pytest.mark.parametrize("overrides", [{}, dict(full_attention_short_inputs=True, short_input_max_length=16,
+                                                long_input_adapter_rank=4, projection_length_scaling="resample")])
+def test_forward_and_loss_read_nothing_back_from_the_device(overrides):
+    """On the meta device every value read (`.item()`, `.tolist()`, `bool(tensor)`, `nonzero`) raises, so a full
+    forward, loss and backward there prove the model reads nothing back when its inputs are not on the CPU."""
+    config = tiny_config(max_seq_length=32, projected_dim=8, **overrides)
+    with torch.device("meta"):
+        model = LinformerForMaskedLM(config)
+    ids = torch.randint(5, 300, (3, 24), device="meta")
+    mask = torch.ones(3, 24, dtype=torch.long, device="meta")
+    out = model(input_ids=ids, attention_mask=mask, labels=ids)
+    out.loss.backward()
+    assert out.logits.shape == (3, 24, 300) and out.loss.device.type == "meta"
+    with pytest.raises(Exception, match="meta"):
+        mask.sum().item()  # the premise: a read on meta fails

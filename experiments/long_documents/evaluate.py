@@ -392,6 +392,10 @@ def main(argv=None):
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{args.name or args.system}.json"
+    if not args.cost and path.is_file():  # tasks measured earlier on the same weights are kept
+        earlier = json.loads(path.read_text())
+        if earlier.get("weights_sha256") == result["weights_sha256"] and earlier["model"] == result["model"]:
+            result["tasks"] = {**earlier["tasks"], **result["tasks"]}
     path.write_text(json.dumps(result) + "\n")
     print(f"wrote {path}")
 

@@ -502,14 +502,15 @@ class LinformerEncoder(nn.Module):
             key_mask = real.gather(1, key_index)
             key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
 
-        # Real lengths, for `full_attention_short_inputs`: one device sync per forward tells whether any
-        # sequence is short (<= the layer's exact_length) and whether all are; under torch.compile both
-        # kinds are prepared.
+        # Real lengths, for `full_attention_short_inputs`. On CPU one read tells whether any sequence is short
+        # (<= the layer's exact_length) and whether all are, so a batch of one kind computes only that kind. On
+        # an accelerator, where a read would stall the device every forward, and under torch.compile, both
+        # kinds are prepared and chosen per sequence; the padded length alone still rules out the long kind.
         lengths = None
         shortest = longest = hidden_states.shape[1]
         if self.config.full_attention_short_inputs and key_mask is not None:
             lengths = key_mask.sum(1)
-            if torch.compiler.is_compiling():
+            if torch.compiler.is_compiling() or lengths.device.type != "cpu":
                 shortest = 0
             else:
                 shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
@@ -612,10 +613,13 @@ class LinformerModel(LinformerPreTrainedModel):
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
 
-        # Ids outside an embedding table raise an IndexError on CPU and a device-side assert on GPU that
-        # poisons the CUDA context. All ranges are read in one device sync; skipped while compiling or
-        # tracing, where a data-dependent check would break the graph.
+        # Ids outside an embedding table raise a bare IndexError on CPU: their ranges are read and named here.
+        # Only for CPU inputs: on an accelerator the read would stall the device every forward (check ids in
+        # the data path there, as the training scripts do once per batch), and while compiling or tracing it
+        # would break the graph.
         if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        if any(ids is not None and ids.device.type != "cpu" for ids in (input_ids, token_type_ids, position_ids)):
             return
         bounds = [(name, ids, limit, field) for name, ids, limit, field in (
             ("input_ids", input_ids, self.config.vocab_size, "vocab_size"),

@@ -1,0 +1,182 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Turn a finished distill.py run into the released folder: fp16 weights, tokenizer, remote code,
+sentence-transformers modules and a model card with the results of report.py.
+
+    python experiments/long_documents/release.py --run runs/long-minilm-n4096 \
+        --out release/minilm-l6-linformer-n4096
+
+The run's folder is what a user would load too; the release only halves the weights (the folder is
+committed to git, and fp16 keeps it near 45 MB) and replaces the card, whose figures all come from
+files the run and the report wrote: training time from metrics.jsonl, the results from results.md.
+The new folder appears only when complete (written beside it, then renamed).
+"""
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+
+# Files of the run folder that describe the run rather than the model.
+RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.safetensors", "checkpoints",
+            "manifest.json"}
+BUILD_COMMAND = "make release"
+
+
+def training_facts(run):
+    """Updates, wall time and tokens of the run, from its metrics log (first to last record)."""
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    times = [r["time"] for r in records if "time" in r]
+    trained = [r for r in records if "train_loss" in r]
+    return {"updates": max(r["step"] for r in records), "hours": (max(times) - min(times)) / 3600,
+            "tokens": max((r.get("tokens_seen", 0) for r in trained), default=0),
+            "peak_memory_gb": max((r.get("peak_memory_gb", 0) for r in trained), default=0)}
+
+
+def results_section(results_md):
+    """results.md from its first `## ` heading on, headings one level down, plot links dropped."""
+    text = Path(results_md).read_text(encoding="utf-8")
+    body = text[text.index("\n## "):] if "\n## " in text else text
+    lines = [("#" + line if line.startswith("#") else line) for line in body.splitlines() if not line.startswith("![")]
+    return "\n".join(lines).strip()
+
+
+def shortfalls(results_json):
+    """The goals results.md marks missed, each with its measurement: the card says plainly what was not reached."""
+    goals = json.loads(Path(results_json).read_text())["goals"]
+    missed = [g for g in goals if g["met"] is False]
+    if not missed:
+        return "Every goal of the results below is met."
+    return "\n".join(f"- {g['goal']}: **missed** ({g['measured']})." for g in missed)
+
+
+def card(run, config, train_config, facts, results_md, hardware, missed):
+    n, k = config["max_seq_length"], config["projected_dim"]
+    exact = config.get("short_input_max_length") or k
+    teacher = "sentence-transformers/all-MiniLM-L6-v2"
+    return f"""---
+license: apache-2.0
+base_model: {teacher}
+library_name: transformers
+pipeline_tag: sentence-similarity
+tags:
+- linformer
+- linformer-hf
+- sentence-transformers
+- long-context
+---
+
+# all-MiniLM-L6-v2 as a Linformer for inputs of up to {n} tokens
+
+[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
+can read), and a Linformer (Wang et al. 2020; n = {n}, k = {k}) on longer ones, which it reads whole in one
+pass, at a cost linear in length. Which path a sequence takes is decided per sequence, so a padded batch may
+mix both. Long sequences attend to keys and values projected to {k} rows by a learned E
+(`projection_sharing={config['projection_sharing']!r}`, resampled to each input's length) and go through
+rank-{config.get('long_input_adapter_rank')} adapters on every linear map (`long_input_adapter_rank`), which
+only they use: training them never moved the short path.
+
+**Source and licence:** {teacher} (Apache-2.0); these weights are derived from it, under the same licence.
+
+## Use
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)   # mean pooling, normalised
+embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
+```
+
+The weights are stored in float16 and load as such; on CPU, where float16 is slow, pass
+`model_kwargs={{"dtype": torch.float32}}` (or `dtype=torch.float32` to `from_pretrained`).
+`AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)` gives the encoder (mean-pool its
+last hidden state over real tokens, then L2-normalise, to get the same embeddings).
+
+## How it was made
+
+```bash
+{BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, initialise, train, evaluate, this folder
+```
+
+- Conversion: `convert_to_linformer.py --max_seq_length {n} --projected_dim {k} --short_input_max_length {exact}
+  --long_input_adapter_rank {config.get('long_input_adapter_rank')}`.
+- Start of the long path: the previous release of this model (linformer-hf 0.1, which had trained every
+  weight) as long-input parameters: its E, its position rows past 512, and each linear map's weight change
+  truncated to rank {config.get('long_input_adapter_rank')} by SVD (`experiments/long_documents/init_from_release.py`).
+- Training (`distill.py --config configs/distill/minilm_n4096.yaml`, long path only): on spans of
+  {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news (held-out articles
+  excluded by id), the teacher's 512-token windows as an anchor (hidden states and pooled embedding) plus a
+  document objective, weight {train_config.get('document_loss_weight')}: each input's embedding must pick out its own
+  {train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token pieces, embedded by the teacher, among
+  the pieces of the other inputs of the batch and a fixed bank of pieces from held-back blocks (InfoNCE,
+  temperature {train_config.get('document_temperature')}, both directions).
+- {facts['updates']} updates of {train_config.get('total_batch_size')} spans, {facts['tokens']:,} tokens,
+  {facts['hours']:.2f} h wall time (evaluations included) on {hardware}, bf16 autocast; peak memory
+  {facts['peak_memory_gb']:.1f} GB. Weights stored in float16.
+
+### Where it falls short
+
+{missed}
+
+{results_section(results_md)}
+"""
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--run", type=Path, required=True, help="the output_dir of a finished distill.py run")
+    p.add_argument("--results", type=Path, default=HERE / "results.md",
+                   help="report.py's results.md (its results.json, beside it, is read too)")
+    p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
+    p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()}), one torch thread",
+                   help="where the run trained, for the card")
+    args = p.parse_args(argv)
+    for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
+                       ("--results", args.results.with_suffix(".json"))):
+        if not path.is_file():
+            sys.exit(f"release.py: error: {flag}: {path} does not exist (finish the run / the report first)")
+
+    from transformers import AutoModel
+    import yaml
+
+    model = AutoModel.from_pretrained(args.run, dtype=torch.float32)
+    config = json.loads((args.run / "config.json").read_text())
+    train_config = yaml.safe_load((args.run / "train_config.yaml").read_text())
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
+    try:
+        for item in args.run.iterdir():
+            if item.name in RUN_ONLY or item.name.startswith("."):
+                continue
+            (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
+        model.to(torch.float16).save_pretrained(staging)  # config.json now says float16
+        (staging / "README.md").write_text(card(args.run, config, train_config, training_facts(args.run),
+                                                args.results, args.hardware,
+                                                shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")
+        os.chmod(staging, 0o755)
+        if args.out.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.old-", dir=args.out.parent))
+            os.rename(args.out, old / "previous")
+            os.rename(staging, args.out)
+            shutil.rmtree(old)
+        else:
+            os.rename(staging, args.out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
+    print(f"release.py: wrote {args.out} ({size / 2**20:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Render results.md (and results.json, the goals with their figures) from what evaluate.py wrote to
+results/. Nothing is measured here.
+
+    python experiments/long_documents/report.py --run runs/long-minilm-n4096
+
+Every comparison of the student with the windows is paired (the same queries, articles or documents) and
+carries a 95% bootstrap interval of the difference (10,000 resamples; retrieval queries are resampled by
+document, since the three queries of one document are not independent). A difference whose interval holds
+0 is a tie.
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",
+           "start": "student before training (adapters from the previous release)"}
+RETRIEVAL = {"news_retrieval": "news retrieval (held-out articles > 1,024 tokens)",
+             "moby_retrieval": "Moby-Dick chapter retrieval (chapters > 1,024 tokens; never trained on)"}
+SYNTHETIC = ("passkey", "needle")
+LENGTHS = (1024, 2048, 4096)
+
+
+def load(results_dir):
+    """{name: result} for every results/<name>.json; a system's tasks may come from several files."""
+    out = {}
+    for path in sorted(Path(results_dir).glob("*.json")):
+        result = json.loads(path.read_text())
+        out.setdefault(path.stem, result)
+    return out
+
+
+def outcomes(result, task):
+    """Per item 0/1 outcomes and the cluster (document) of each item."""
+    t = result["tasks"][task]
+    if "correct" in t:
+        values = np.array(t["correct"], dtype=float)
+        return values, np.arange(len(values))
+    ranks = np.array(t["ranks"])
+    per_doc = len(ranks) // t["documents"]
+    return (ranks == 1).astype(float), np.arange(len(ranks)) // per_doc
+
+
+def paired_bootstrap(a, b, clusters, resamples=10_000, seed=0):
+    """Mean of a - b and its 95% percentile interval, resampling clusters with replacement."""
+    rng = np.random.default_rng(seed)
+    ids = np.unique(clusters)
+    sums = np.array([(a - b)[clusters == c].sum() for c in ids])
+    counts = np.array([(clusters == c).sum() for c in ids])
+    picks = rng.integers(0, len(ids), size=(resamples, len(ids)))
+    stats = sums[picks].sum(1) / counts[picks].sum(1)
+    return float((a - b).mean()), float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
+
+
+def compare(results, task, ours="student", theirs="windows"):
+    a, clusters = outcomes(results[ours], task)
+    b, _ = outcomes(results[theirs], task)
+    diff, low, high = paired_bootstrap(a, b, clusters)
+    verdict = "beats" if low > 0 else ("trails" if high < 0 else "ties")
+    return dict(ours=float(a.mean()), theirs=float(b.mean()), diff=diff, low=low, high=high, verdict=verdict,
+                items=len(a), clusters=int(len(np.unique(clusters))))
+
+
+def fmt_compare(c):
+    return (f"{c['ours']:.3f} vs {c['theirs']:.3f}; difference {c['diff']:+.3f} "
+            f"[{c['low']:+.3f}, {c['high']:+.3f}]")
+
+
+def short_goal(results):
+    f = results["student"]["tasks"]["short_fidelity"]
+    cos, diff = np.array(f["cosine"]), np.array(f["max_abs_hidden_difference"])
+    met = bool(cos.min() >= 0.9999 and diff.max() <= 1e-5)
+    return dict(goal="inputs <= 512 tokens: the source exactly (cosine >= 0.9999 to the fp32 source; hidden states "
+                     "within 1e-5 of the source with the same stored weights)",
+                measured=f"least cosine {cos.min():.6f} over {len(cos)} texts of {min(f['lengths'])}-"
+                         f"{max(f['lengths'])} tokens in padded batches; largest hidden difference {diff.max():.1e}",
+                met=met)
+
+
+def goals(results, cost):
+    rows = [short_goal(results)]
+    for task, goal in (("news_retrieval", "long news retrieval (held-out), recall@1: beats windows"),
+                       ("outlets", "outlet classification (held-out), accuracy: beats windows"),
+                       ("moby_retrieval", "a long-document task never trained on (Moby-Dick chapter retrieval, "
+                                          "recall@1): beats windows")):
+        c = compare(results, task)
+        rows.append(dict(goal=goal, measured=fmt_compare(c), met=c["verdict"] == "beats"))
+    for kind in SYNTHETIC:
+        c = compare(results, f"{kind}_4096")
+        shorter = "; ".join(f"{n}: {compare(results, f'{kind}_{n}')['ours']:.2f} vs "
+                            f"{compare(results, f'{kind}_{n}')['theirs']:.2f}" for n in LENGTHS[:-1])
+        rows.append(dict(goal=f"{kind} retrieval at 4k tokens (LongEmbed-style, accuracy@1): beats windows",
+                         measured=f"{fmt_compare(c)} ({shorter})", met=c["verdict"] == "beats"))
+    c = compare(results, "rt_probe")
+    rows.append(dict(goal="Rotten Tomatoes linear probe: within 1 point of the teacher",
+                     measured=f"{100 * c['ours']:.1f} vs {100 * c['theirs']:.1f}", met=abs(c["diff"]) <= 0.01))
+    if cost:
+        parts, met = [], True
+        for dtype, times in cost["seconds"].items():
+            med = {k: float(np.median(v)) for k, v in times.items()}
+            full, windows = med["full attention"] / med["student"], med["windows"] / med["student"]
+            met &= full >= 2 and windows >= 1
+            parts.append(f"{dtype}: {med['student']:.2f} s, {full:.2f}x faster than full attention, "
+                         f"{windows:.2f}x the windows' time")
+        rows.append(dict(goal="cost at 4096 tokens: >= 2x faster than the teacher with full attention, no slower "
+                              "than the windows (fp32 and bf16)", measured="; ".join(parts), met=bool(met)))
+    return rows
+
+
+def training_facts(run):
+    records = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    times = [r["time"] for r in records if "time" in r]
+    evals = [(r["step"], r.get("eval_document_recall_at_1"), r.get("eval_cosine")) for r in records
+             if "eval_cosine" in r]
+    trained = [r for r in records if "train_loss" in r]
+    return dict(updates=max(r["step"] for r in records), hours=(max(times) - min(times)) / 3600,
+                tokens=max((r.get("tokens_seen", 0) for r in trained), default=0), evals=evals)
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows])
+
+
+def render(results, cost, facts):
+    rows = goals(results, cost)
+    student = results["student"]
+    lines = [
+        "# Reading a whole document against reading it in pieces",
+        "",
+        "Generated by `python experiments/long_documents/report.py` from `results/` (written by `evaluate.py`; "
+        "do not edit by hand). CPU, float32, one document at a time. Every text here was read by no training "
+        "run: held-out news articles (`experiments/conversion/heldout_news_ids.txt`), Moby-Dick (the recipe "
+        "trains on news only), generated passkey/needle documents, Rotten Tomatoes.",
+        "",
+        f"Student `{student['model']}` (weights sha256 {student['weights_sha256']}); the windows baseline is "
+        "all-MiniLM-L6-v2 on consecutive 510-token windows (plus [CLS]/[SEP]), embeddings averaged weighted by "
+        "length; every system reads at most the first 4,094 tokens of a document. Intervals: paired bootstrap, "
+        "95%, of student minus windows.",
+        "",
+        "## Goals",
+        "",
+        table(["goal", "measured (student vs windows)", "status"],
+              [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows]),
+        "",
+    ]
+    lines += ["## Tasks", "", table(
+        ["task", "items (documents)"] + [SYSTEMS[s] for s in results if s in SYSTEMS],
+        [[task, f"{compare(results, task)['items']} ({compare(results, task)['clusters']})"]
+         + [f"{outcomes(results[s], task)[0].mean():.3f}" if task in results[s]["tasks"] else "-"
+            for s in results if s in SYSTEMS]
+         for task in student["tasks"] if task != "short_fidelity"]), ""]
+    lines += [
+        "Tasks (`evaluate.py` documents each): retrieval queries are 64-token spans from beyond token 512 of a "
+        "document, 3 per document, embedded by the same system, ranked against every document by cosine "
+        "(recall@1); outlets: 5-fold cross-validated logistic regression on standardised embeddings of 706 "
+        "held-out articles (9 outlets); passkey/needle: 100 generated documents per length, one fact each at a "
+        "random depth, the query asks for it (accuracy@1 among the 100).",
+        "",
+    ]
+    if facts:
+        curve = ", ".join(f"{d:.3f} at {s}" for s, d, _ in facts["evals"] if d is not None)
+        lines += ["## Training", "",
+                  f"{facts['updates']} updates in {facts['hours']:.2f} h on this CPU (2 cores, bf16 autocast), "
+                  f"{facts['tokens']:,} tokens. Validation (news blocks, not held out from the recipe's split): "
+                  f"recall@1 of each input for one of its own pieces among all validation inputs: {curve}.", ""]
+    if cost:
+        lines += ["## Cost", "", f"One {cost['tokens']}-token held-out article, batch 1, {cost['threads']} thread(s), "
+                  f"median of {cost['repeats']} interleaved runs (`evaluate.py --cost`).", "",
+                  table(["precision"] + list(next(iter(cost["seconds"].values()))),
+                        [[d] + [f"{np.median(v):.3f} s" for v in t.values()] for d, t in cost["seconds"].items()]), ""]
+    lines += ["## Reproduce", "", "```bash",
+              "python experiments/long_documents/evaluate.py --system windows",
+              "python experiments/long_documents/evaluate.py --system student --model STUDENT",
+              "python experiments/long_documents/evaluate.py --cost --model STUDENT",
+              "python experiments/long_documents/report.py --run RUN", "```", ""]
+    return "\n".join(lines), rows
+
+
+BEGIN, END = "<!-- long-documents goals: generated by experiments/long_documents/report.py -->", "<!-- end -->"
+
+
+def update_goals_block(path, rows):
+    """Replace the goals table between the markers of `path` (README.md, model_card.md) with this report's."""
+    text = Path(path).read_text(encoding="utf-8")
+    if BEGIN not in text:
+        raise SystemExit(f"report.py: {path} has no goals block (a line {BEGIN!r}, then the table, then {END!r})")
+    head, rest = text.split(BEGIN, 1)
+    tail = rest.split(END, 1)[1]
+    block = table(["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"],
+                  [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows])
+    Path(path).write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", default=str(HERE / "results"))
+    parser.add_argument("--run", help="the training run folder (its metrics.jsonl)")
+    parser.add_argument("--out", default=str(HERE))
+    parser.add_argument("--update", nargs="*", default=[], help="files whose goals block to regenerate "
+                                                                 "(README.md, model_card.md)")
+    args = parser.parse_args(argv)
+    results = load(args.results)
+    cost = results.pop("cost", None)
+    facts = training_facts(args.run) if args.run and (Path(args.run) / "metrics.jsonl").is_file() else None
+    text, rows = render(results, cost, facts)
+    (Path(args.out) / "results.md").write_text(text)
+    (Path(args.out) / "results.json").write_text(json.dumps({"goals": rows, "training": facts}, indent=1) + "\n")
+    for path in args.update:
+        update_goals_block(path, rows)
+    print(f"wrote {Path(args.out) / 'results.md'}" + "".join(f", {p}" for p in args.update))
+
+
+if __name__ == "__main__":
+    main()
