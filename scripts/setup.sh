@@ -58,7 +58,7 @@ else
   echo "setup: installing the CPU build of torch (no GPU found)"
   install torch --index-url "$TORCH_CPU_INDEX" --retries 0 --timeout 20 2>/dev/null \
     || install "torch==$TORCH_VERSION" --only-binary torch
-  if "$py" -c "import sys, torch; sys.exit(torch.version.cuda is None)"; then
+  if "$py" -c "import sys, torch; sys.exit(torch.version.cuda is None)" 2>/dev/null; then  # numpy comes later: quiet
     echo "setup: warning: the torch from the registry is a CUDA build; set TORCH_CPU_INDEX to a reachable CPU index" >&2
   fi
 fi

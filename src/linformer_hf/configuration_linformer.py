@@ -32,7 +32,6 @@ PROJECTION_TYPES = get_args(ProjectionType)
 # Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
 # "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
 PROJECTION_LENGTH_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
-CLASSIFIER_POOLING = get_args(ClassifierPooling)
 
 # Every head this package ships, for the `auto_map` written next to saved weights, so that
 # `AutoModelFor*.from_pretrained(folder, trust_remote_code=True)` finds each of them.

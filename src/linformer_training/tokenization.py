@@ -47,7 +47,7 @@ def check_tokenizer(tokenizer, config):
         problems.append("it has no pad token")
     if len(tokenizer) > config.vocab_size:
         problems.append(f"its vocabulary has {len(tokenizer)} tokens but the model's vocab_size is "
-                        f"{config.vocab_size} (set --model.vocab_size {len(tokenizer)} or more)")
+                        f"{config.vocab_size} (set --config_overrides vocab_size={len(tokenizer)} or more)")
     for name in ("pad", "bos", "eos"):
         tok_id, cfg_id = getattr(tokenizer, f"{name}_token_id"), getattr(config, f"{name}_token_id", None)
         if tok_id is not None and cfg_id is not None and tok_id != cfg_id:
