@@ -210,7 +210,8 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
                                                    args.cosine_loss_weight, args.teacher_long_inputs,
                                                    document, args.document_loss_weight)
-    optimizer = distillation.build_optimizer(student, args)
+    optimizer = loop.build_optimizer(student, args, own_rate=(
+        distillation.is_projection, args.projection_learning_rate or args.learning_rate))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         student, optimizer, train_loader, eval_loader, scheduler)

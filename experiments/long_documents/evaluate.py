@@ -187,15 +187,20 @@ class Embedder:
         self.system, self.model, self.n = system, model, n
         self.cls, self.sep, self.pad = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id
 
-    @torch.inference_mode()
-    def pooled(self, batch):
-        """Mean-pooled last states of token lists (specials added), right-padded."""
+    def padded(self, batch):
+        """(ids, mask) of token lists with [CLS]/[SEP] added, right-padded."""
         longest = max(map(len, batch)) + 2
         ids = torch.full((len(batch), longest), self.pad)
         mask = torch.zeros_like(ids)
         for row, tokens in enumerate(batch):
             ids[row, :len(tokens) + 2] = torch.tensor([self.cls, *tokens, self.sep])
             mask[row, :len(tokens) + 2] = 1
+        return ids, mask
+
+    @torch.inference_mode()
+    def pooled(self, batch):
+        """Mean-pooled last states of token lists (specials added), right-padded."""
+        ids, mask = self.padded(batch)
         states = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
         return (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
 
@@ -269,12 +274,7 @@ def short_fidelity(embedder, chunks, teacher_path, batch_size=16):
     cosines, differences = [], []
     for i in range(0, len(chunks), batch_size):
         batch = chunks[i:i + batch_size]
-        longest = max(map(len, batch)) + 2
-        ids = torch.full((len(batch), longest), embedder.pad)
-        mask = torch.zeros_like(ids)
-        for row, tokens in enumerate(batch):
-            ids[row, :len(tokens) + 2] = torch.tensor([embedder.cls, *tokens, embedder.sep])
-            mask[row, :len(tokens) + 2] = 1
+        ids, mask = embedder.padded(batch)
         ours = embedder.model(input_ids=ids, attention_mask=mask).last_hidden_state
         for row, tokens in enumerate(batch):
             one = ids[row:row + 1, :len(tokens) + 2]

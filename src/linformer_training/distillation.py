@@ -441,7 +441,7 @@ class DistillationObjective:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Optimizer and the final folder
+# Dropout and the final folder
 # ---------------------------------------------------------------------------------------------------
 
 
@@ -455,19 +455,6 @@ def set_dropout(model, p):
         if isinstance(module, nn.Dropout):
             module.p = p
     return model
-
-
-def build_optimizer(model, args):
-    """AdamW over the trainable parameters; E/F at their own learning rate (they start from a window
-    mean, the rest from trained weights). Matrices decay, biases and norm weights do not."""
-    named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    body = [p for name, p in named if not is_projection(name)]
-    groups = [{"params": [p for p in body if p.ndim > 1], "weight_decay": args.weight_decay},
-              {"params": [p for p in body if p.ndim <= 1], "weight_decay": 0.0},
-              {"params": [p for name, p in named if is_projection(name)], "weight_decay": args.weight_decay,
-               "lr": args.projection_learning_rate or args.learning_rate}]
-    return torch.optim.AdamW([g for g in groups if g["params"]], lr=args.learning_rate,
-                             betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
 
 
 def sentence_transformers_files(student_path, n):
