@@ -24,7 +24,7 @@ document up to n). Tasks, all on text no training run read:
   short_fidelity  (student only) 300 held-out news chunks of 8-512 tokens in padded batches of mixed
                   lengths: the cosine of each embedding to the fp32 teacher's, and the largest hidden-state
                   difference to the teacher run with the student's own stored weights.
-  cost            (--cost) seconds per 4096-token document, batch 1: the student, the teacher with full
+  cost            (--cost) seconds per 4096-token document (held-out articles back to back), batch 1: the student, the teacher with full
                   attention over positions repeated to 4096, and the teacher's 512-token windows (one batch),
                   interleaved, median of --repeats, in fp32 and bf16 autocast.
 Per query (or article) outcomes are stored, so report.py can pair systems in a bootstrap.
@@ -351,8 +351,8 @@ def cost(student_path, data_dir, repeats):
     extend_teacher_positions(full, READ)
     news = read_news(data_dir)
     held_out = [int(line) for line in HELD_OUT.read_text().split()]
-    tokens = next(t for t in tokenizer([news[i]["text"] for i in held_out], add_special_tokens=False)["input_ids"]
-                  if len(t) >= READ - 2)[:READ - 2]
+    articles = tokenizer([news[i]["text"] for i in held_out[:40]], add_special_tokens=False)["input_ids"]
+    tokens = [t for article in articles for t in article][:READ - 2]  # held-out articles back to back
     systems = {"student": Embedder("student", student, tokenizer, READ),
                "full attention": Embedder("full", full, tokenizer, READ),
                "windows": Embedder("windows", teacher, tokenizer, READ)}
