@@ -95,6 +95,9 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
             raise UsageError("--hidden_loss_weight and --cosine_loss_weight are both 0: nothing to learn from")
         if self.validation_file and not self.train_file:
             raise UsageError("--validation_file needs --train_file")
+        if self.document_loss_weight and self.negative_bank_blocks and self.streaming:
+            raise UsageError(f"--negative_bank_blocks {self.negative_bank_blocks}: the bank is held back from a "
+                             f"counted training set, which --streaming has not; pass --negative_bank_blocks 0")
         if self.piece_min_length > self.piece_max_length:
             raise UsageError(f"--piece_min_length {self.piece_min_length} is above --piece_max_length "
                              f"{self.piece_max_length}")
@@ -158,7 +161,7 @@ def prepare_data(args, accelerator, pair, block_size):
         raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
                          "tokenization")
     bank = None
-    if args.document_loss_weight and args.negative_bank_blocks and not args.streaming:
+    if args.document_loss_weight and args.negative_bank_blocks:
         # The bank's blocks are held back from training: a bank piece is never a piece of a trained input.
         train = blocks["train"]
         if len(train) <= args.negative_bank_blocks:

@@ -226,7 +226,7 @@ def test_info_nce_is_the_multi_positive_softmax_loss():
         assert abs(ours[i].item() - expected.item()) < 1e-5
 
 
-def test_document_pieces_lie_inside_each_inputs_text(tokenizer):
+def test_document_pieces_lie_inside_each_inputs_text():
     ids = torch.arange(100, 140).repeat(2, 1)
     mask = torch.ones_like(ids)
     mask[1, 20:] = 0
@@ -344,6 +344,8 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
     ("no loss", ["--hidden_loss_weight", "0", "--cosine_loss_weight", "0"], "both 0: nothing to learn from"),
     ("pieces inverted", ["--piece_min_length", "9", "--piece_max_length", "8"],
      "--piece_min_length 9 is above --piece_max_length 8"),
+    ("bank with streaming", ["--document_loss_weight", "1", "--streaming"],
+     "--negative_bank_blocks 256: the bank is held back from a counted training set"),
     ("bank larger than the corpus", ["--document_loss_weight", "1", "--negative_bank_blocks", "100000"],
      "--negative_bank_blocks 100000: the training set has only"),
     ("old flag", ["--model_name_or_path", "x"], "no longer a flag: use --teacher_name_or_path"),

@@ -156,13 +156,11 @@ def short_chunks(articles, rng, count=300):
     return chunks
 
 
-def build_tasks(tokenizer, data_dir, news_limit=None):
+def build_tasks(tokenizer, data_dir):
     """Every task's token lists (no special tokens), drawn once with fixed seeds from held-out text."""
     rng = random.Random(0)
     news = read_news(data_dir)
     held_out = [int(line) for line in HELD_OUT.read_text().split()]
-    if news_limit:
-        held_out = held_out[:news_limit]
     articles = tokenizer([news[i]["text"] for i in held_out], add_special_tokens=False)["input_ids"]
     chapters = [json.loads(line) for line in MOBY_DICK.read_text(encoding="utf-8").splitlines() if line.strip()]
     chapter_tokens = tokenizer([c["text"] for c in chapters], add_special_tokens=False)["input_ids"]
@@ -286,7 +284,7 @@ def short_fidelity(embedder, chunks, teacher_path, batch_size=16):
     return {"cosine": cosines, "max_abs_hidden_difference": differences, "lengths": [len(c) + 2 for c in chunks]}
 
 
-def load_system(system, model_path, n):
+def load_system(system, model_path):
     from transformers import AutoModel, AutoTokenizer
 
     import linformer_hf  # noqa: F401
@@ -306,10 +304,10 @@ def fingerprint(path):
     return hashlib.sha256(weights.read_bytes()).hexdigest()[:16] if weights.is_file() else None
 
 
-def evaluate(system, model_path, data_dir, tasks_wanted, news_limit=None):
-    model, tokenizer, model_path = load_system(system, model_path, None)
+def evaluate(system, model_path, data_dir, tasks_wanted):
+    model, tokenizer, model_path = load_system(system, model_path)
     embedder = Embedder(system, model, tokenizer, getattr(model.config, "max_seq_length", None))
-    tasks = build_tasks(tokenizer, data_dir, news_limit)
+    tasks = build_tasks(tokenizer, data_dir)
     result = {"system": system, "model": str(model_path), "weights_sha256": fingerprint(model_path), "tasks": {},
               "torch": torch.__version__, "threads": torch.get_num_threads()}
     for name, task in tasks.items():
@@ -345,9 +343,9 @@ def cost(student_path, data_dir, repeats):
     """Seconds per 4096-token document for the three ways to read it, interleaved, fp32 and bf16 autocast."""
     from linformer_training.distillation import extend_teacher_positions
 
-    student, tokenizer, _ = load_system("student", student_path, None)
-    teacher, _, _ = load_system("windows", None, None)
-    full, _, _ = load_system("windows", None, None)
+    student, tokenizer, _ = load_system("student", student_path)
+    teacher, _, _ = load_system("windows", None)
+    full, _, _ = load_system("windows", None)  # a second copy: its positions are extended below
     extend_teacher_positions(full, READ)
     news = read_news(data_dir)
     held_out = [int(line) for line in HELD_OUT.read_text().split()]

@@ -26,6 +26,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+from linformer_training.tracking import read_jsonl
 
 # Files of the run folder that describe the run rather than the model.
 RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.safetensors", "checkpoints",
@@ -34,13 +35,16 @@ BUILD_COMMAND = "make release"
 
 
 def training_facts(run):
-    """Updates, wall time and tokens of the run, from its metrics log (first to last record)."""
-    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    """Updates, wall time, tokens, peak memory and the validation curve (step, document recall@1, cosine) of
+    the run, from its metrics log (first to last record)."""
+    records = read_jsonl(Path(run) / "metrics.jsonl")
     times = [r["time"] for r in records if "time" in r]
     trained = [r for r in records if "train_loss" in r]
     return {"updates": max(r["step"] for r in records), "hours": (max(times) - min(times)) / 3600,
             "tokens": max((r.get("tokens_seen", 0) for r in trained), default=0),
-            "peak_memory_gb": max((r.get("peak_memory_gb", 0) for r in trained), default=0)}
+            "peak_memory_gb": max((r.get("peak_memory_gb", 0) for r in trained), default=0),
+            "evals": [(r["step"], r.get("eval_document_recall_at_1"), r["eval_cosine"]) for r in records
+                      if "eval_cosine" in r]}
 
 
 def results_section(results_md):

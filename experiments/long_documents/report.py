@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from release import training_facts  # the sibling script that writes the release card from the same log
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",
@@ -92,8 +93,8 @@ def goals(results, cost):
         rows.append(dict(goal=goal, measured=fmt_compare(c), met=c["verdict"] == "beats"))
     for kind in SYNTHETIC:
         c = compare(results, f"{kind}_4096")
-        shorter = "; ".join(f"{n}: {compare(results, f'{kind}_{n}')['ours']:.2f} vs "
-                            f"{compare(results, f'{kind}_{n}')['theirs']:.2f}" for n in LENGTHS[:-1])
+        shorter = "; ".join(f"{n}: {outcomes(results['student'], f'{kind}_{n}')[0].mean():.2f} vs "
+                            f"{outcomes(results['windows'], f'{kind}_{n}')[0].mean():.2f}" for n in LENGTHS[:-1])
         rows.append(dict(goal=f"{kind} retrieval at 4k tokens (LongEmbed-style, accuracy@1): beats windows",
                          measured=f"{fmt_compare(c)} ({shorter})", met=c["verdict"] == "beats"))
     c = compare(results, "rt_probe")
@@ -110,16 +111,6 @@ def goals(results, cost):
         rows.append(dict(goal="cost at 4096 tokens: >= 2x faster than the teacher with full attention, no slower "
                               "than the windows (fp32 and bf16)", measured="; ".join(parts), met=bool(met)))
     return rows
-
-
-def training_facts(run):
-    records = [json.loads(line) for line in (Path(run) / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    times = [r["time"] for r in records if "time" in r]
-    evals = [(r["step"], r.get("eval_document_recall_at_1"), r.get("eval_cosine")) for r in records
-             if "eval_cosine" in r]
-    trained = [r for r in records if "train_loss" in r]
-    return dict(updates=max(r["step"] for r in records), hours=(max(times) - min(times)) / 3600,
-                tokens=max((r.get("tokens_seen", 0) for r in trained), default=0), evals=evals)
 
 
 def table(header, rows):
@@ -160,7 +151,7 @@ def render(results, cost, facts, along=()):
     ]
     lines += ["## Tasks", "", table(
         ["task", "items (documents)"] + [SYSTEMS[s] for s in results if s in SYSTEMS],
-        [[task, f"{compare(results, task)['items']} ({compare(results, task)['clusters']})"]
+        [[task, f"{len(outcomes(student, task)[1])} ({len(np.unique(outcomes(student, task)[1]))})"]
          + [f"{outcomes(results[s], task)[0].mean():.3f}" if task in results[s]["tasks"] else "-"
             for s in results if s in SYSTEMS]
          for task in student["tasks"] if task != "short_fidelity"]), ""]

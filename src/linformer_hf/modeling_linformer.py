@@ -194,8 +194,7 @@ class LinformerLongInputAdapter(nn.Module):
         if long is False:
             return linear(x)
         if long is True:
-            weight = linear.weight + (self.up @ self.down).to(linear.weight.dtype)
-            return F.linear(x, weight, linear.bias + self.bias.to(linear.bias.dtype))
+            return F.linear(x, *self.merged(linear))
         plain = linear(x)
         update = F.linear(F.linear(x, self.down.to(x.dtype)), self.up.to(x.dtype), self.bias.to(x.dtype))
         return torch.where(long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
@@ -204,11 +203,6 @@ class LinformerLongInputAdapter(nn.Module):
         """(weight, bias) of the adapted map, for the long-only key/value path."""
         weight = linear.weight + (self.up @ self.down).to(linear.weight.dtype)
         return weight, linear.bias + self.bias.to(linear.bias.dtype)
-
-
-def adapted(x, linear, adapter, long):
-    """`linear(x)`, with `adapter`'s long-input update for the sequences `long` selects."""
-    return linear(x) if adapter is None else adapter(x, linear, long)
 
 
 class LinformerProjections(nn.Module):
@@ -367,7 +361,8 @@ class LinformerSelfAttention(nn.Module):
         """`short`: None (every sequence uses the projection), True (every sequence has at most
         `exact_length` real tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
         adapters = self.long_input_adapters
-        query = self._heads(adapted(hidden_states, self.query, adapters and adapters["query"], long_sequences(short)))
+        query = self._heads(self.query(hidden_states) if adapters is None else
+                            adapters["query"](hidden_states, self.query, long_sequences(short)))
 
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
         x = hidden_states if key_index is None else hidden_states.gather(1, key_index)

@@ -248,8 +248,7 @@ def has_text(tokenizer):
 def compare(student_states, teacher_states, mask):
     """Per sequence: each layer's summed squared error and the teacher's summed squared norm over real
     tokens, the mean relative error per token (B, layers), and the cosine of mean-pooled last states (B,)."""
-    real = mask.unsqueeze(-1).float()
-    tokens = real.sum(1)
+    tokens = mask.sum(1).float()
     errors, norms, relative = [], [], []
     for ours, theirs in zip(student_states, teacher_states):
         ours, theirs = ours.float(), theirs.float()
@@ -257,25 +256,32 @@ def compare(student_states, teacher_states, mask):
         norm = theirs.square().sum(-1)
         errors.append((error * mask).sum(1))
         norms.append((norm * mask).sum(1))
-        relative.append((error / (norm + 1e-6) * mask).sum(1) / tokens[:, 0])
-    pooled_ours = (student_states[-1].float() * real).sum(1) / tokens
-    pooled_theirs = (teacher_states[-1].float() * real).sum(1) / tokens
-    cosine = F.cosine_similarity(pooled_ours, pooled_theirs, dim=-1)
+        relative.append((error / (norm + 1e-6) * mask).sum(1) / tokens)
+    cosine = F.cosine_similarity(mean_pool(student_states[-1], mask), mean_pool(teacher_states[-1], mask), dim=-1)
     return torch.stack(errors, 1), torch.stack(norms, 1), torch.stack(relative, 1), cosine
+
+
+def draw_piece(body, min_length, max_length, generator):
+    """(start, length) of a piece of `body` tokens, its length uniform in [min_length, max_length] (clamped to
+    the body), its place uniform."""
+    low = max(1, min(min_length, body))
+    length = int(torch.randint(low, max(low, min(max_length, body)) + 1, (1,), generator=generator))
+    return int(torch.randint(0, body - length + 1, (1,), generator=generator)), length
 
 
 def span_starts(ids, mask, spans, min_length, max_length, generator):
     """`spans` (start, length) pairs per row, inside the row's real tokens between its <cls> and <sep>."""
     out = []
     for real in mask.sum(1).tolist():
-        body = real - 2
-        row = []
-        for _ in range(spans):
-            low = max(1, min(min_length, body))
-            length = int(torch.randint(low, max(low, min(max_length, body)) + 1, (1,), generator=generator))
-            row.append((1 + int(torch.randint(0, body - length + 1, (1,), generator=generator)), length))
-        out.append(row)
+        pieces = [draw_piece(real - 2, min_length, max_length, generator) for _ in range(spans)]
+        out.append([(1 + start, length) for start, length in pieces])
     return out
+
+
+def mean_pool(states, mask):
+    """Mean of the real tokens' states, in float32: (B, T, D), (B, T) -> (B, D)."""
+    real = mask[..., None].float()
+    return (states.float() * real).sum(1) / real.sum(1)
 
 
 def info_nce(anchors, candidates, positive, temperature):
@@ -308,8 +314,7 @@ class DocumentObjective:
             ids[row, :len(piece) + 2] = torch.tensor([self.cls, *piece, self.sep])
             mask[row, :len(piece) + 2] = 1
         with self.accelerator.autocast():
-            states = self.teacher(input_ids=ids, attention_mask=mask).last_hidden_state.float()
-        return (states * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+            return mean_pool(self.teacher(input_ids=ids, attention_mask=mask).last_hidden_state, mask)
 
     def pieces(self, ids, mask, generator):
         rows = ids.tolist()
@@ -333,12 +338,9 @@ class DocumentObjective:
         """Teacher embeddings of `span_count` pieces per block of `blocks` (lists of ids), normalised."""
         pieces = []
         for block in blocks:
-            body = block[1:]
+            body = block[1:]  # a packed block starts with <cls>
             for _ in range(span_count):
-                low = max(1, min(self.min_length, len(body)))
-                length = int(torch.randint(low, max(low, min(self.max_length, len(body))) + 1, (1,),
-                                           generator=generator))
-                start = int(torch.randint(0, len(body) - length + 1, (1,), generator=generator))
+                start, length = draw_piece(len(body), self.min_length, self.max_length, generator)
                 pieces.append(body[start:start + length])
         return torch.cat([F.normalize(self.embed(pieces[i:i + 256]), dim=-1) for i in range(0, len(pieces), 256)])
 
@@ -388,12 +390,11 @@ class DistillationObjective:
         _, _, relative, cosine = compare(states, self.teacher_states(ids, mask), mask)
         loss = self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)
         if self.document is not None and self.document_weight:
-            pooled = (states[-1].float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-            loss = loss + self.document_weight * self.document.loss(pooled, ids, mask)
+            loss = loss + self.document_weight * self.document.loss(mean_pool(states[-1], mask), ids, mask)
         loss = loss.sum()
         # A batch of inputs all <= k never reaches E/F (they attend exactly). A zero-weighted term keeps the
         # trainable projections in the graph: DDP would otherwise stop on unused parameters, and with
-        # --train_only_projections the loss would have no gradient at all.
+        # --train_only_long_path the loss would have no gradient at all.
         touch = [p.sum() for name, p in model.named_parameters() if is_projection(name) and p.requires_grad]
         return loss + 0.0 * sum(touch) if touch else loss
 
@@ -419,10 +420,9 @@ class DistillationObjective:
             rows.append([t.cpu() for t in accelerator.gather_for_metrics((errors, norms, cosine, loss, mask.sum(1)))])
             if self.document is not None:
                 generator = torch.Generator().manual_seed(span_seed(self.document.seed, 1, ids.cpu()))
-                pooled = (states[-1].float() * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-                piece = [p[:self.document.max_length] for p in self.document.pieces(ids, mask, generator)]
-                documents.append(accelerator.gather_for_metrics(pooled).cpu())
-                pieces.append(accelerator.gather_for_metrics(self.document.embed(piece[::self.document.spans])).cpu())
+                one_each = self.document.pieces(ids, mask, generator)[::self.document.spans]
+                documents.append(accelerator.gather_for_metrics(mean_pool(states[-1], mask)).cpu())
+                pieces.append(accelerator.gather_for_metrics(self.document.embed(one_each)).cpu())
         errors, norms, cosine, loss, lengths = (torch.cat(parts) for parts in zip(*rows))
         metrics = {"eval_loss": loss.mean().item(), "eval_cosine": cosine.mean().item()}
         if documents:  # each validation input must rank first for one of its own pieces, among all inputs
