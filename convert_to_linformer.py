@@ -40,12 +40,16 @@ class ConvertArguments(Arguments):
         None, "longest input (real tokens) read exactly with --full_attention_short_inputs (default: k); the "
               "source's position limit (512 for BERT) keeps the source on everything it can read")
     long_input_adapter_rank: int = arg(0, "rank of low-rank adapters that only projected (long) inputs use; 0: none")
+    local_attention_window: int | None = arg(
+        None, "long inputs read each window of this many tokens exactly, plus the k slots through a gate that "
+              "starts closed (needs --short_input_max_length equal to it)")
     tokenizer_name: str | None = arg(None, "tokenizer to carry over (default: the source's)")
     overwrite_output_dir: bool = arg(False, "replace a non-empty --output_dir, once the new folder is complete")
     seed: int = arg(0, "seed of the random projection init")
 
     bounds: ClassVar[dict[str, str]] = {"max_seq_length": f"[1, {MAX_SEQ_LENGTH}]", "projected_dim": "[1, inf)",
                                         "short_input_max_length": "[1, inf)", "long_input_adapter_rank": "[0, inf)",
+                                        "local_attention_window": "[1, inf)",
                                         "seed": "[0, inf)"}
 
 

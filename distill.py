@@ -56,8 +56,10 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     cosine_loss_weight: float = arg(1.0, "weight of 1 - cosine of the mean-pooled embeddings")
     projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
                                                        "(default: --learning_rate)")
-    train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F and the "
-                                            "long-input adapters): every input the student reads exactly stays "
+    gate_learning_rate: float | None = arg(None, "peak learning rate of the global-slot gates of a model with "
+                                                 "local_attention_window (default: --learning_rate)")
+    train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F, the "
+                                            "long-input adapters and gates): every input the student reads exactly stays "
                                             "the teacher's, bit for bit")
     document_loss_weight: float = arg(0.0, "weight of the document objective: each input's embedding must pick out "
                                            "its own pieces (embedded by the teacher) among other inputs' and a bank's "
@@ -81,7 +83,7 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
 
     bounds = {"min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
               "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
-              "projection_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
+              "projection_learning_rate": "(0, inf)", "gate_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
               "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
               "piece_max_length": "[1, inf)", "document_temperature": "(0, inf)", "negative_bank_blocks": "[0, inf)"}
     renamed = {"--model_name_or_path": "use --teacher_name_or_path and --student_name_or_path (a converted folder)"}
@@ -213,8 +215,9 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
                                                    args.cosine_loss_weight, args.teacher_long_inputs,
                                                    document, args.document_loss_weight)
-    optimizer = loop.build_optimizer(student, args, own_rate=(
-        distillation.is_projection, args.projection_learning_rate or args.learning_rate))
+    optimizer = loop.build_optimizer(student, args, own_rates=(
+        (distillation.is_projection, args.projection_learning_rate or args.learning_rate),
+        (distillation.is_gate, args.gate_learning_rate or args.learning_rate)))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         student, optimizer, train_loader, eval_loader, scheduler)

@@ -235,7 +235,7 @@ def test_identity_projections_reproduce_roberta(sharing):
     model = LinformerModel(tiny_config(max_seq_length=n, projected_dim=n, projection_sharing=sharing)).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
     assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
-                                  for key in missing)
+                                  or key.endswith(".global_gate") for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
             p.copy_(torch.eye(n).expand_as(p))
@@ -398,7 +398,7 @@ def roberta_and_linformer(sharing, kind, impl, n=32, k=8, **overrides):
     model = LinformerModel._from_config(config, attn_implementation=impl).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
     assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
-                                  for key in missing)
+                                  or key.endswith(".global_gate") for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
             p.normal_(0.0, 0.3)
@@ -538,6 +538,85 @@ def test_new_adapters_change_nothing_and_eager_equals_sdpa():
 def test_bad_short_path_settings_are_refused(overrides, message):
     with pytest.raises(ValueError, match=message):
         tiny_config(max_seq_length=32, projected_dim=8, **overrides)
+
+
+# ---- local_attention_window: each window exactly, the whole sequence through gated slots --------------------
+
+
+def windowed_pair(impl, n=32, k=8, window=16, **overrides):
+    """RoBERTa and a Linformer with its weights, exact up to `window` tokens, whose longer inputs read windows of
+    `window` tokens; position rows repeat every `window` (as conversion repeats the source's table), so a
+    window's tokens sit where they would in an input of their own."""
+    roberta, model = roberta_and_linformer("layerwise", "linear", impl, n=n, k=k, short_input_max_length=window,
+                                           local_attention_window=window, **overrides)
+    with torch.no_grad():
+        table = model.embeddings.position_embeddings.weight
+        first = model.config.pad_token_id + 1
+        table[first + window:first + n] = table[first:first + window].repeat(n // window, 1)[: n - window]
+    return roberta, model
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@pytest.mark.parametrize("side", ["right", "left"])
+@torch.no_grad()
+def test_closed_gates_read_a_long_input_as_the_source_reads_each_window(impl, side):
+    """Gates at zero (a converted model): a 17-32-token row is, window by window, RoBERTa on that window alone,
+    padded either side beside shorter rows; a row of <= 16 tokens is RoBERTa on the whole row."""
+    roberta, model = windowed_pair(impl, long_input_adapter_rank=4)
+    assert all(layer.attention.self.global_gate.abs().max() == 0 for layer in model.encoder.layer)
+    generator = torch.Generator().manual_seed(3)
+    sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (5, 16, 17, 27, 32)]
+    ids, mask, spans = padded_batch(sequences, 32, side)
+    out = model(ids, attention_mask=mask).last_hidden_state
+    for row, (seq, span) in enumerate(zip(sequences, spans)):
+        expected = torch.cat([roberta(part[None]).last_hidden_state[0] for part in seq.split(16)])
+        torch.testing.assert_close(out[row, span], expected, rtol=0, atol=1e-5)
+        torch.testing.assert_close(model(seq[None]).last_hidden_state[0], expected, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@torch.no_grad()
+def test_open_gates_add_the_whole_sequence_to_long_rows_only(impl):
+    """Random gates and adapters: rows of <= 16 tokens stay RoBERTa in a mixed batch; a longer row changes, and
+    its first window now depends on tokens in its second (what windows alone cannot do); a row reads the same
+    alone as in the batch; eager equals SDPA."""
+    roberta, model = windowed_pair(impl, long_input_adapter_rank=4)
+    with_random_adapters(model)
+    for layer in model.encoder.layer:
+        layer.attention.self.global_gate.normal_(0.0, 1.0)
+    generator = torch.Generator().manual_seed(4)
+    sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (9, 16, 30)]
+    ids, mask, spans = padded_batch(sequences, 30, "left")
+    out = model(ids, attention_mask=mask).last_hidden_state
+    for row, (seq, span) in enumerate(zip(sequences, spans)):
+        torch.testing.assert_close(out[row, span], model(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
+        if len(seq) <= 16:
+            torch.testing.assert_close(out[row, span], roberta(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
+    long = sequences[2].clone()
+    changed = long.clone()
+    changed[20] = 7 if long[20] != 7 else 8
+    first_window = model(long[None]).last_hidden_state[0, :16]
+    assert (model(changed[None]).last_hidden_state[0, :16] - first_window).abs().max() > 1e-4
+    with torch.no_grad():
+        for layer in model.encoder.layer:
+            layer.attention.self.global_gate.zero_()
+    closed = model(long[None]).last_hidden_state[0, :16]
+    torch.testing.assert_close(model(changed[None]).last_hidden_state[0, :16], closed, rtol=0, atol=1e-6)
+    other = "eager" if impl == "sdpa" else "sdpa"
+    twin = LinformerModel._from_config(model.config, attn_implementation=other).eval()
+    twin.load_state_dict(model.state_dict())
+    torch.testing.assert_close(twin(ids, attention_mask=mask).last_hidden_state,
+                               model(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=1e-5)
+
+
+def test_windowed_model_refuses_bad_settings_and_attention_maps_of_long_inputs():
+    with pytest.raises(ValueError, match="local_attention_window.*short_input_max_length equal to it"):
+        tiny_config(max_seq_length=32, projected_dim=8, full_attention_short_inputs=True,
+                    short_input_max_length=16, local_attention_window=8)
+    _, model = windowed_pair("sdpa")
+    assert model(torch.randint(5, 300, (1, 16)), output_attentions=True).attentions[0].shape == (1, 4, 16, 16)
+    with pytest.raises(ValueError, match="output_attentions=True: with local_attention_window=16"):
+        model(torch.randint(5, 300, (1, 17)), output_attentions=True)
 
 
 def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
@@ -738,7 +817,9 @@ def test_compiled_model_matches_eager():
 
 
 @pytest.mark.parametrize("overrides", [{}, dict(full_attention_short_inputs=True, short_input_max_length=16,
-                                                long_input_adapter_rank=4, projection_length_scaling="resample")])
+                                                long_input_adapter_rank=4, projection_length_scaling="resample"),
+                                       dict(full_attention_short_inputs=True, short_input_max_length=16,
+                                            local_attention_window=16, long_input_adapter_rank=4)])
 def test_forward_and_loss_read_nothing_back_from_the_device(overrides):
     """On the meta device every value read (`.item()`, `.tolist()`, `bool(tensor)`, `nonzero`) raises, so a full
     forward, loss and backward there prove the model reads nothing back when its inputs are not on the CPU."""

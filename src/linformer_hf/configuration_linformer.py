@@ -149,6 +149,13 @@ class LinformerConfig(PreTrainedConfig):
             Rank r of low-rank adapters (W + B A, as in LoRA) on every linear map of every layer that only
             sequences read through the projections use; sequences read exactly keep the plain weights. The
             long-input path can then be trained without moving the short one. 0: no adapters.
+        local_attention_window (`int`, *optional*):
+            How sequences longer than `short_input_max_length` are read: exactly within consecutive windows of this
+            many real tokens, plus the attention to the k projected slots of the whole sequence scaled by a per-head
+            gate (`global_gate`, zero at init). A model converted from a 512-position encoder with 512 here starts
+            as its source reading each 512-token window, and its long path is trained to add what the whole
+            document says. Needs `short_input_max_length` equal to it. Unset: long sequences attend to the k slots
+            only (the paper's Linformer).
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -187,6 +194,7 @@ class LinformerConfig(PreTrainedConfig):
     full_attention_short_inputs: bool = False
     short_input_max_length: int | None = None
     long_input_adapter_rank: int = 0
+    local_attention_window: int | None = None
     classifier_pooling: ClassifierPooling = "cls"
     auto_map: dict | None = None
 
@@ -308,6 +316,10 @@ class LinformerConfig(PreTrainedConfig):
             if not max(ks) <= self.short_input_max_length <= self.max_seq_length:
                 fail("short_input_max_length", self.short_input_max_length,
                      f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={self.max_seq_length}")
+        if self.local_attention_window is not None and self.local_attention_window != self.short_input_max_length:
+            fail("local_attention_window", self.local_attention_window,
+                 f"a sequence of one window is read exactly, so it needs short_input_max_length equal to it "
+                 f"(now {self.short_input_max_length}) and full_attention_short_inputs=True")
         if self.projection_length_scaling != "none" and self.projection_type != "linear":
             fail("projection_length_scaling", self.projection_length_scaling,
                  f"only learned projections (projection_type='linear') sum over positions; "

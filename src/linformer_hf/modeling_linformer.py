@@ -282,6 +282,11 @@ class LinformerSelfAttention(nn.Module):
             d, r = config.hidden_size, config.long_input_adapter_rank
             self.long_input_adapters = nn.ModuleDict(
                 {name: LinformerLongInputAdapter(d, d, r) for name in ("query", "key", "value")})
+        # Long sequences read their own window exactly and the whole sequence through the k slots, mixed by this
+        # per-head gate. It starts at zero: a converted model then reads a long input as its source reads each
+        # window, and training opens the gate as far as the whole document helps.
+        self.window = config.local_attention_window
+        self.global_gate = nn.Parameter(torch.empty(self.num_heads)) if self.window else None
 
     def _long_map(self, name):
         """(weight, bias) that projected (long) sequences use for the key or value map."""
@@ -348,6 +353,54 @@ class LinformerSelfAttention(nn.Module):
         blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
         return key, value, blocked
 
+    def _attend(self, query, key, value, blocked, kwargs):
+        """One call of the configured attention function; `blocked` (B', s) marks keys no query may read."""
+        attention_mask = None
+        if blocked is not None:
+            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
+            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
+        implementation = self.config._attn_implementation or "sdpa"
+        if kwargs.get("output_attentions") and implementation == "sdpa":
+            implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        return attention(self, query, key, value, attention_mask,
+                         dropout=self.dropout.p if self.training else 0.0, scaling=self.scaling, **kwargs)
+
+    def _windowed(self, query, x, key_mask, key_index, proj_key, proj_value, long, kwargs):
+        """Attention of a model with `local_attention_window`: exact inside consecutive windows of `window` real
+        tokens, plus `global_gate` times the attention to the k slots projected from the whole sequence, for the
+        sequences `long` selects. A sequence of at most one window reads it exactly, with the plain maps."""
+        adapters = self.long_input_adapters
+        mapped = [getattr(self, name)(x) if adapters is None else adapters[name](x, getattr(self, name), long)
+                  for name in ("key", "value")]
+        key, value = self._heads(mapped[0]), self._heads(mapped[1])  # (B, H, L, D), real tokens first
+        mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
+        far_key, valid = project_sequence(key, proj_key, self.kind, self.stride, mask, self.length_scaling)
+        far_value, _ = project_sequence(value, proj_value, self.kind, self.stride, mask, self.length_scaling)
+        blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
+
+        batch, length = x.shape[:2]
+        order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
+        near_query = query if order is None else query.gather(2, order)
+        windows = -(-length // self.window)
+        pad = windows * self.window - length
+        real = key_mask if key_mask is not None else x.new_ones(batch, length, dtype=torch.bool)
+        blocked = None if key_mask is None and not pad else ~F.pad(real, (0, pad)).reshape(batch * windows, -1)
+
+        def split(t):  # (B, H, L, D) -> (B * windows, H, window, D)
+            t = F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window))
+            return t.transpose(1, 2).flatten(0, 1)
+
+        near, _ = self._attend(split(near_query), split(key), split(value), blocked, kwargs)
+        near = near.unflatten(0, (batch, windows)).flatten(1, 2)[:, :length]  # (B, L, H, D), real tokens first
+        if order is not None:  # back to input order
+            near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
+        far = far * self.global_gate.to(far.dtype)[:, None]
+        if long is True:
+            return near + far
+        return torch.where(long[:, None, None, None], near + far, near)
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -366,6 +419,14 @@ class LinformerSelfAttention(nn.Module):
 
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
         x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        if self.window and short is not True:
+            if kwargs.get("output_attentions"):
+                raise ValueError(
+                    f"output_attentions=True: with local_attention_window={self.window}, an input longer than "
+                    f"{self.window} tokens has no single attention map (its windows and the k slots are separate); "
+                    f"ask for attentions on inputs of at most {self.window} tokens")
+            output = self._windowed(query, x, key_mask, key_index, proj_key, proj_value, long_sequences(short), kwargs)
+            return output.reshape(*hidden_states.shape[:-1], -1), None
         if short is True:
             key, value, blocked = self._exact(x, key_mask)
         else:
@@ -384,25 +445,7 @@ class LinformerSelfAttention(nn.Module):
                 key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
                 blocked = torch.where(short[:, None], exact_blocked, blocked)
 
-        attention_mask = None
-        if blocked is not None:
-            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
-            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
-
-        implementation = self.config._attn_implementation or "sdpa"
-        if kwargs.get("output_attentions") and implementation == "sdpa":
-            implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
-        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        output, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout.p if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
-        )
+        output, weights = self._attend(query, key, value, blocked, kwargs)
         return output.reshape(*hidden_states.shape[:-1], -1), weights
 
 
@@ -545,6 +588,8 @@ class LinformerPreTrainedModel(PreTrainedModel):
                     init.normal_(param, mean=0.0, std=std)
                 else:  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
+        elif isinstance(module, LinformerSelfAttention) and module.global_gate is not None:
+            init.zeros_(module.global_gate)
         elif isinstance(module, LinformerLongInputAdapter):
             init.normal_(module.down, mean=0.0, std=self.config.initializer_range)
             init.zeros_(module.up)

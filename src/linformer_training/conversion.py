@@ -168,7 +168,7 @@ def _load_source(source, tokenizer_name):
 
 def _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
                       projection_length_scaling, full_attention_short_inputs, short_input_max_length=None,
-                      long_input_adapter_rank=0):
+                      long_input_adapter_rank=0, local_attention_window=None):
     values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
     return LinformerConfig(
         **values,
@@ -180,6 +180,7 @@ def _linformer_config(source_config, max_seq_length, projected_dim, projection_s
         full_attention_short_inputs=full_attention_short_inputs,
         short_input_max_length=short_input_max_length,
         long_input_adapter_rank=long_input_adapter_rank,
+        local_attention_window=local_attention_window,
     )
 
 
@@ -192,8 +193,8 @@ def _copy_weights(source, target, roberta_positions, projection_init, seed):
     with torch.no_grad():
         for name, tensor in encoder.state_dict(keep_vars=True).items():
             if (name.startswith("encoder.projections.") or name == "embeddings.position_embeddings.weight"
-                    or ".long_input_adapter" in name):  # adapters start as no change (B = 0, from init)
-                continue
+                    or ".long_input_adapter" in name or name.endswith(".global_gate")):
+                continue  # adapters (B = 0) and gates (0) start as no change, from init
             if name not in source_state:
                 raise RuntimeError(f"conversion: no source tensor for {name}")  # a bug here, not bad input
             tensor.copy_(source_state[name])
@@ -357,7 +358,8 @@ def _model_card(source, card, source_config, config, projection_init, positions,
 def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, projected_dim=128,
                          projection_sharing="layerwise", projection_init="window_mean", projection_type="linear",
                          projection_length_scaling=None, full_attention_short_inputs=True, tokenizer_name=None,
-                         overwrite_output_dir=False, seed=0, short_input_max_length=None, long_input_adapter_rank=0):
+                         overwrite_output_dir=False, seed=0, short_input_max_length=None, long_input_adapter_rank=0,
+                         local_attention_window=None):
     """Write a Linformer converted from `model_name_or_path` to `output_dir` and return its path.
 
     `projection_length_scaling` defaults to "resample" for learned projections (it keeps the most of the
@@ -391,12 +393,15 @@ def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, pro
                                                    and projected_dim <= short_input_max_length <= max_seq_length):
         raise UsageError(f"--short_input_max_length {short_input_max_length}: needs --full_attention_short_inputs "
                          f"and --projected_dim={projected_dim} <= it <= --max_seq_length={max_seq_length}")
+    if local_attention_window is not None and local_attention_window != short_input_max_length:
+        raise UsageError(f"--local_attention_window {local_attention_window}: needs --short_input_max_length "
+                         f"equal to it (a one-window input is read exactly)")
     _check_output_dir(output_dir, overwrite_output_dir)
 
     source_config, tokenizer, source_model, roberta_positions, has_pooler = _load_source(source, tokenizer_name)
     config = _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
                                projection_length_scaling, full_attention_short_inputs, short_input_max_length,
-                               long_input_adapter_rank)
+                               long_input_adapter_rank, local_attention_window)
     masked_lm = hasattr(source_model, "cls") or hasattr(source_model, "lm_head")
     torch.manual_seed(seed)
     target = LinformerForMaskedLM(config) if masked_lm else LinformerModel(config, add_pooling_layer=has_pooler)

@@ -45,10 +45,16 @@ def is_projection(name):
     return ".projections." in f".{name}"
 
 
+def is_gate(name):
+    """Whether a parameter is a global-slot gate (`local_attention_window` models)."""
+    return name.endswith(".global_gate")
+
+
 def is_long_path(name):
-    """Whether only inputs read through the projections use a parameter: E/F and the long-input adapters.
-    Training only these leaves the model its teacher, exactly, on every input it reads exactly."""
-    return is_projection(name) or ".long_input_adapter" in name
+    """Whether only inputs read through the projections use a parameter: E/F, the long-input adapters and the
+    gates of the global slots. Training only these leaves the model its teacher, exactly, on every input it
+    reads exactly."""
+    return is_projection(name) or ".long_input_adapter" in name or is_gate(name)
 
 
 # ---------------------------------------------------------------------------------------------------

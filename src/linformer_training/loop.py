@@ -180,18 +180,22 @@ def check_one_update(args, dataset, num_processes, accumulation):
                          f"(or --gradient_accumulation_steps / --total_batch_size)")
 
 
-def build_optimizer(model, args, own_rate=None):
+def build_optimizer(model, args, own_rates=()):
     """AdamW over the trainable parameters; matrices decay, biases and norm weights (1-D) do not.
-    `own_rate` = (is_chosen(name), learning rate): those parameters form a group of their own at that rate
-    (distillation's E/F, which start from a window mean while the rest starts trained)."""
+    `own_rates`: (is_chosen(name), learning rate) pairs; the parameters each one chooses (first match) form a group
+    of their own at that rate (distillation's E/F, which start from a window mean while the rest starts trained,
+    and its global-slot gates, which start at zero and must open within a few hundred updates)."""
     named = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    chosen = own_rate[0] if own_rate else (lambda name: False)
-    body = [p for name, p in named if not chosen(name)]
+
+    def group_of(name):
+        return next((i for i, (chosen, _) in enumerate(own_rates) if chosen(name)), None)
+
+    body = [p for name, p in named if group_of(name) is None]
     groups = [{"params": [p for p in body if p.ndim > 1], "weight_decay": args.weight_decay},
               {"params": [p for p in body if p.ndim <= 1], "weight_decay": 0.0}]
-    if own_rate:
-        groups.append({"params": [p for name, p in named if chosen(name)], "weight_decay": args.weight_decay,
-                       "lr": own_rate[1]})
+    for i, (_, rate) in enumerate(own_rates):
+        groups.append({"params": [p for name, p in named if group_of(name) == i], "weight_decay": args.weight_decay,
+                       "lr": rate})
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=args.learning_rate,
                              betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
 
