@@ -63,7 +63,8 @@ def models(tokenizer, tmp_path_factory):
     student = convert_to_linformer(teacher, root / "student", max_seq_length=N, projected_dim=K)
     exact = convert_to_linformer(teacher, root / "student_k_eq_n", max_seq_length=N, projected_dim=N)
     long = convert_to_linformer(teacher, root / "student_long", max_seq_length=N, projected_dim=K,
-                                short_input_max_length=TEACHER_LIMIT, long_input_adapter_rank=4)
+                                short_input_max_length=TEACHER_LIMIT, long_input_adapter_rank=4,
+                                local_attention_window=TEACHER_LIMIT)
     roberta = make_teacher(root / "roberta", tokenizer, kind="roberta")
     roberta_exact = convert_to_linformer(roberta, root / "roberta_k_eq_n", max_seq_length=N, projected_dim=N)
     other = ByteLevelBPETokenizer()
@@ -177,9 +178,10 @@ def test_windows_teacher_and_long_path_only(models, data, tmp_path):
 
 def test_document_objective_trains_the_long_path_and_leaves_short_inputs_the_teacher(models, data, tmp_path,
                                                                                      capsys):
-    """The release recipe in small: a student exact up to the teacher's limit, with long-input adapters, trained
-    on long inputs only with the document objective. Only E/F and adapters move, and on inputs the teacher can
-    read the trained student still gives the teacher's hidden states."""
+    """The release recipe in small: a student exact up to the teacher's limit, reading longer inputs by windows
+    plus gated global slots, with long-input adapters, trained on long inputs only with the document objective.
+    Only E/F, gates and adapters move (the gates open), and on inputs the teacher can read the trained student
+    still gives the teacher's hidden states."""
     from transformers import AutoModel
 
     out = tmp_path / "run"
@@ -191,7 +193,7 @@ def test_document_objective_trains_the_long_path_and_leaves_short_inputs_the_tea
     before, after = weights(models["long"]), weights(out)
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(distillation.is_long_path(k) for k in changed)
-    assert any(".long_input_adapter" in k for k in changed)
+    assert any(".long_input_adapter" in k for k in changed) and any(distillation.is_gate(k) for k in changed)
     evals = [r for r in read_jsonl(out / "metrics.jsonl") if "eval_document_recall_at_1" in r]
     assert [r["step"] for r in evals] == [0, 2, 4] and all(0 <= r["eval_document_recall_at_1"] <= 1 for r in evals)
 

@@ -67,6 +67,7 @@ def shortfalls(results_json):
 def card(run, config, train_config, facts, results_md, hardware, missed):
     n, k = config["max_seq_length"], config["projected_dim"]
     exact = config.get("short_input_max_length") or k
+    window = config.get("local_attention_window")
     teacher = "sentence-transformers/all-MiniLM-L6-v2"
     return f"""---
 license: apache-2.0
@@ -83,12 +84,14 @@ tags:
 # all-MiniLM-L6-v2 as a Linformer for inputs of up to {n} tokens
 
 [`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
-can read), and a Linformer (Wang et al. 2020; n = {n}, k = {k}) on longer ones, which it reads whole in one
-pass, at a cost linear in length. Which path a sequence takes is decided per sequence, so a padded batch may
-mix both. Long sequences attend to keys and values projected to {k} rows by a learned E
-(`projection_sharing={config['projection_sharing']!r}`, resampled to each input's length) and go through
-rank-{config.get('long_input_adapter_rank')} adapters on every linear map (`long_input_adapter_rank`), which
-only they use: training them never moved the short path.
+can read), and a document reader for longer ones, up to {n} tokens in one pass. A longer input is read as the
+source reads each of its {window}-token windows, exactly, plus, in every layer, attention to k = {k} slots
+projected from the whole document by a learned E (Linformer, Wang et al. 2020; `projection_sharing=
+{config['projection_sharing']!r}`, resampled to each input's length), mixed in by a per-head gate
+(`global_gate`). The gates started closed (the model was then exactly the source on each window) and were
+opened by training, with rank-{config.get('long_input_adapter_rank')} adapters on every linear map
+(`long_input_adapter_rank`) that only long inputs use: training them never moved the short path. Which path
+a sequence takes is decided per sequence, so a padded batch may mix both.
 
 **Source and licence:** {teacher} (Apache-2.0); these weights are derived from it, under the same licence.
 
@@ -109,21 +112,20 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
 ## How it was made
 
 ```bash
-{BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, initialise, train, evaluate, this folder
+{BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, train, evaluate, this folder
 ```
 
 - Conversion: `convert_to_linformer.py --max_seq_length {n} --projected_dim {k} --short_input_max_length {exact}
-  --long_input_adapter_rank {config.get('long_input_adapter_rank')}`.
-- Start of the long path: the previous release of this model (linformer-hf 0.1, which had trained every
-  weight) as long-input parameters: its E, its position rows past 512, and each linear map's weight change
-  truncated to rank {config.get('long_input_adapter_rank')} by SVD (`experiments/long_documents/init_from_release.py`).
-- Training (`distill.py --config configs/distill/minilm_n4096.yaml`, long path only): on spans of
-  {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news (held-out articles
-  excluded by id), the teacher's 512-token windows as an anchor (hidden states and pooled embedding) plus a
-  document objective, weight {train_config.get('document_loss_weight')}: each input's embedding must pick out its own
-  {train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token pieces, embedded by the teacher, among
-  the pieces of the other inputs of the batch and a fixed bank of pieces from held-back blocks (InfoNCE,
-  temperature {train_config.get('document_temperature')}, both directions).
+  --local_attention_window {window} --long_input_adapter_rank {config.get('long_input_adapter_rank')}` (gates at
+  zero, adapters as no change, E as window means, position rows repeating every {exact}).
+- Training (`distill.py --config configs/distill/minilm_n4096.yaml`, long path only: E, gates, adapters): on
+  spans of {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news
+  (held-out articles excluded by id), a document objective, weight {train_config.get('document_loss_weight')}: each
+  input's embedding must pick out its own {train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token
+  pieces, embedded by the teacher, among the pieces of the other inputs of the batch and a fixed bank of
+  pieces from held-back blocks (InfoNCE, temperature {train_config.get('document_temperature')}, both directions);
+  and the teacher's 512-token windows as an anchor (hidden states, weight {train_config.get('hidden_loss_weight')};
+  pooled embedding, weight {train_config.get('cosine_loss_weight')}).
 - {facts['updates']} updates of {train_config.get('total_batch_size')} spans, {facts['tokens']:,} tokens,
   {facts['hours']:.2f} h wall time (evaluations included) on {hardware}, bf16 autocast; peak memory
   {facts['peak_memory_gb']:.1f} GB. Weights stored in float16.

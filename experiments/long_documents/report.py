@@ -20,7 +20,7 @@ from release import training_facts  # the sibling script that writes the release
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",
-           "start": "student before training (adapters from the previous release)"}
+           "start": "student before training (gates closed)"}
 RETRIEVAL = {"news_retrieval": "news retrieval (held-out articles > 1,024 tokens)",
              "moby_retrieval": "Moby-Dick chapter retrieval (chapters > 1,024 tokens; never trained on)"}
 SYNTHETIC = ("passkey", "needle")
@@ -171,18 +171,20 @@ def render(results, cost, facts, along=()):
                   f"recall@1 of each input for one of its own pieces among all validation inputs: {curve}.", ""]
     if "start" in results:
         lines += ["## What the training did (ablation: the same student before it)", "",
-                  "The student against its own starting point (the previous release's long path as rank-64 adapters), "
-                  "paired as above: the effect of the 300 updates of the recipe (windows anchor + document objective).",
+                  "The student against its own starting point, the converted model with its gates closed (each "
+                  "512-token window read exactly as the teacher reads it alone, no global slots; it differs from "
+                  "the windows baseline only in that windows after the first carry no [CLS]/[SEP] and pooling "
+                  "weighs every token once), paired as above: the effect of the recipe's updates (document "
+                  "objective + windows anchor).",
                   "", table(["task", "after vs before training; difference [95% interval]", "verdict"],
                             [[task, fmt_compare(c), c["verdict"]] for task in student["tasks"]
                              if task != "short_fidelity" and task in results["start"]["tasks"]
                              for c in [compare(results, task, "student", "start")]]), ""]
     if along:
         lines += ["News retrieval (recall@1) along training, from checkpoints (`evaluate.py --tasks news_retrieval`): "
-                  + "; ".join(f"{name}: {value:.3f}" for name, value in along) + ". Run `a` is the recipe; run `b` "
-                  "differs only in `--document_loss_weight 1.0 --hidden_loss_weight 0 --cosine_loss_weight 0.5 "
-                  "--learning_rate 3e-4`, stopped soon after its 50-update checkpoint. Not run, for lack of CPU time: the recipe without "
-                  "the document objective (weight 0) for the same updates, other k, other sharing.", ""]
+                  + "; ".join(f"{name}: {value:.3f}" for name, value in along) + ".", ""]
+    lines += ["Not run, for lack of CPU time: the recipe without the document objective (weight 0) for the same "
+              "updates, other k, other sharing.", ""]
     if cost:
         lines += ["## Cost", "", f"One {cost['tokens']}-token document (held-out articles back to back), batch 1, "
                   f"{cost['threads']} thread(s), "
