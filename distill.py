@@ -86,7 +86,6 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
               "projection_learning_rate": "(0, inf)", "gate_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
               "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
               "piece_max_length": "[1, inf)", "document_temperature": "(0, inf)", "negative_bank_blocks": "[0, inf)"}
-    renamed = {"--model_name_or_path": "use --teacher_name_or_path and --student_name_or_path (a converted folder)"}
 
     def __post_init__(self):
         super().__post_init__()

@@ -67,10 +67,6 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
     output_dir: str = arg("outputs/tiny", "folder for the final model, checkpoints and logs")
 
     bounds = {"tokenizer_vocab_size": "[8, inf)", "tokenizer_train_docs": "[1, inf)", "mlm_probability": "(0, 1)"}
-    renamed = {"--model.": "use --config_overrides KEY=VALUE,KEY=VALUE",
-               "--model": "use config_overrides (a mapping in recipes, KEY=VALUE,... on the command line)",
-               "--max_seq_length": "the packing length is --block_size; the model's n is "
-                                   "--config_overrides max_seq_length=N"}
 
     def __post_init__(self):
         super().__post_init__()

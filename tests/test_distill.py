@@ -350,7 +350,7 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
      "--negative_bank_blocks 256: the bank is held back from a counted training set"),
     ("bank larger than the corpus", ["--document_loss_weight", "1", "--negative_bank_blocks", "100000"],
      "--negative_bank_blocks 100000: the training set has only"),
-    ("old flag", ["--model_name_or_path", "x"], "no longer a flag: use --teacher_name_or_path"),
+    ("unknown flag", ["--model_name_or_path", "x"], "unknown flag `model_name_or_path`"),
 ]
 
 

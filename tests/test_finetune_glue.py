@@ -295,7 +295,7 @@ def damaged_checkpoint(checkpoint, folder, damage):
     (["--gradient_accumulation_steps", "-2"], r"--gradient_accumulation_steps -2: must be in \[1, ∞\)"),
     (["--mixed_precision", "fp16"], r"--mixed_precision fp16: needs a GPU; on CPU use bf16 or no"),
     (["--resume_from_checkpoint", "NOT_EMPTY"], r"--resume_from_checkpoint .*: not a complete checkpoint"),
-    (["--max_train_steps", "5"], r"--max_train_steps is no longer a flag: use --max_steps"),
+    (["--max_train_steps", "5"], r"unknown flag `max_train_steps` \(did you mean `max_train_samples`\?\)"),
     (["--validation_split_percentage", "100"], r"--validation_split_percentage 100.0: must be in \[0, 100\)"),
     (["--model_name_or_path", ""], r"--model_name_or_path is required"),
     (["--truncation", "only_second"], r"only_second needs sentence pairs"),

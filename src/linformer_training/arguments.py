@@ -6,7 +6,7 @@ HfArgumentParser turns dataclasses into flags (types, Literal choices, `--flag t
 lacks, and what this module adds, is small: a `--config recipe.yaml` whose keys are flags (the command
 line wins), bounds for every number checked at construction (so a bad value is refused before any
 data is read, whether the arguments come from the command line or from Python), and a one-line error
-naming the new spelling of a renamed flag.
+naming the closest known flag for an unknown one.
 """
 
 import dataclasses
@@ -77,12 +77,10 @@ def _merged(cls, attribute):
 class Arguments:
     """Base of every script's arguments: validates bounds and choices however the object is built.
 
-    `bounds` maps each numeric field to an interval such as "[1, inf)" or "(0, 1)" (None always passes);
-    `renamed` maps old flags to their new spelling, for a one-line error on old command lines.
+    `bounds` maps each numeric field to an interval such as "[1, inf)" or "(0, 1)" (None always passes).
     """
 
     bounds: ClassVar[dict[str, str]] = {}
-    renamed: ClassVar[dict[str, str]] = {}
 
     def __post_init__(self):
         hints = typing.get_type_hints(type(self))
@@ -161,21 +159,13 @@ def parse_args(cls, argv=None, prog=None):
                               allow_abbrev=False)
     parser.add_argument("--config", help="YAML recipe whose keys are these flags; flags given here win")
     argv = list(sys.argv[1:] if argv is None else argv)
-    flags = [t.split("=", 1)[0] for t in argv if t.startswith("--")]
-    renamed = _merged(cls, "renamed")
-    for flag in flags:
-        old = next((o for o in renamed if flag == o or (o.endswith(".") and flag.startswith(o))), None)
-        if old is not None:
-            parser.error(f"{flag} is no longer a flag: {renamed[old]}")
     fields = {f.name for f in dataclasses.fields(cls)}
     try:
         config = parser.parse_known_args(argv)[0].config
         recipe = read_recipe(config) if config else {}
         for key in recipe:
             if key not in fields:
-                raise UsageError(f"--config {config}: " + (
-                    f"`{key}` is no longer a key: {renamed[f'--{key}']}" if f"--{key}" in renamed
-                    else did_you_mean("key", key, fields)))
+                raise UsageError(f"--config {config}: " + did_you_mean("key", key, fields))
         if "config_overrides" in recipe and "config_overrides" in fields:  # command line merges onto the recipe
             cli = parser.parse_known_args(argv)[0].config_overrides
             recipe["config_overrides"] = {**parse_overrides(recipe["config_overrides"]), **parse_overrides(cli)}
@@ -288,7 +278,6 @@ class OptimizerArguments(Arguments):
               "adam_beta2": "[0, 1)", "adam_epsilon": "(0, inf)", "max_grad_norm": "[0, inf)",
               "warmup_steps": "[0, inf)", "warmup_ratio": "[0, 1)", "max_steps": "[1, inf)",
               "seed": "[0, 4294967295]"}
-    renamed = {"--max_train_steps": "use --max_steps", "--num_warmup_steps": "use --warmup_steps"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -327,8 +316,6 @@ class RunArguments(Arguments):
 
     bounds = {"logging_steps": "[1, inf)", "eval_steps": "[0, inf)", "checkpointing_steps": "[0, inf)",
               "save_total_limit": "[1, inf)"}
-    renamed = {"--keep_last_checkpoints": "use --save_total_limit",
-               "--push_checkpoints_to_hub": "removed; upload the final model with --push_to_hub"}
 
     def __post_init__(self):
         super().__post_init__()
