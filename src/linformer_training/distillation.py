@@ -21,7 +21,6 @@ longer inputs, where keys and values pass through projections nobody trained. Th
   consecutive windows of its own length and concatenates the token states.
 """
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .arguments import UsageError
+from .mlm import content_generator
 from .models import OFFSET_POSITIONS, input_limit
 
 TEACHER_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")  # the encoders convert_to_linformer.py takes
@@ -170,13 +170,6 @@ def load_teacher(path, pair, longest, long_inputs, device):
 # ---------------------------------------------------------------------------------------------------
 
 
-def span_seed(seed, epoch, ids):
-    """A 63-bit seed from (seed, epoch, block content): independent of which process or batch sees the block."""
-    digest = hashlib.blake2b(torch.as_tensor(ids).numpy().tobytes(), digest_size=8,
-                             key=f"spans/{seed}/{epoch}".encode()).digest()
-    return int.from_bytes(digest, "little") & (2**63 - 1)
-
-
 class SpanCollator:
     """Cuts one span out of each packed block, of a length (special tokens included) drawn as follows:
     with probability `short_fraction` uniformly in [min_length, short_max_length], otherwise
@@ -223,13 +216,13 @@ class SpanCollator:
     def __call__(self, examples):
         blocks = [list(example["input_ids"]) for example in examples]
         if self.same_length:
-            generator = torch.Generator().manual_seed(span_seed(self.seed, self.epoch, [t for b in blocks for t in b]))
+            generator = content_generator([t for b in blocks for t in b], "spans", self.seed, self.epoch)
             length = self.draw_length(generator)
             spans = [self.span(block, length, generator) for block in blocks]
         else:
             spans = []
             for block in blocks:
-                generator = torch.Generator().manual_seed(span_seed(self.seed, self.epoch, block))
+                generator = content_generator(block, "spans", self.seed, self.epoch)
                 spans.append(self.span(block, self.draw_length(generator), generator))
         longest = max(map(len, spans))
         ids = torch.full((len(spans), longest), self.pad, dtype=torch.long)
@@ -329,7 +322,7 @@ class DocumentObjective:
 
     def loss(self, pooled, ids, mask):
         """Per sequence: the mean of the two InfoNCE directions (input -> its pieces, piece -> its input)."""
-        generator = torch.Generator().manual_seed(span_seed(self.seed, 0, ids.cpu()))
+        generator = content_generator(ids.cpu(), "spans", self.seed, 0)
         queries = self.embed(self.pieces(ids, mask, generator))
         batch = pooled.shape[0]
         owner = torch.arange(batch, device=pooled.device).repeat_interleave(self.spans)
@@ -425,7 +418,7 @@ class DistillationObjective:
             loss = self.hidden_weight * relative.mean(1) + self.cosine_weight * (1 - cosine)
             rows.append([t.cpu() for t in accelerator.gather_for_metrics((errors, norms, cosine, loss, mask.sum(1)))])
             if self.document is not None:
-                generator = torch.Generator().manual_seed(span_seed(self.document.seed, 1, ids.cpu()))
+                generator = content_generator(ids.cpu(), "spans", self.document.seed, 1)
                 one_each = self.document.pieces(ids, mask, generator)[::self.document.spans]
                 documents.append(accelerator.gather_for_metrics(mean_pool(states[-1], mask)).cpu())
                 pieces.append(accelerator.gather_for_metrics(self.document.embed(one_each)).cpu())

@@ -47,10 +47,12 @@ def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packi
     return split.map(pack_batch, batched=True, batch_size=1000, remove_columns=["text"], **kwargs)
 
 
-def _block_seed(seed, epoch, ids):
+def content_generator(ids, *key):
+    """A torch generator seeded from a block's token ids and `key` (seed, epoch, ...): the same draws for the
+    same block whichever process, batch or resumed run meets it. Masks and distillation spans use it."""
     digest = hashlib.blake2b(torch.as_tensor(ids).numpy().tobytes(), digest_size=8,
-                             key=f"{seed}/{epoch}".encode()).digest()
-    return int.from_bytes(digest, "little") & (2**63 - 1)
+                             key="/".join(map(str, key)).encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") & (2**63 - 1))
 
 
 class BlockSeededMLMCollator(DataCollatorForLanguageModeling):
@@ -72,7 +74,7 @@ class BlockSeededMLMCollator(DataCollatorForLanguageModeling):
                 dtype=torch.bool)
         masked, labels = [], []
         for row, special in zip(inputs, special_tokens_mask):
-            self.generator = torch.Generator().manual_seed(_block_seed(self.mask_seed, self.epoch, row))
+            self.generator = content_generator(row, self.mask_seed, self.epoch)
             row_inputs, row_labels = super().torch_mask_tokens(row[None].clone(), special[None])
             masked.append(row_inputs)
             labels.append(row_labels)
