@@ -227,23 +227,22 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
 
 def model_card(run, pair, sentence_transformers):
     """The final folder's README.md: teacher, student, how it was distilled, with which result."""
-    args, state = run.args, run.state
-    config = pair.student_config
-    results = outputs.metrics_table({"updates": state.step, **state.last_eval})
-    teacher = args.teacher_name_or_path
+    args, state, config, teacher = run.args, run.state, pair.student_config, run.args.teacher_name_or_path
+    load = f"from transformers import AutoModel\nmodel = AutoModel.from_pretrained({args.hub_model_id or args.output_dir!r}, " \
+           f"trust_remote_code=True)"
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name,
         pipeline_tag="sentence-similarity" if sentence_transformers else "feature-extraction",
-        datasets=args.dataset_name,
+        datasets=args.dataset_name, base_model=None if Path(teacher).exists() else teacher, args=args,
         tags=["linformer", "distillation"] + (["sentence-transformers"] if sentence_transformers else []),
-        base_model=None if Path(teacher).exists() else teacher,
-        body=f"A Linformer (n = {pair.n}, k = {config.projected_dim}, `projection_sharing="
-             f"{config.projection_sharing!r}`) converted from `{teacher}` and distilled from it with `distill.py` "
-             f"from linformer-hf: {state.step} updates matching the teacher's hidden states and mean-pooled "
-             f"embeddings on spans of {args.min_length} to {args.block_size or pair.n} tokens; teacher signal beyond "
-             f"{pair.teacher_limit} tokens: `{args.teacher_long_inputs}`.\n\n"
-             f"## Results (validation spans, student against teacher)\n\n{results}\n\n## Use\n\n```python\nfrom transformers import AutoModel\nmodel = "
-             f"AutoModel.from_pretrained('{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n```\n", args=args)
+        intro=f"A Linformer (n = {pair.n}, k = {config.projected_dim}, `projection_sharing="
+              f"{config.projection_sharing!r}`) converted from `{teacher}` and distilled from it with `distill.py` "
+              f"from linformer-hf: {state.step} updates matching the teacher's hidden states and mean-pooled "
+              f"embeddings on spans of {args.min_length} to {args.block_size or pair.n} tokens; teacher signal beyond "
+              f"{pair.teacher_limit} tokens: `{args.teacher_long_inputs}`.",
+        sections={"Results (validation spans, student against teacher)":
+                  outputs.metrics_table({"updates": state.step, **state.last_eval}),
+                  "Use": outputs.code_block(load)})
 
 
 def main(argv=None):

@@ -38,13 +38,12 @@ from linformer_training.arguments import (OptimizerArguments, RunArguments, Scri
                                           arg, parse_args, parse_overrides)
 from linformer_training.corpus import load_files, resolve_files
 from linformer_training.metrics import load_glue_metric
+from linformer_training.tokenization import TOKENIZER_FILES
 from linformer_training.tasks import TASKS
 from linformer_training.tracking import MetricsLog
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "vocab.txt", "spiece.model",
-                   "sentencepiece.bpe.model", "tokenizer.model")
 BEST_DIR = "best"  # under checkpoints/: survives a resume, is never rotated, is not uploaded
 
 
@@ -515,14 +514,13 @@ def model_card(run, splits, results):
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="text-classification",
         tags=[config.model_type, "text-classification", *([task.name] if task.name != "custom" else [])],
-        datasets=[dataset] if dataset else None, base_model=args.model_name_or_path if from_hub else None,
-        body=f"A {config.model_type} sequence classifier finetuned from `{args.model_name_or_path}` on "
-             f"{task.name if task.name != 'custom' else 'local files'} with `finetune_glue.py` from linformer-hf "
-             f"(RoBERTa's finetuning recipe), inputs up to {results['max_seq_length']} tokens; {kept}."
-             f"\n\n## Results\n\n| split | metric | value |\n| --- | --- | --- |\n"
-             f"{rows}\n\n## Use\n\n```python\nfrom transformers import pipeline\nclassify = pipeline("
-             f"'text-classification', model='{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n"
-             f"print(classify('A fine, quiet film.'))\n```\n", args=args)
+        datasets=[dataset] if dataset else None, base_model=args.model_name_or_path if from_hub else None, args=args,
+        intro=f"A {config.model_type} sequence classifier finetuned from `{args.model_name_or_path}` on "
+              f"{task.name if task.name != 'custom' else 'local files'} with `finetune_glue.py` from linformer-hf "
+              f"(RoBERTa's finetuning recipe), inputs up to {results['max_seq_length']} tokens; {kept}.",
+        sections={"Results": f"| split | metric | value |\n| --- | --- | --- |\n{rows}",
+                  "Use": outputs.pipeline_use("text-classification", args.hub_model_id or args.output_dir,
+                                              "A fine, quiet film.")})
 
 
 def write_results(args, accelerator, out, files):

@@ -159,16 +159,16 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
 def model_card(run):
     """The final folder's README.md: what was trained, on what, with which result and recipe."""
     args, state, config = run.args, run.state, run.accelerator.unwrap_model(run.model).config
-    results = outputs.metrics_table({"updates": state.step, "tokens": state.tokens_seen, **state.last_eval})
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="fill-mask", datasets=args.dataset_name,
-        tags=[args.model_type, "masked-lm"],
-        body=f"A {args.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
-             f"{config.hidden_size}) pretrained from scratch with `train_mlm.py` from linformer-hf (RoBERTa's "
-             f"masked-LM recipe).\n\n## Results\n\n{results}\n\n## Use\n\n"
-             f"```python\nfrom transformers import pipeline\nfill = pipeline('fill-mask', model='"
-             f"{args.hub_model_id or args.output_dir}', trust_remote_code=True)\n"
-             f"print(fill('Call me {run.tokenizer.mask_token}.'))\n```\n", args=args)
+        tags=[args.model_type, "masked-lm"], args=args,
+        intro=f"A {args.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
+              f"{config.hidden_size}) pretrained from scratch with `train_mlm.py` from linformer-hf (RoBERTa's "
+              f"masked-LM recipe).",
+        sections={"Results": outputs.metrics_table({"updates": state.step, "tokens": state.tokens_seen,
+                                                    **state.last_eval}),
+                  "Use": outputs.pipeline_use("fill-mask", args.hub_model_id or args.output_dir,
+                                              f"Call me {run.tokenizer.mask_token}.")})
 
 
 def main(argv=None):

@@ -129,9 +129,10 @@ def test_overrides_parse_and_apply():
 
 def script_argument_classes():
     import train_mlm
+    from linformer_training.conversion import ConvertArguments
 
-    classes = [train_mlm.MLMArguments]
-    for module in ("finetune_glue", "convert_to_linformer", "distill"):
+    classes = [train_mlm.MLMArguments, ConvertArguments]
+    for module in ("finetune_glue", "distill"):
         try:
             mod = __import__(module)
         except ImportError:

@@ -20,35 +20,36 @@ The output folder is written to a temporary sibling and renamed into place only 
 
 import json
 import os
+import re
 import shutil
 import tempfile
-from typing import get_args
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import torch
 import yaml
+from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_FOR_PRETRAINING_MAPPING_NAMES,
+                                                    MODEL_MAPPING_NAMES)
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
-from linformer_hf.configuration_linformer import PROJECTION_SHARING, PROJECTION_TYPES, ProjectionLengthScaling
-from linformer_training.arguments import UsageError
+
+from . import checkpoints, outputs
+from .arguments import Arguments, UsageError, arg
+from .models import OFFSET_POSITIONS, SOURCE_TYPES
+from .tokenization import TOKENIZER_FILES
 
 MAX_SEQ_LENGTH = 8192
-PROJECTION_INITS = ("window_mean", "random")
-PROJECTION_LENGTH_SCALINGS = get_args(ProjectionLengthScaling)
-# model_type -> whether positions start after the pad id (RoBERTa) or at 0 (BERT).
-MODEL_TYPES = {"bert": False, "roberta": True, "xlm-roberta": True, "camembert": True}
-BASE_ARCHITECTURES = ("BertModel", "RobertaModel", "XLMRobertaModel", "CamembertModel")
-MLM_ARCHITECTURES = ("BertForMaskedLM", "BertForPreTraining", "RobertaForMaskedLM", "XLMRobertaForMaskedLM",
-                     "CamembertForMaskedLM")
+BASE_ARCHITECTURES = tuple(MODEL_MAPPING_NAMES[t] for t in SOURCE_TYPES)
+MLM_ARCHITECTURES = tuple(dict.fromkeys(name for t in SOURCE_TYPES for name in (
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES[t], MODEL_FOR_PRETRAINING_MAPPING_NAMES[t])))  # BertForPreTraining too
 SUPPORTED = ", ".join(BASE_ARCHITECTURES + MLM_ARCHITECTURES)
 # Source config fields that mean the same in LinformerConfig and are copied as they are.
 CARRIED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
                   "initializer_range", "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id",
                   "classifier_dropout", "tie_word_embeddings")
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model",
-                   "spiece.model")
 VOCABULARY_FILES = ("vocab.txt", "vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
                     "special_tokens_map.json", "added_tokens.json")
 # BERT's masked-LM head under RoBERTa's names (the converted model uses RoBERTa's head).
@@ -61,6 +62,43 @@ BERT_HEAD_NAMES = {
     "cls.predictions.decoder.bias": "lm_head.decoder.bias",
     "cls.predictions.bias": "lm_head.bias",
 }
+
+
+@dataclass
+class ConvertArguments(Arguments):
+    """Convert a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer."""
+
+    model_name_or_path: str = field(metadata={"help": "source checkpoint: a folder or a Hub id (BERT, RoBERTa, XLM-R)"})
+    output_dir: str = field(metadata={"help": "where to write the Linformer (must not exist or be empty)"})
+    max_seq_length: int = arg(512, "n: the longest input; beyond the source's positions, its table is repeated")
+    projected_dim: int = arg(128, "k: keys and values are projected to this length (at most n)")
+    projection_sharing: Literal["layerwise", "key_value", "headwise", "none"] = arg("layerwise", "how E/F are shared")
+    projection_init: Literal["window_mean", "random"] = arg(
+        "window_mean", "E/F start as window means (the identity at k = n) or N(0, 1/n) as in the paper")
+    projection_type: Literal["linear", "mean_pool", "max_pool", "conv"] = arg("linear", "learned E/F or a pooling")
+    projection_length_scaling: Literal["resample", "none", "sqrt", "linear"] | None = arg(
+        None, "how E/F meet inputs shorter than n (default: resample for linear projections, which keeps the most of "
+              "the source: experiments/conversion/results.md; else none)")
+    full_attention_short_inputs: bool = arg(True, "inputs of at most k tokens attend exactly, as in the source")
+    short_input_max_length: int | None = arg(
+        None, "longest input (real tokens) read exactly with --full_attention_short_inputs (default: k); the "
+              "source's position limit (512 for BERT) keeps the source on everything it can read")
+    long_input_adapter_rank: int = arg(0, "rank of low-rank adapters that only projected (long) inputs use; 0: none")
+    local_attention_window: int | None = arg(
+        None, "long inputs read each window of this many tokens exactly, plus the k slots through a gate that "
+              "starts closed (needs --short_input_max_length equal to it)")
+    tokenizer_name: str | None = arg(None, "tokenizer to carry over (default: the source's)")
+    overwrite_output_dir: bool = arg(False, "replace a non-empty --output_dir, once the new folder is complete")
+    seed: int = arg(0, "seed of the random projection init")
+
+    bounds = {"max_seq_length": f"[1, {MAX_SEQ_LENGTH}]", "projected_dim": "[1, inf)",
+              "short_input_max_length": "[1, inf)", "long_input_adapter_rank": "[0, inf)",
+              "local_attention_window": "[1, inf)", "seed": "[0, inf)"}
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.projection_length_scaling is None:
+            self.projection_length_scaling = "resample" if self.projection_type == "linear" else "none"
 
 
 def window_mean_projection(k, n):
@@ -116,16 +154,16 @@ def _check_output_dir(output_dir, overwrite):
         raise UsageError(f"--output_dir {output_dir}: exists and is not empty; pass --overwrite_output_dir to replace it")
 
 
-def _load_source(source, tokenizer_name):
-    """Source config, tokenizer, model (masked-LM when it has that head) and whether it is RoBERTa-like."""
-    from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer
+def _source_config(source):
+    """The source's config, refused unless it is an encoder of SOURCE_TYPES with absolute positions."""
+    from transformers import AutoConfig
 
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as e:
         raise UsageError(f"--model_name_or_path {source}: cannot load its config ({str(e).splitlines()[0]})") from None
     architecture = (config.architectures or [None])[0]
-    if config.model_type not in MODEL_TYPES or (architecture and architecture not in BASE_ARCHITECTURES + MLM_ARCHITECTURES):
+    if config.model_type not in SOURCE_TYPES or (architecture and architecture not in BASE_ARCHITECTURES + MLM_ARCHITECTURES):
         raise UsageError(f"--model_name_or_path {source}: architecture {architecture or config.model_type} is not "
                          f"supported; supported: {SUPPORTED}")
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
@@ -134,27 +172,54 @@ def _load_source(source, tokenizer_name):
     if getattr(config, "is_decoder", False) or getattr(config, "add_cross_attention", False):
         raise UsageError(f"--model_name_or_path {source}: a decoder (is_decoder / add_cross_attention) cannot become "
                          "a Linformer, whose projections mix every position into every key")
+    return config
 
-    tokenizer_source = tokenizer_name or source
-    flag = "--tokenizer_name" if tokenizer_name else "--model_name_or_path"
+
+def _linformer_config(source_config, args):
+    """The Linformer's config: the source's shared fields and the conversion's. LinformerConfig checks every
+    rule; its error names a field, which is the flag of the same name (or, for a carried field, the source)."""
+    values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
+    linformer = {name: getattr(args, name) for name in (
+        "max_seq_length", "projected_dim", "projection_sharing", "projection_type", "projection_length_scaling",
+        "full_attention_short_inputs", "short_input_max_length", "long_input_adapter_rank", "local_attention_window")}
+    try:
+        return LinformerConfig(**values, **linformer)
+    except ValueError as e:
+        found = re.search(r"`(\w+)`=(.*?) is invalid; (.*?)\.?$", str(e))
+        if found and found[1] in linformer:
+            raise UsageError(f"--{found[1]} {found[2].strip(chr(39))}: {found[3]}") from None
+        raise UsageError(f"--model_name_or_path {args.model_name_or_path}: {e}") from None
+
+
+def _source_tokenizer(source_config, source, flag):
+    """The tokenizer to carry over, refused unless it fits the source's embedding table."""
+    from transformers import AutoTokenizer
+
     # transformers builds an empty tokenizer (special tokens only) from a folder with no tokenizer files.
-    if not any(_source_file(tokenizer_source, name) for name in TOKENIZER_FILES):
-        raise UsageError(f"{flag} {tokenizer_source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)"
-                         + ("" if tokenizer_name else "; pass --tokenizer_name"))
+    if not any(_source_file(source, name) for name in TOKENIZER_FILES):
+        raise UsageError(f"{flag} {source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)"
+                         + ("" if flag == "--tokenizer_name" else "; pass --tokenizer_name"))
     try:
-        tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+        tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError, TypeError) as e:
-        raise UsageError(f"{flag} {tokenizer_source}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+        raise UsageError(f"{flag} {source}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+    vocab_size, pad = source_config.vocab_size, source_config.pad_token_id
     # Checkpoints may pad their table to a round number of rows, never by a tenth.
-    if not 0.9 * config.vocab_size <= len(tokenizer) <= config.vocab_size or tokenizer.pad_token_id != config.pad_token_id:
-        raise UsageError(f"{flag} {tokenizer_source}: the tokenizer does not match the model's embedding table "
+    if not 0.9 * vocab_size <= len(tokenizer) <= vocab_size or tokenizer.pad_token_id != pad:
+        raise UsageError(f"{flag} {source}: the tokenizer does not match the model's embedding table "
                          f"({len(tokenizer)} tokens, pad id {tokenizer.pad_token_id}; the model has "
-                         f"{config.vocab_size} rows, pad id {config.pad_token_id})")
+                         f"{vocab_size} rows, pad id {pad})")
+    return tokenizer
 
-    masked_lm = architecture in MLM_ARCHITECTURES
-    auto_class = AutoModelForMaskedLM if masked_lm else AutoModel
+
+def _source_model(source, source_config):
+    """The source model in eval mode (with its masked-LM head when it has one) and whether it has a pooler."""
+    from transformers import AutoModel, AutoModelForMaskedLM
+
+    masked_lm = (source_config.architectures or [None])[0] in MLM_ARCHITECTURES
     try:
-        model, info = auto_class.from_pretrained(source, output_loading_info=True, attn_implementation="eager")
+        model, info = (AutoModelForMaskedLM if masked_lm else AutoModel).from_pretrained(
+            source, output_loading_info=True, attn_implementation="eager")
     except (OSError, ValueError, RuntimeError) as e:
         raise UsageError(f"--model_name_or_path {source}: cannot load its weights ({str(e).splitlines()[0]})") from None
     missing = sorted(k for k in info["missing_keys"] if not k.startswith("pooler.")) + sorted(info["mismatched_keys"])
@@ -163,25 +228,7 @@ def _load_source(source, tokenizer_name):
                          f"{type(model).__name__} needs, e.g. {', '.join(map(str, missing[:3]))}")
     has_pooler = not any(k.startswith("pooler.") for k in info["missing_keys"]) and \
         getattr(model, "pooler", None) is not None
-    return config, tokenizer, model.eval(), MODEL_TYPES[config.model_type], has_pooler
-
-
-def _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
-                      projection_length_scaling, full_attention_short_inputs, short_input_max_length=None,
-                      long_input_adapter_rank=0, local_attention_window=None):
-    values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
-    return LinformerConfig(
-        **values,
-        max_seq_length=max_seq_length,
-        projected_dim=projected_dim,
-        projection_sharing=projection_sharing,
-        projection_type=projection_type,
-        projection_length_scaling=projection_length_scaling,
-        full_attention_short_inputs=full_attention_short_inputs,
-        short_input_max_length=short_input_max_length,
-        long_input_adapter_rank=long_input_adapter_rank,
-        local_attention_window=local_attention_window,
-    )
+    return model.eval(), has_pooler
 
 
 def _copy_weights(source, target, roberta_positions, projection_init, seed):
@@ -277,160 +324,109 @@ def _copy_sentence_transformers_files(source, folder, max_seq_length):
     return {"max_seq_length": previous}
 
 
-def _model_card(source, card, source_config, config, projection_init, positions, sentence_transformers,
-                class_name, has_pooler):
+def _changes(source_config, config, projection_init, positions, sentence_transformers, class_name, has_pooler):
+    """The card's "What changed": a bullet per way the converted model differs from its source."""
     n, k = config.max_seq_length, config.projected_dim
-    licence, title = card
-    source_positions = positions["source"]
-    lines = [
-        "---",
-        f"license: {licence or 'other'}",
-        *([f"base_model: {source}"] if not os.path.isdir(source) else []),
-        "library_name: transformers",
-        "tags:",
-        "- linformer",
-        *(["- sentence-transformers"] if sentence_transformers is not None else []),
-        "---",
-        "",
-        f"# Linformer converted from `{source}`",
-        "",
-        f"`{class_name}` (Linformer, Wang et al. 2020) built from the pretrained {source_config.model_type} "
-        f"encoder `{source}`" + (f" (its model card: \"{title}\")" if title else "")
-        + " by linformer-hf's `convert_to_linformer.py`, with no training.",
-        "",
-        f"**Source licence:** {licence or 'not stated in the source model card: check the source before use'}. "
-        "These weights are the source's weights plus derived projections, so the source's licence applies.",
-        "",
-        "## What changed",
-        "",
-        f"- Self-attention is Linformer attention: keys and values are projected along the sequence from "
-        f"n = {n} to k = {k} positions (`projection_sharing={config.projection_sharing!r}`, "
-        f"`projection_type={config.projection_type!r}`"
-        + (f", E/F initialised as `{projection_init}`, `projection_length_scaling={config.projection_length_scaling!r}`"
-           if config.projection_type == "linear" else "") + ")."
-        + (" An input of L < n tokens reads E/F resampled to its own length, so every row still covers a "
-           "window of the input." if config.projection_length_scaling == "resample" else ""),
-        f"- `full_attention_short_inputs={config.full_attention_short_inputs}`: "
+    linear = config.projection_type == "linear"
+    changes = [
+        f"Self-attention is Linformer attention: keys and values are projected along the sequence from n = {n} to "
+        f"k = {k} positions (`projection_sharing={config.projection_sharing!r}`, `projection_type="
+        f"{config.projection_type!r}`" + (f", E/F initialised as `{projection_init}`, `projection_length_scaling="
+                                          f"{config.projection_length_scaling!r}`" if linear else "") + ")."
+        + (" An input of L < n tokens reads E/F resampled to its own length, so every row still covers a window of "
+           "the input." if config.projection_length_scaling == "resample" else ""),
+        f"`full_attention_short_inputs={config.full_attention_short_inputs}`: "
         + ("a sequence with at most k real tokens attends to its own keys exactly, so on such inputs this model "
            "reproduces the source (max abs difference of hidden states <= 1e-5)."
            if config.full_attention_short_inputs else "every input goes through the projection."),
-        f"- Positions: the source has {source_positions} learned positions; this model takes inputs of up to "
-        f"{n} tokens. " + ("Rows beyond the source's were filled by repeating its learned table (the recipe "
-                           "Longformer used to extend RoBERTa from 512 to 4096 positions). "
-                           if n > source_positions else "")
-        + f"Positions are numbered RoBERTa's way (from pad_token_id + 1 = {config.pad_token_id + 1}, counting "
-        "only real tokens), so left and right padding give the same states"
+        f"Positions: the source has {positions['source']} learned positions; this model takes inputs of up to {n} "
+        f"tokens. " + ("Rows beyond the source's were filled by repeating its learned table (the recipe Longformer "
+                       "used to extend RoBERTa from 512 to 4096 positions). " if n > positions["source"] else "")
+        + f"Positions are numbered RoBERTa's way (from pad_token_id + 1 = {config.pad_token_id + 1}, counting only "
+        "real tokens), so left and right padding give the same states"
         + ("; BERT's row j sits at row j + 1." if not positions["roberta"] else "."),
-        f"- Tokenizer: the source's, with `model_max_length={n}`.",
+        f"Tokenizer: the source's, with `model_max_length={n}`.",
     ]
     if sentence_transformers is not None:
-        lines.append(f"- sentence-transformers modules (pooling, normalisation) are carried over; "
-                     f"`max_seq_length` is set to {n} (the source's: {sentence_transformers['max_seq_length']}).")
+        changes.append(f"sentence-transformers modules (pooling, normalisation) are carried over; `max_seq_length` "
+                       f"is set to {n} (the source's: {sentence_transformers['max_seq_length']}).")
     if not has_pooler and class_name == "LinformerModel":
-        lines.append("- The source has no pooler weights, so none are stored; `pooler_output` is untrained.")
+        changes.append("The source has no pooler weights, so none are stored; `pooler_output` is untrained.")
     if class_name == "LinformerForMaskedLM" and source_config.hidden_act != "gelu":
-        lines.append(f"- The masked-LM head uses GELU, as RoBERTa's; the source's head used {source_config.hidden_act!r}.")
-    lines += [
-        "",
-        "Inputs longer than k tokens pass through the untrained projection and differ from what the source would "
-        "give: see `experiments/conversion/results.md` in linformer-hf for what survives without training "
-        "(mean-pooled cosine to the source, per-layer error, linear probes, long-document retrieval, speed and memory).",
-        "",
-        "## Use",
-        "",
-        "```python",
-        "from transformers import AutoModel, AutoTokenizer",
-        "# trust_remote_code runs the modeling files stored with the weights; `import linformer_hf` makes it unnecessary",
-        'model = AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)',
-        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)',
-        "```",
-        "",
-    ]
+        changes.append(f"The masked-LM head uses GELU, as RoBERTa's; the source's head used {source_config.hidden_act!r}.")
+    return changes
+
+
+def _model_card(source, source_config, config, projection_init, positions, sentence_transformers, class_name,
+                has_pooler):
+    licence, title = _source_card(source)
+    changes = _changes(source_config, config, projection_init, positions, sentence_transformers, class_name,
+                       has_pooler)
+    use = [outputs.code_block(
+        "from transformers import AutoModel, AutoTokenizer\n"
+        "# trust_remote_code runs the modeling files stored with the weights; `import linformer_hf` makes it unnecessary\n"
+        'model = AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)\n'
+        'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)')]
     if sentence_transformers is not None:
-        lines += ["```python", "from sentence_transformers import SentenceTransformer",
-                  'model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)', "```", ""]
+        use.append(outputs.code_block('from sentence_transformers import SentenceTransformer\n'
+                                      'model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)'))
     if class_name == "LinformerForMaskedLM":
-        lines += ["```python", "from transformers import pipeline",
-                  'fill = pipeline("fill-mask", model="PATH_OR_HUB_ID", trust_remote_code=True)', "```", ""]
-    return "\n".join(lines)
+        use.append(outputs.code_block('from transformers import pipeline\n'
+                                      'fill = pipeline("fill-mask", model="PATH_OR_HUB_ID", trust_remote_code=True)'))
+    return outputs.model_card(
+        title=f"Linformer converted from `{source}`", license=licence or "other",
+        base_model=None if os.path.isdir(source) else source,
+        tags=["linformer", *(["sentence-transformers"] if sentence_transformers is not None else [])],
+        intro=f"`{class_name}` (Linformer, Wang et al. 2020) built from the pretrained {source_config.model_type} "
+              f"encoder `{source}`" + (f" (its model card: \"{title}\")" if title else "")
+              + " by linformer-hf's `convert_to_linformer.py`, with no training.\n\n"
+              f"**Source licence:** {licence or 'not stated in the source model card: check the source before use'}. "
+              "These weights are the source's weights plus derived projections, so the source's licence applies.",
+        sections={"What changed": "\n".join(f"- {change}" for change in changes) + "\n\n"
+                  "Inputs longer than k tokens pass through the untrained projection and differ from what the source "
+                  "would give: see `experiments/conversion/results.md` in linformer-hf for what survives without "
+                  "training (mean-pooled cosine to the source, per-layer error, linear probes, long-document "
+                  "retrieval, speed and memory).",
+                  "Use": "\n\n".join(use)})
 
 
-def convert_to_linformer(model_name_or_path, output_dir, max_seq_length=512, projected_dim=128,
-                         projection_sharing="layerwise", projection_init="window_mean", projection_type="linear",
-                         projection_length_scaling=None, full_attention_short_inputs=True, tokenizer_name=None,
-                         overwrite_output_dir=False, seed=0, short_input_max_length=None, long_input_adapter_rank=0,
-                         local_attention_window=None):
-    """Write a Linformer converted from `model_name_or_path` to `output_dir` and return its path.
-
-    `projection_length_scaling` defaults to "resample" for learned projections (it keeps the most of the
-    source on inputs shorter than n: experiments/conversion/results.md) and "none" for pooling ones.
+def convert_to_linformer(model_name_or_path, output_dir, **options):
+    """Write a Linformer converted from `model_name_or_path` to `output_dir` and return its path. `options` are
+    the other fields of `ConvertArguments` (the flags of convert_to_linformer.py).
 
     Raises `UsageError` (one line, naming the argument) on bad input, before anything is written.
     """
-    source = str(model_name_or_path)
-    output_dir = Path(output_dir)
-    if not 1 <= max_seq_length <= MAX_SEQ_LENGTH:
-        raise UsageError(f"--max_seq_length {max_seq_length}: must be in [1, {MAX_SEQ_LENGTH}]")
-    if not 1 <= projected_dim <= max_seq_length:
-        raise UsageError(f"--projected_dim {projected_dim}: must be in [1, --max_seq_length={max_seq_length}]")
-    for flag, value, allowed in (("projection_sharing", projection_sharing, PROJECTION_SHARING),
-                                 ("projection_init", projection_init, PROJECTION_INITS),
-                                 ("projection_type", projection_type, PROJECTION_TYPES)):
-        if value not in allowed:
-            raise UsageError(f"--{flag} {value}: allowed: {', '.join(allowed)}")
-    if projection_length_scaling is None:
-        projection_length_scaling = "resample" if projection_type == "linear" else "none"
-    if projection_length_scaling not in PROJECTION_LENGTH_SCALINGS:
-        raise UsageError(f"--projection_length_scaling {projection_length_scaling}: allowed: "
-                         f"{', '.join(PROJECTION_LENGTH_SCALINGS)}")
-    if projection_length_scaling != "none" and projection_type != "linear":
-        raise UsageError(f"--projection_length_scaling {projection_length_scaling}: only learned projections "
-                         f"(--projection_type linear) take one; --projection_type {projection_type} needs none")
-    if projection_type != "linear" and max_seq_length % projected_dim:
-        raise UsageError(f"--projected_dim {projected_dim}: projection_type {projection_type} needs it to divide "
-                         f"--max_seq_length={max_seq_length}")
-    if short_input_max_length is not None and not (full_attention_short_inputs
-                                                   and projected_dim <= short_input_max_length <= max_seq_length):
-        raise UsageError(f"--short_input_max_length {short_input_max_length}: needs --full_attention_short_inputs "
-                         f"and --projected_dim={projected_dim} <= it <= --max_seq_length={max_seq_length}")
-    if local_attention_window is not None and local_attention_window != short_input_max_length:
-        raise UsageError(f"--local_attention_window {local_attention_window}: needs --short_input_max_length "
-                         f"equal to it (a one-window input is read exactly)")
-    _check_output_dir(output_dir, overwrite_output_dir)
-
-    source_config, tokenizer, source_model, roberta_positions, has_pooler = _load_source(source, tokenizer_name)
-    config = _linformer_config(source_config, max_seq_length, projected_dim, projection_sharing, projection_type,
-                               projection_length_scaling, full_attention_short_inputs, short_input_max_length,
-                               long_input_adapter_rank, local_attention_window)
+    args = ConvertArguments(str(model_name_or_path), str(output_dir), **options)
+    source, output_dir = args.model_name_or_path, Path(args.output_dir)
+    _check_output_dir(output_dir, args.overwrite_output_dir)
+    source_config = _source_config(source)
+    config = _linformer_config(source_config, args)
+    tokenizer = _source_tokenizer(source_config, args.tokenizer_name or source,
+                                  "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path")
+    source_model, has_pooler = _source_model(source, source_config)
     masked_lm = hasattr(source_model, "cls") or hasattr(source_model, "lm_head")
-    torch.manual_seed(seed)
+    roberta_positions = source_config.model_type in OFFSET_POSITIONS
+    torch.manual_seed(args.seed)
     target = LinformerForMaskedLM(config) if masked_lm else LinformerModel(config, add_pooling_layer=has_pooler)
-    _copy_weights(source_model, target, roberta_positions, projection_init, seed)
-    source_dtype = next(source_model.parameters()).dtype
-    target = target.to(source_dtype).eval()
-    source_positions = source_config.max_position_embeddings - (config.pad_token_id + 1 if roberta_positions else 0)
+    _copy_weights(source_model, target, roberta_positions, args.projection_init, args.seed)
+    target = target.to(next(source_model.parameters()).dtype).eval()
+    positions = {"source": source_config.max_position_embeddings - (config.pad_token_id + 1 if roberta_positions else 0),
+                 "roberta": roberta_positions}
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
     try:
         target.save_pretrained(staging)
-        tokenizer.model_max_length = max_seq_length
+        tokenizer.model_max_length = args.max_seq_length
         tokenizer.save_pretrained(staging)
-        _copy_vocabulary_files(tokenizer_name or source, staging)
-        sentence_transformers = _copy_sentence_transformers_files(source, staging, max_seq_length)
-        card = _model_card(source, _source_card(source), source_config, config, projection_init,
-                           {"source": source_positions, "roberta": roberta_positions}, sentence_transformers,
+        _copy_vocabulary_files(args.tokenizer_name or source, staging)
+        sentence_transformers = _copy_sentence_transformers_files(source, staging, args.max_seq_length)
+        card = _model_card(source, source_config, config, args.projection_init, positions, sentence_transformers,
                            type(target).__name__, has_pooler)
         (staging / "README.md").write_text(card, encoding="utf-8")
         os.chmod(staging, 0o755)
-        _check_output_dir(output_dir, overwrite_output_dir)  # someone may have written there meanwhile
-        if output_dir.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.replaced-", dir=output_dir.parent))
-            os.rename(output_dir, old / "previous")
-            os.rename(staging, output_dir)
-            shutil.rmtree(old)
-        else:
-            os.rename(staging, output_dir)
+        _check_output_dir(output_dir, args.overwrite_output_dir)  # someone may have written there meanwhile
+        checkpoints.publish(staging, output_dir, whole=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

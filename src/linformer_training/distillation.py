@@ -32,9 +32,8 @@ from torch import nn
 
 from .arguments import UsageError
 from .mlm import content_generator
-from .models import OFFSET_POSITIONS, input_limit
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, input_limit
 
-TEACHER_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")  # the encoders convert_to_linformer.py takes
 TEACHER_LONG_INPUTS = ("extended", "windows")
 # Tokenizers with equal vocabularies may still split text differently (lower-casing, accents, ...).
 TOKENIZER_PROBE = "Distillation needs ONE tokenizer: naïve café, 3.14 km, e-mail, Zürich (1998) and 東京."
@@ -112,9 +111,9 @@ def check_pair(teacher_path, student_path):
                          f"Linformer; make one from the teacher first: python convert_to_linformer.py "
                          f"--model_name_or_path {teacher_path} --max_seq_length N --projected_dim K --output_dir DIR")
     teacher_config = _load("config", "--teacher_name_or_path", teacher_path, AutoConfig.from_pretrained)
-    if teacher_config.model_type not in TEACHER_TYPES:
+    if teacher_config.model_type not in SOURCE_TYPES:
         raise UsageError(f"--teacher_name_or_path {teacher_path}: a {teacher_config.model_type} model; the teacher "
-                         f"must be a standard-attention encoder ({', '.join(TEACHER_TYPES)})")
+                         f"must be a standard-attention encoder ({', '.join(SOURCE_TYPES)})")
     for field in ("hidden_size", "num_hidden_layers"):
         ours, theirs = getattr(student_config, field), getattr(teacher_config, field)
         if ours != theirs:

@@ -8,6 +8,8 @@ from .arguments import UsageError, apply_overrides
 
 # RoBERTa-family configs number positions after the pad id, so their position table is 2 rows longer.
 OFFSET_POSITIONS = ("roberta", "xlm-roberta", "camembert", "longformer", "data2vec-text", "xmod")
+# The standard-attention encoders convert_to_linformer.py turns into a Linformer (and distill.py's teachers).
+SOURCE_TYPES = ("bert", "roberta", "xlm-roberta", "camembert")
 
 
 def input_limit(config):

@@ -12,15 +12,28 @@ from . import checkpoints, processes
 from .arguments import UsageError
 
 
-def model_card(title, body, pipeline_tag, tags=(), datasets=None, license="apache-2.0", base_model=None, args=None):
-    """A Hub model card (YAML metadata + markdown) as text; `args` adds the run's arguments as YAML."""
+def model_card(title, intro, sections, pipeline_tag=None, tags=(), datasets=None, license="apache-2.0",
+               base_model=None, args=None):
+    """A Hub model card as text: YAML metadata, `# title`, `intro`, then a `## heading` per item of `sections`
+    (heading -> markdown); `args` adds the run's arguments as YAML. Every script's card and the conversion's."""
     from huggingface_hub import ModelCardData
 
     data = ModelCardData(library_name="transformers", pipeline_tag=pipeline_tag, license=license,
                          tags=["linformer-hf", *tags], datasets=datasets or None, base_model=base_model)
     if args is not None:
-        body = f"{body.rstrip()}\n\n## Training arguments\n\n```yaml\n{yaml.safe_dump(args.to_dict(), sort_keys=False).rstrip()}\n```\n"
-    return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{body}"
+        sections = {**sections, "Training arguments": code_block(yaml.safe_dump(args.to_dict(), sort_keys=False), "yaml")}
+    body = "".join(f"\n\n## {heading}\n\n{text.strip()}" for heading, text in sections.items())
+    return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{intro.strip()}{body}\n"
+
+
+def code_block(code, language="python"):
+    return f"```{language}\n{code.strip()}\n```"
+
+
+def pipeline_use(task, model, example):
+    """A model card's "Use" section: the model in a transformers pipeline."""
+    return code_block(f"from transformers import pipeline\npipe = pipeline({task!r}, model={model!r}, "
+                      f"trust_remote_code=True)\nprint(pipe({example!r}))")
 
 
 def metrics_table(metrics):

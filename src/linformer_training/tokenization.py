@@ -9,6 +9,9 @@ from transformers import AutoTokenizer
 from .arguments import UsageError
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's ids 0..4
+# A folder holds a tokenizer when it has one of these (from_pretrained builds an empty one from a folder without).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model",
+                   "spiece.model", "tokenizer.model")
 
 
 def train_tokenizer(train_split, vocab_size, max_docs=None, min_frequency=2):
