@@ -32,4 +32,4 @@ release: setup-dev
 # at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one
 # results file, benchmarks/results/gpu_check.{json,md}. Never run on a GPU yet; its CPU dry run is a test.
 gpu-check: setup-dev
-	$(PY) benchmarks/gpu_check.py
+	$(PY) -m benchmarks.gpu_check

@@ -17,8 +17,8 @@ run in one go on one GPU, into one results file (`results/gpu_check.json` and it
 A step that fails is recorded with its error and the next one still runs; the command exits non-zero
 at the end if any failed. Each run's full output is in `--work_dir`/logs.
 
-    python benchmarks/gpu_check.py                # one GPU; writes results/gpu_check.{json,md}
-    python benchmarks/gpu_check.py --dry_run      # CPU, tiny model, a few steps: what the tests run
+    python -m benchmarks.gpu_check                # one GPU; writes results/gpu_check.{json,md}
+    python -m benchmarks.gpu_check --dry_run      # CPU, tiny model, a few steps: what the tests run
 
 `--dry_run` runs the same steps on CPU so that they cannot rot: a tiny model and a few updates, bf16
 where the GPU run uses fp16 (CPU fp16 training is refused), FSDP switched on for CPU processes by
@@ -42,9 +42,9 @@ import torch
 from linformer_training.arguments import format_overrides, read_recipe
 from linformer_training.tracking import read_jsonl
 
-import common as C
+from benchmarks import harness
 
-ROOT = os.path.dirname(C.HERE)
+ROOT = os.path.dirname(harness.HERE)
 RECIPE = os.path.join(ROOT, "configs", "linformer_base_n512_k256_layerwise.yaml")
 MOBY_DICK = os.path.join(ROOT, "data", "moby_dick", "chapters.jsonl")
 FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "false",
@@ -209,7 +209,7 @@ def fsdp2_resume(plan):
 
 def readme_gpu_commands():
     """The commands of benchmarks/README.md's GPU block, as argv lists, with $GPU expanded."""
-    text = open(os.path.join(C.HERE, "README.md")).read()
+    text = open(os.path.join(harness.HERE, "README.md")).read()
     block = text.split("\nOn a GPU", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     shell_vars, commands = {}, []
     for line in block.replace("\\\n", " ").splitlines():
@@ -244,16 +244,16 @@ def benchmark_tables(plan):
     if plan["dry_run"]:
         firsts = {}
         for argv in commands:
-            firsts.setdefault(argv[1], argv)
+            firsts.setdefault(argv[2], argv)
         commands = list(firsts.values())
     tables = []
     for argv in commands:
-        if argv[0] != "python" or not argv[1].startswith("benchmarks/"):
+        if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
             raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
-        args = on_cpu(argv[2:], os.path.join(plan["work"], "benchmarks")) if plan["dry_run"] else argv[2:]
+        args = on_cpu(argv[3:], os.path.join(plan["work"], "benchmarks")) if plan["dry_run"] else argv[3:]
         tag = args[args.index("--tag") + 1]
-        ran = run_logged(plan, tag, [sys.executable, argv[1], *args])
-        base = os.path.join(args[args.index("--out") + 1] if "--out" in args else C.RESULTS, tag)
+        ran = run_logged(plan, tag, [sys.executable, "-m", argv[2], *args])
+        base = os.path.join(args[args.index("--out") + 1] if "--out" in args else harness.RESULTS, tag)
         result = json.load(open(base + ".json"))
         tables.append(dict(ran, readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
                            skipped=result.get("skipped", []), table=open(base + ".md").read()))
@@ -331,17 +331,17 @@ def main(argv=None):
     if plan["dry_run"]:
         with open(MOBY_DICK) as src, open(plan["corpus"], "w") as dst:
             dst.writelines(src.readlines()[:15])
-    out = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else C.RESULTS))
-    command = "python benchmarks/gpu_check.py" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
+    out = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.RESULTS))
+    command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
     results = dict(command=command.strip(), dry_run=plan["dry_run"],
-                   machine=C.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")), steps={})
+                   machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")), steps={})
 
     run_step(results, "mlm_fp16", mlm_updates, plan, "fp16")
     run_step(results, "mlm_bf16", mlm_updates, plan, "bf16")
     run_step(results, "fsdp2_resume", fsdp2_resume, plan)
     run_step(results, "benchmarks", benchmark_tables, plan)
 
-    C.save_json(os.path.join(out, "gpu_check.json"), results)
+    harness.save_json(os.path.join(out, "gpu_check.json"), results)
     with open(os.path.join(out, "gpu_check.md"), "w") as f:
         f.write(render(results))
     failed = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]

@@ -10,10 +10,10 @@ A large matmul is timed in the same loop: it is the machine's peak that each mod
 per configuration in a fresh process (CPU: peak RSS; CUDA: max_memory_allocated): the paper's "largest
 batch that fits" is the memory budget over this number.
 
-    python benchmarks/inference.py --quick             # a few minutes on 2 CPU cores
-    python benchmarks/inference.py                      # n = 512..8192, k = 128..2048 (~20-30 min on 2 cores)
-    python benchmarks/inference.py --n 512,4096 --k 256 --repeats 7
-    python benchmarks/inference.py --n 512,16384 --k 256 --baselines sdpa,modernbert --dtype bf16 --batch 4
+    python -m benchmarks.inference --quick             # a few minutes on 2 CPU cores
+    python -m benchmarks.inference                      # n = 512..8192, k = 128..2048 (~20-30 min on 2 cores)
+    python -m benchmarks.inference --n 512,4096 --k 256 --repeats 7
+    python -m benchmarks.inference --n 512,16384 --k 256 --baselines sdpa,modernbert --dtype bf16 --batch 4
 
 Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_per_token.png (Linformer's time per token vs n:
 flat is the linear-cost promise), <tag>_memory.png (default out: benchmarks/results).
@@ -26,7 +26,22 @@ import os
 import torch
 from tqdm import tqdm
 
-import common as C
+from benchmarks import flop_counts, harness, measure, models
+
+# Wang et al. 2020, Table 3 (inference, Linformer with layerwise sharing vs Transformer, 16 GB V100).
+PAPER_KS = (128, 256, 512, 1024, 2048)
+_T = {
+    512: (1.5, 1.3), 1024: (1.7, 1.6, 1.3), 2048: (2.6, 2.4, 2.1, 1.3), 4096: (3.4, 3.2, 2.8, 2.2, 1.3),
+    8192: (5.5, 5.0, 4.4, 3.5, 2.1), 16384: (8.6, 7.8, 7.0, 5.6, 3.3), 32768: (13, 12, 11, 8.8, 5.0),
+    65536: (20, 18, 16, 14, 7.9),
+}
+_M = {
+    512: (1.7, 1.5), 1024: (3.0, 2.9, 1.8), 2048: (6.1, 5.6, 3.6, 2.0), 4096: (14, 13, 8.3, 4.3, 2.3),
+    8192: (28, 26, 17, 8.5, 4.5), 16384: (56, 48, 32, 16, 8), 32768: (56, 48, 36, 18, 16),
+    65536: (60, 52, 40, 20, 18),
+}
+PAPER_TIME = {n: dict(zip(PAPER_KS, v)) for n, v in _T.items()}
+PAPER_MEMORY = {n: dict(zip(PAPER_KS, v)) for n, v in _M.items()}
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--n", default="512,1024,2048,4096,8192", help="sequence lengths (paper: 512..65536)")
@@ -38,7 +53,7 @@ p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], he
 p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
 p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
                help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
-C.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
+harness.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
 p.add_argument("--max-forward-s", type=float, default=60.0,
                help="skip configurations whose estimated forward time exceeds this")
 p.add_argument("--mem-budget", type=float, default=0.5,
@@ -50,12 +65,12 @@ args = p.parse_args()
 
 if args.quick:
     args.n, args.k = "512,2048", "128,256"
-ns, ks = C.int_list(args.n), C.int_list(args.k)
+ns, ks = harness.int_list(args.n), harness.int_list(args.k)
 if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
     p.error("--batch and --repeats must be >= 1, --warmup >= 0")
-device, dtype, dims = C.setup_run(args, p)
+device, dtype, dims = harness.setup_run(args, p)
 try:
-    baselines = C.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
+    baselines = models.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
 except ValueError as e:
     p.error(str(e))
 if args.chunk_ff and any(m.startswith("modernbert") for _, m in baselines):
@@ -64,11 +79,11 @@ tag = args.tag or ("inference_quick" if args.quick else "inference")
 bytes_per = torch.finfo(dtype).bits // 8
 
 # ------------------------------------------------ the machine's matmul peak, first estimate (for skipping)
-peak_fn, peak_flops = C.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
-peak_est = peak_flops / C.stats(C.time_interleaved({"mm": peak_fn}, device, 1, 3)["mm"])["median"]
-budget = args.mem_budget * (torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else C.available_bytes())
+peak_fn, peak_flops = measure.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
+peak_est = peak_flops / measure.stats(measure.time_interleaved({"mm": peak_fn}, device, 1, 3)["mm"])["median"]
+budget = args.mem_budget * (torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else measure.available_bytes())
 print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
-      f"GFLOP/s, memory budget {C.fmt_bytes(budget)}")
+      f"GFLOP/s, memory budget {harness.fmt_bytes(budget)}")
 
 # ------------------------------------------------ plan: which configurations run, which are skipped and why
 plan, skipped = {}, []
@@ -77,14 +92,14 @@ for n in ns:
     configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks if k <= n // 2]
     keep = []
     for c in configs:
-        c["flops"] = C.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
+        c["flops"] = flop_counts.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
         # an uncounted kernel (ModernBERT with flash/flex) is estimated as the full-attention count, an upper bound
-        est_t = (c["flops"] or C.flops_modernbert(n, dims, args.batch)) / peak_est
-        est_m = C.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
+        est_t = (c["flops"] or flop_counts.flops_modernbert(n, dims, args.batch)) / peak_est
+        est_m = measure.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
         if est_t > args.max_forward_s:
             skipped.append(dict(c, reason=f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"))
         elif est_m > budget:
-            skipped.append(dict(c, reason=f"est. {C.fmt_bytes(est_m)} activations > budget {C.fmt_bytes(budget)}"))
+            skipped.append(dict(c, reason=f"est. {harness.fmt_bytes(est_m)} activations > budget {harness.fmt_bytes(budget)}"))
         else:
             keep.append(c)
     if keep:
@@ -97,21 +112,21 @@ rows = []
 total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
 bar = tqdm(total=total, desc="timing", unit="run")
 for n, configs in plan.items():
-    ids = C.random_ids(args.batch, n, device)
+    ids = models.random_ids(args.batch, n, device)
     fns = {}
     for c in configs:
         name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
         spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
                     chunk_ff=args.chunk_ff)
-        model = C.build(spec, device)
-        fns[name] = C.inference_step(model, ids)
+        model = models.build(spec, device)
+        fns[name] = models.inference_step(model, ids)
         c.update(name=name, spec=spec, attn_implementation=model.config._attn_implementation)
         del model
     bar.set_postfix(n=n)
-    times = C.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
+    times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
     for c in configs:
-        st = C.stats(times[c["name"]])
-        peak_rate = peak_flops / C.stats(times[c["name"] + "@probe"])["median"]
+        st = measure.stats(times[c["name"]])
+        peak_rate = peak_flops / measure.stats(times[c["name"] + "@probe"])["median"]
         best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
         flops = c["flops"]  # None: not counted (reported as n/a, never as a guess)
         rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch, attn_implementation=c["attn_implementation"],
@@ -129,7 +144,7 @@ bar.close()
 
 if not args.no_memory:
     for r in tqdm(rows, desc="memory (fresh process each)"):
-        m = C.probe_memory(dict(r["spec"], batch=args.batch, device=device.type, threads=torch.get_num_threads()))
+        m = measure.probe_memory(dict(r["spec"], batch=args.batch, device=device.type, threads=torch.get_num_threads()))
         r["peak_mem_bytes"] = m["peak_bytes"]
         r["mem_per_seq_bytes"] = m["peak_bytes"] / args.batch
 
@@ -152,8 +167,8 @@ for r in rows:
         r[f"time_saved_vs_{b}"] = base["time_s"] / r["time_s"] if base else None
         if base and "peak_mem_bytes" in r:
             r[f"mem_saved_vs_{b}"] = base["peak_mem_bytes"] / r["peak_mem_bytes"]
-    r["paper_time_saved"] = C.PAPER_TIME.get(r["n"], {}).get(r["k"])
-    r["paper_mem_saved"] = C.PAPER_MEMORY.get(r["n"], {}).get(r["k"])
+    r["paper_time_saved"] = PAPER_TIME.get(r["n"], {}).get(r["k"])
+    r["paper_mem_saved"] = PAPER_MEMORY.get(r["n"], {}).get(r["k"])
 
 
 def ratio_table(key, paper, title):
@@ -164,9 +179,9 @@ def ratio_table(key, paper, title):
         cells = []
         for k in used_k:
             r = next((r for r in rows if r["n"] == n and r["k"] == k), None)
-            ours = C.fmt_ratio(r.get(key)) if r else "-"
+            ours = harness.fmt_ratio(r.get(key)) if r else "-"
             ref = paper.get(n, {}).get(k)
-            cells.append(f"{ours} ({C.fmt_ratio(ref)})" if ref else ours)
+            cells.append(f"{ours} ({harness.fmt_ratio(ref)})" if ref else ours)
         lines.append(f"| {n} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -197,7 +212,7 @@ def fmt_flops(value, fmt):
     return "n/a" if value is None else format(value, fmt)
 
 
-info = C.machine_info(device)
+info = harness.machine_info(device)
 names = ", ".join(display(m) for _, m in baselines)
 md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs {names}, {dims['num_hidden_layers']} layers, "
       f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, FFN {dims['intermediate_size']}, "
@@ -211,7 +226,7 @@ if mb:
            "tokens on 2 layers of 3) is then a mask over the full n x n scores, and its GLU MLP (hidden x "
            "2*intermediate in) does 1.5x RoBERTa's MLP FLOPs at the same intermediate size.", ""]
 for b, model in baselines:
-    paper_t, paper_m = (C.PAPER_TIME, C.PAPER_MEMORY) if model.startswith("roberta") else ({}, {})
+    paper_t, paper_m = (PAPER_TIME, PAPER_MEMORY) if model.startswith("roberta") else ({}, {})
     md.append(ratio_table(f"time_saved_vs_{b}", paper_t, f"Time saved vs {display(model)}"))
     if not args.no_memory:
         md.append(ratio_table(f"mem_saved_vs_{b}", paper_m, f"Memory saved vs {display(model)}"))
@@ -223,7 +238,7 @@ md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 20
        "| n | model | k | time/seq (median) | IQR | time/token | GFLOP | GFLOP/s | % of matmul peak | peak mem/seq |",
        "|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
-    mem = C.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
+    mem = harness.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
     frac = "n/a" if r["frac_of_peak"] is None else f"{100 * r['frac_of_peak']:.0f}%"
     best = "n/a" if r["frac_of_best_peak"] is None else f"{100 * r['frac_of_best_peak']:.0f}%"
     md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['time_per_seq_s'] * 1e3:.0f} ms | "
@@ -238,9 +253,9 @@ print("\n" + md)
 
 os.makedirs(args.out, exist_ok=True)
 base_path = os.path.join(args.out, tag)
-C.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
+harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
                                 for r in rows])
-C.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, rows=rows, skipped=skipped))
+harness.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, rows=rows, skipped=skipped))
 with open(base_path + ".md", "w") as f:
     f.write(md)
 

@@ -1,7 +1,7 @@
 """Peak memory of one configuration, measured in this fresh process (used by inference.py and training.py).
 
-    python benchmarks/memory_probe.py '{"model": "roberta-eager", "n": 1024, "mode": "inference"}'
-    python benchmarks/memory_probe.py '{"model": "modernbert-sdpa", "n": 1024, "mode": "train", "amp": "bfloat16"}'
+    python -m benchmarks.memory_probe '{"model": "roberta-eager", "n": 1024, "mode": "inference"}'
+    python -m benchmarks.memory_probe '{"model": "modernbert-sdpa", "n": 1024, "mode": "train", "amp": "bfloat16"}'
 
 Prints one JSON line: peak_bytes (added on top of the resident weights during one forward pass, or one
 training step after a first step created the gradients and optimizer state) and resident_bytes.
@@ -12,7 +12,9 @@ import sys
 
 import torch
 
-from common import _status_kb, build, inference_step, peak_memory, pick_device, random_ids, training_step
+from benchmarks.harness import pick_device
+from benchmarks.measure import peak_memory, status_kb
+from benchmarks.models import build, inference_step, random_ids, training_step
 
 
 def main():
@@ -32,7 +34,7 @@ def main():
         inference_step(model, ids[:, :spec.get("chunk_ff") or 16])()
     else:
         raise ValueError(f"mode must be inference or train, got {mode!r}")
-    resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else _status_kb("VmRSS") * 1024
+    resident = torch.cuda.memory_allocated(device) if device.type == "cuda" else status_kb("VmRSS") * 1024
     peak = peak_memory(step, device)
     print(json.dumps(dict(peak_bytes=peak, resident_bytes=resident)))
 

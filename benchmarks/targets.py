@@ -1,6 +1,6 @@
 """Check an inference.py result against the project's targets (12 layers / 768 / 12 heads, batch 1, k=256).
 
-    python benchmarks/targets.py benchmarks/results/inference.json
+    python -m benchmarks.targets benchmarks/results/inference.json
 
 Targets: vs sdpa RoBERTa at least 1.1x faster at n=512, 2x at n=4096, 3x at n=8192; at least 75% of the
 measured matmul peak for n >= 2048; vs eager RoBERTa at least 14x less memory per sequence at n=4096.

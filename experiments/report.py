@@ -325,7 +325,7 @@ if bench.exists():
                    f"{b['machine']['threads']} thread, torch {b['machine']['torch']}, {b['args']['dtype']}): how many "
                    "times faster / less activation memory than HF RoBERTa of the same size, medians of interleaved "
                    "repeats; the paper's V100 figure in brackets. From `benchmarks/results/inference.json`, written by "
-                   f"`python benchmarks/inference.py --threads {b['args']['threads']} --max-forward-s "
+                   f"`python -m benchmarks.inference --threads {b['args']['threads']} --max-forward-s "
                    f"{b['args']['max_forward_s']:g}`; every benchmark is in `benchmarks/results/RESULTS.md`.", "",
                    "| n | k | time vs RoBERTa eager (paper) | time vs RoBERTa sdpa | memory vs eager (paper) | memory vs sdpa |",
                    "| --- | --- | --- | --- | --- | --- |"]

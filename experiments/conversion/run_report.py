@@ -55,8 +55,7 @@ from torch.nn import functional as F
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-sys.path.insert(0, str(REPO / "benchmarks"))
-from common import peak_memory, stats, time_interleaved  # noqa: E402
+from benchmarks.measure import peak_memory, stats, time_interleaved  # noqa: E402
 
 import linformer_hf  # noqa: E402,F401
 from linformer_training.conversion import convert_to_linformer, extend_positions  # noqa: E402

@@ -68,7 +68,7 @@ def _load_conversion_report():
 
 
 conversion = _load_conversion_report()  # also puts benchmarks/ on sys.path and registers Linformer
-from common import peak_memory, stats, time_interleaved  # noqa: E402
+from benchmarks.measure import peak_memory, stats, time_interleaved  # noqa: E402
 
 SOURCE_N = conversion.SOURCE_N  # the teacher's position limit
 SYSTEM_ROWS = ("teacher", "converted", "student")  # --systems

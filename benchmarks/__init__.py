@@ -1,0 +1,2 @@
+"""Speed, memory and low-rank benchmarks. Run each from the repository root as `python -m benchmarks.NAME`
+(`--help` says what it measures); the shared pieces are `models`, `flop_counts`, `measure` and `harness`."""

@@ -1,0 +1,121 @@
+"""What every benchmark script shares around its measurements: the common flags (device, dtype, threads,
+model size, where results go), the machine and commit a result was taken on, and writing and formatting
+results."""
+
+import csv
+import hashlib
+import json
+import math
+import os
+import subprocess
+
+import torch
+
+from benchmarks.models import BASE, DTYPES, TINY
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
+# train_mlm.py's --mixed_precision spells them bf16 / fp16: both spellings are accepted, results say the long one.
+DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def int_list(text):
+    """'512,1024' -> [512, 1024], with a clear error for anything else."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise ValueError(f"expected a comma-separated list of integers, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise ValueError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def pick_device(name):
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name not in ("cpu", "cuda"):
+        raise ValueError(f"--device must be auto, cpu or cuda, got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda asked for, but torch.cuda.is_available() is False")
+    return torch.device(name)
+
+
+def pick_dtype(name, device):
+    name = DTYPE_ALIASES.get(name, name)
+    if name not in DTYPES:
+        raise ValueError(f"--dtype must be one of {', '.join(DTYPES)} (or {', '.join(DTYPE_ALIASES)}), got {name!r}")
+    if name == "float16" and device.type == "cpu":
+        raise ValueError("--dtype float16 is not supported on CPU; use float32 or bfloat16")
+    return DTYPES[name]
+
+
+def add_run_args(parser, repeats=3, tag_help=None):
+    """The flags every timing script shares; setup_run() reads them."""
+    parser.add_argument("--repeats", type=int, default=repeats, help="timed runs of each model (interleaved)")
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (or fp32, bf16, fp16)")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    parser.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
+    parser.add_argument("--out", default=RESULTS)
+    parser.add_argument("--tag", default=None, help=tag_help)
+
+
+def setup_run(args, parser):
+    """Device, dtype, threads and model size from the flags every benchmark script shares."""
+    try:
+        device = pick_device(args.device)
+        dtype = pick_dtype(args.dtype, device)
+    except ValueError as e:
+        parser.error(str(e))
+    args.dtype = DTYPE_ALIASES.get(args.dtype, args.dtype)  # specs and results carry the DTYPES name
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    return device, dtype, (TINY if args.tiny else BASE)
+
+
+def machine_info(device):
+    info = dict(torch=torch.__version__, device=device.type, threads=torch.get_num_threads(),
+                cpu_count=os.cpu_count())
+    try:  # provenance: which commit, and the exact modeling file that was measured
+        root = os.path.dirname(HERE)
+        info["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                          text=True).stdout.strip()
+        with open(os.path.join(root, "src", "linformer_hf", "modeling_linformer.py"), "rb") as f:
+            info["modeling_sha1"] = hashlib.sha1(f.read()).hexdigest()[:12]
+    except OSError:
+        pass
+    if device.type == "cuda":
+        info["gpu"] = torch.cuda.get_device_name(device)
+    else:
+        try:
+            with open("/proc/cpuinfo") as f:
+                info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+        except (OSError, StopIteration):
+            pass
+    return info
+
+
+def save_json(path, obj):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=1, default=str)
+
+
+def save_csv(path, rows):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    keys = list(dict.fromkeys(k for r in rows for k in r))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def fmt_ratio(x):
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    return f"{x:.1f}x" if x < 10 else f"{x:.0f}x"
+
+
+def fmt_bytes(b):
+    return f"{b / 2**20:.0f} MiB" if b < 2**30 else f"{b / 2**30:.2f} GiB"

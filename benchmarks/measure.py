@@ -1,0 +1,156 @@
+"""Measuring: interleaved timing (CUDA events on GPU, perf_counter on CPU), medians and spread, the
+machine's matmul peak timed in the same loop, and peak activation memory (max_memory_allocated on CUDA,
+the peak resident set of a fresh process on CPU)."""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from benchmarks.models import BASE
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_once(fn, device):
+    """Seconds for one call of fn, CUDA events on GPU, perf_counter on CPU."""
+    if torch.device(device).type == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) / 1e3
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def time_interleaved(fns, device, warmup=1, repeats=5, progress=None, probe=None):
+    """Time every fn of the dict `fns` `repeats` times, interleaved: round r runs all of them once, in an
+    order rotated by r, so that a slow stretch of a shared machine hits every candidate alike.
+    Returns {name: [seconds, ...]}. With `probe` (a short matmul), it is also timed right before and
+    right after every timed call, as "<name>@probe": the machine's speed at the moment each candidate ran."""
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+            if progress is not None:
+                progress.update(1)
+    sync(device)
+    times = {name: [] for name in names}
+    for r in range(repeats):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for name in order:
+            before = time_once(probe, device) if probe is not None else None
+            times[name].append(time_once(fns[name], device))
+            if probe is not None:
+                times.setdefault(name + "@probe", []).extend([before, time_once(probe, device)])
+            if progress is not None:
+                progress.update(1)
+    return times
+
+
+def stats(samples):
+    """Median and spread (min, max, interquartile range) of a list of seconds."""
+    s = sorted(samples)
+    q = statistics.quantiles(s, n=4, method="inclusive") if len(s) > 1 else [s[0]] * 3
+    return dict(median=statistics.median(s), min=s[0], max=s[-1], q1=q[0], q3=q[2], n=len(s))
+
+
+def matmul_peak(device, dtype, size=2048):
+    """A square matmul in the benchmark's dtype: (fn, flops). Timed right before and after every model
+    run (see time_interleaved), its FLOP/s is the machine's matmul peak at that moment, which the
+    model's achieved FLOP/s is compared to. 2048^3 runs at the same FLOP/s as 4096^3 and the model's own
+    GEMMs here, and is short enough (~0.2 s on one core) to be taken often."""
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(size, size, generator=g).to(device=device, dtype=dtype)
+    b = torch.randn(size, size, generator=g).to(device=device, dtype=dtype)
+    return (lambda: torch.mm(a, b)), 2 * size ** 3
+
+
+# ---------------------------------------------------------------- memory
+
+def status_kb(field):
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not found in /proc/self/status")
+
+
+def peak_memory(fn, device):
+    """Peak memory (bytes) that fn() adds on top of what is resident before it.
+
+    CUDA: max_memory_allocated - memory_allocated. CPU (Linux): the process's peak resident set
+    (VmHWM, reset through /proc/self/clear_refs) minus its resident set before the call. Run the CPU
+    variant in a fresh process (see `probe_memory`): memory freed earlier in a long-lived process
+    can be reused without raising the resident set, which would under-count."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats(device)
+        base = torch.cuda.memory_allocated(device)
+        fn()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated(device) - base
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
+    except OSError as e:
+        raise RuntimeError("CPU peak memory needs Linux's /proc/self/clear_refs (writable)") from e
+    base = status_kb("VmRSS")
+    fn()
+    return (status_kb("VmHWM") - base) * 1024
+
+
+def probe_memory(spec, timeout=3600):
+    """Run benchmarks.memory_probe on `spec` (a dict) in a fresh Python process; returns its JSON answer."""
+    env = dict(os.environ)
+    # Fixed mmap threshold: large tensors are mmap'd and go back to the OS when freed, so the
+    # resident set follows the live tensors (glibc's dynamic threshold would keep freed blocks).
+    env.setdefault("MALLOC_MMAP_THRESHOLD_", "131072")
+    cmd = [sys.executable, "-m", "benchmarks.memory_probe", json.dumps(spec)]
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
+    if out.returncode != 0:
+        raise RuntimeError(f"memory probe failed for {spec}:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def estimate_activation_bytes(model, n, k=None, dims=BASE, batch=1, bytes_per=4, training=False):
+    """Rough peak activation bytes of one forward (training: all layers kept), to skip what cannot fit."""
+    D, L, I, H = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"], dims["num_attention_heads"]
+    linear = batch * n * (2 * I + 8 * D)
+    once = 0
+    if model == "roberta-eager":
+        quad = 3 * batch * H * n * n
+    elif model == "roberta-sdpa":
+        quad = 0 if not training else batch * H * n * 2
+    elif model.startswith("modernbert"):
+        # GLU: 2I wide after Wi, then I; the local window is an n x n mask (bool for sdpa, kept for the
+        # whole forward, which sdpa turns into a float mask per layer; additive float for eager)
+        linear = batch * n * (4 * I + 8 * D)
+        quad = (3 * batch * H * n * n if model.endswith("eager") else 0) + batch * n * n
+        once = n * n
+    else:
+        quad = 3 * batch * H * n * k
+    per_layer = (linear + quad) * bytes_per
+    return per_layer * (L if training else 1) + once
+
+
+def available_bytes():
+    try:
+        import psutil
+        return psutil.virtual_memory().available
+    except ImportError:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
