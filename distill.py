@@ -128,13 +128,7 @@ def check_inputs(args, accelerator, accumulation):
             resolve_files(getattr(args, flag), f"--{flag}")
     if args.exclude_ids_file not in (None, "none") and not Path(args.exclude_ids_file).is_file():
         raise UsageError(f"--exclude_ids_file {args.exclude_ids_file}: no such file")
-    checkpoint = None
-    if args.resume_from_checkpoint:
-        checkpoint = checkpoints.find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir,
-                                                        accelerator.num_processes, args.allow_inexact_resume)
-        loop.check_resume_layout(checkpoint, args, accelerator.num_processes, accumulation)
-    out = checkpoints.prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
-                                         accelerator.is_main_process)
+    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     return pair, block_size, short_max, checkpoint, out
 
 

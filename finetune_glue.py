@@ -226,13 +226,6 @@ def sequence_length(args, config):
     return args.max_seq_length or limit
 
 
-def find_checkpoint(args, accelerator):
-    if not args.resume_from_checkpoint:
-        return None
-    return checkpoints.find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir,
-                                              accelerator.num_processes, args.allow_inexact_resume)
-
-
 # ---------------------------------------------------------------------------------------------------
 # Data: the task, its splits, labels and tokens
 # ---------------------------------------------------------------------------------------------------
@@ -400,7 +393,7 @@ def save_best_model(run):
     accelerator, state, folder = run.accelerator, run.state, best_dir(run)
     unwrapped = accelerator.unwrap_model(run.model)
     checkpoints.check_finite(unwrapped, f"best model at step {state.step}")
-    tmp, old = folder.with_name(f".tmp-{BEST_DIR}"), folder.with_name(f".old-{BEST_DIR}")
+    tmp = folder.with_name(f".tmp-{BEST_DIR}")
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
@@ -409,11 +402,7 @@ def save_best_model(run):
         if accelerator.is_main_process:
             record = {"step": state.step, "epoch": state.epoch + 1, "metrics": state.last_eval}
             (tmp / "best.json").write_text(json.dumps(record, indent=2))
-            shutil.rmtree(old, ignore_errors=True)
-            if folder.exists():
-                folder.rename(old)
-            tmp.rename(folder)
-            shutil.rmtree(old, ignore_errors=True)
+            checkpoints.publish(tmp, folder, whole=True)
 
 
 def restore_best_model(run):
@@ -529,12 +518,21 @@ def write_results(args, accelerator, out, files):
     if accelerator.is_main_process:
         tmp = out / ".results.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
-        files = {**files, "predict_config.yaml": yaml.safe_dump(args.to_dict(), sort_keys=False)}
-        for name, content in files.items():
-            (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-            (tmp / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2) + "\n")
+        outputs.write_files(tmp, {**files, "predict_config.yaml": yaml.safe_dump(args.to_dict(), sort_keys=False)})
         checkpoints.publish(tmp, out)
     accelerator.wait_for_everyone()
+
+
+def predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len):
+    """--do_train false: the finetuned model's scores and predictions, published together."""
+    model, scores = evaluate_only(args, accelerator, model, tokenizer, splits, metric, out)
+    test_scores, predictions = predict_tests(args, accelerator, model, tokenizer, splits, metric)
+    results = collect_results(args, splits, max_len, scores, test_scores, None)
+    report(accelerator, results)
+    write_results(args, accelerator, out, {"eval_results.json": results, **predictions})
+    accelerator.print(f"Done: results in {out}")
+    accelerator.end_training()
+    return results
 
 
 def main(argv=None):
@@ -544,37 +542,21 @@ def main(argv=None):
     config, head = load_model_config(args)
     tokenizer = load_tokenizer(args, config)
     max_len = sequence_length(args, config)
-    checkpoint = find_checkpoint(args, accelerator)
-    out = checkpoints.prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
-                                         accelerator.is_main_process)
+    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     splits = prepare_data(args, accelerator, files, config, head, tokenizer, max_len)
     metric = load_glue_metric(splits.task.metric, args.metric_backend)
     model = build_model(args, splits.task, config)
-    if args.do_train:
-        run = build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation)
-        if checkpoint is not None:
-            loop.resume(run, checkpoint)
-        run.log.keep_until(run.state.step)
-        outputs.write_run_config(run, task=splits.task.name, max_seq_length=max_len)
-        loop.train(run)
-        best = restore_best_model(run)
-        model, scores = run.model, (best["metrics"] if best else {})
-    else:
-        best = None
-        model, scores = evaluate_only(args, accelerator, model, tokenizer, splits, metric, out)
-    test_scores, predictions = predict_tests(args, accelerator, model, tokenizer, splits, metric)
-    results = collect_results(args, splits, max_len, scores, test_scores, best)
+    if not args.do_train:
+        return predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len)
+    run = build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation)
+    loop.fit(run, checkpoint, evaluate_start=False, task=splits.task.name, max_seq_length=max_len)
+    best = restore_best_model(run)
+    test_scores, predictions = predict_tests(args, accelerator, run.model, tokenizer, splits, metric)
+    results = collect_results(args, splits, max_len, best["metrics"] if best else {}, test_scores, best)
     report(accelerator, results)
-    files = {"eval_results.json": results, **predictions}
-    if args.do_train:
-        outputs.save_final_model(run, model_card(run, splits, results), extra_files=files)
-        remove_best_model(run)
-    else:
-        write_results(args, accelerator, out, files)
-    accelerator.print(f"Done: results{' and the model' if args.do_train else ''} in {out}")
-    if args.push_to_hub:
-        outputs.push_folder(run, out, f"Finetuned on {splits.task.name}")
-    accelerator.end_training()
+    outputs.finish(run, model_card(run, splits, results), f"Finetuned on {splits.task.name}",
+                   extra_files={"eval_results.json": results, **predictions})
+    remove_best_model(run)
     return results
 
 

@@ -98,13 +98,7 @@ def check_inputs(args, accelerator, accumulation):
     for flag in ("train_file", "validation_file"):
         if getattr(args, flag):
             resolve_files(getattr(args, flag), f"--{flag}")
-    checkpoint = None
-    if args.resume_from_checkpoint:
-        checkpoint = checkpoints.find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir,
-                                                        accelerator.num_processes, args.allow_inexact_resume)
-        loop.check_resume_layout(checkpoint, args, accelerator.num_processes, accumulation)
-    out = checkpoints.prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
-                                         accelerator.is_main_process)
+    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     return out, args.block_size or n, checkpoint
 
 

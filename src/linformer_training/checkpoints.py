@@ -24,6 +24,7 @@ as it runs (the OS drops it when the process dies, so a killed run never blocks 
 """
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -400,6 +401,50 @@ def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False)
     if path is None and problems:
         raise UsageError("no checkpoint can be resumed: " + "; ".join(problems))
     return path
+
+
+def layout(args, num_processes, accumulation):
+    """What must match between the run that wrote a checkpoint and the run resuming it."""
+    return {"num_processes": num_processes, "accumulation": accumulation,
+            "per_device_train_batch_size": args.per_device_train_batch_size}
+
+
+def open_run(args, accelerator, accumulation):
+    """Before any data: (the output folder, ready to write; the checkpoint --resume_from_checkpoint names,
+    verified and written with this run's layout, or None). The data position and every process's RNG carry
+    over only unchanged."""
+    checkpoint = None
+    if args.resume_from_checkpoint:
+        checkpoint = find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, accelerator.num_processes,
+                                            args.allow_inexact_resume)
+    if checkpoint is not None:
+        saved, expected = read_state(checkpoint).get("layout"), layout(args, accelerator.num_processes, accumulation)
+        if saved != expected:
+            raise UsageError(f"--resume_from_checkpoint {checkpoint}: it was written with {saved}, this run has "
+                             f"{expected}; resume with the same layout so the data position and RNG carry over")
+    out = prepare_output_dir(args.output_dir, args.overwrite_output_dir, checkpoint is not None,
+                             accelerator.is_main_process)
+    return out, checkpoint
+
+
+def save_run_checkpoint(run):
+    """A `loop.Run`'s checkpoint: its model, optimizer, scheduler and RNGs, its state and layout."""
+    check_finite(run.accelerator.unwrap_model(run.model), f"checkpoint at step {run.state.step}")
+    kept = {k: v for k, v in dataclasses.asdict(run.state).items() if not k.startswith("window_")}
+    state = {**kept, "layout": layout(run.args, run.accelerator.num_processes, run.accumulation)}
+    return save_checkpoint(run.accelerator, run.output_dir, state, run.args.save_total_limit, run.tokenizer)
+
+
+def resume_run(run, path):
+    """What `save_run_checkpoint` wrote, back into `run`: weights, optimizer, scheduler, every process's RNG,
+    then the data position and counters."""
+    saved = load_checkpoint(run.accelerator, path)
+    for key in ("step", "epoch", "batches_in_epoch", "tokens_seen", "best_metric", "best_step",
+                "evals_since_best", "last_eval"):
+        setattr(run.state, key, saved[key])
+    run.state.skipped_updates = saved.get("skipped_updates", 0)  # absent from checkpoints of older versions
+    run.say(f"Resumed from {path}: step {run.state.step}, epoch {run.state.epoch}, "
+            f"batch {run.state.batches_in_epoch} of that epoch")
 
 
 def newest_verified(output_dir, num_processes, allow_inexact=False):

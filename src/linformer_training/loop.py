@@ -23,7 +23,7 @@ import math
 import os
 import resource
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -211,48 +211,6 @@ def peak_memory_gb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # CPU: peak resident set (KiB -> GiB)
 
 
-# ---------------------------------------------------------------------------------------------------
-# Checkpoint and resume
-# ---------------------------------------------------------------------------------------------------
-
-
-def layout(args, num_processes, accumulation):
-    """What must match between the run that wrote a checkpoint and the run resuming it."""
-    return {"num_processes": num_processes, "accumulation": accumulation,
-            "per_device_train_batch_size": args.per_device_train_batch_size}
-
-
-def check_resume_layout(path, args, num_processes, accumulation):
-    """Before anything is loaded: the data position and every process's RNG carry over only unchanged."""
-    if path is None:
-        return
-    saved = checkpoints.read_state(path).get("layout")
-    expected = layout(args, num_processes, accumulation)
-    if saved != expected:
-        raise UsageError(f"--resume_from_checkpoint {path}: it was written with {saved}, this run has {expected}; "
-                         f"resume with the same layout so the data position and RNG carry over")
-
-
-def save_checkpoint(run):
-    checkpoints.check_finite(run.accelerator.unwrap_model(run.model), f"checkpoint at step {run.state.step}")
-    kept = {k: v for k, v in asdict(run.state).items() if not k.startswith("window_")}
-    state = {**kept, "layout": layout(run.args, run.accelerator.num_processes, run.accumulation)}
-    return checkpoints.save_checkpoint(run.accelerator, run.output_dir, state,
-                                       run.args.save_total_limit, run.tokenizer)
-
-
-def resume(run, path):
-    """Weights, optimizer, scheduler, every process's RNG, then the data position and counters."""
-    check_resume_layout(path, run.args, run.accelerator.num_processes, run.accumulation)
-    saved = checkpoints.load_checkpoint(run.accelerator, path)
-    for key in ("step", "epoch", "batches_in_epoch", "tokens_seen", "best_metric", "best_step",
-                "evals_since_best", "last_eval"):
-        setattr(run.state, key, saved[key])
-    run.state.skipped_updates = saved.get("skipped_updates", 0)  # absent from checkpoints of older versions
-    run.say(f"Resumed from {path}: step {run.state.step}, epoch {run.state.epoch}, "
-            f"batch {run.state.batches_in_epoch} of that epoch")
-
-
 def last_good_checkpoint(run):
     return checkpoints.last_good_checkpoint(run.output_dir, run.accelerator.num_processes) or "none"
 
@@ -395,7 +353,7 @@ def train(run):
         if args.eval_steps is not None and (at_end or (args.eval_steps and state.step % args.eval_steps == 0)):
             evaluate(run)
         if args.checkpointing_steps and state.step % args.checkpointing_steps == 0:
-            save_checkpoint(run)
+            checkpoints.save_run_checkpoint(run)
         if run.early_stopping_patience and state.evals_since_best >= run.early_stopping_patience:
             run.say(f"early stopping: {state.evals_since_best} evaluations without improvement")
             break
@@ -404,14 +362,15 @@ def train(run):
     return state
 
 
-def fit(run, checkpoint=None, **run_facts):
+def fit(run, checkpoint=None, evaluate_start=True, **run_facts):
     """A run from start (or `checkpoint`) to its last update: resume, trim the log to the resumed step,
-    write train_config.yaml (with `run_facts`), evaluate the starting point, train."""
+    write train_config.yaml (with `run_facts`), evaluate the starting point (unless not `evaluate_start`:
+    a finetuning run's new head is no candidate for its best model), train."""
     if checkpoint is not None:
-        resume(run, checkpoint)
+        checkpoints.resume_run(run, checkpoint)
     run.log.keep_until(run.state.step)
     outputs.write_run_config(run, **run_facts)
-    if run.state.step == 0 and run.args.eval_steps is not None:
+    if evaluate_start and run.state.step == 0 and run.args.eval_steps is not None:
         evaluate(run)  # the curve's first point: the model before any update
     return train(run)
 

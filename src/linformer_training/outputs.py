@@ -88,14 +88,11 @@ def load_full_state_dict(model, state_dict):
     set_model_state_dict(model, state_dict, options=StateDictOptions(full_state_dict=True))
 
 
-def save_final_model(run, card, extra_files=None, model=None):
-    """`save_pretrained` (+ tokenizer, card, result files) into a temporary folder, then published into
-    the output folder with config.json last; a model with NaN/inf weights is refused. `extra_files` maps a
-    relative name to text, a JSON-able value, or a `Path` to copy (file or folder)."""
-    accelerator = run.accelerator
-    model = model if model is not None else run.model
-    unwrapped = accelerator.unwrap_model(model)
-    checkpoints.check_finite(unwrapped, "final model")
+def save_final_model(run, card, extra_files=None):
+    """`save_pretrained` (+ tokenizer, card, `extra_files` as `write_files` takes them) into a temporary folder,
+    then published into the output folder with config.json last; a model with NaN/inf weights is refused."""
+    accelerator, model = run.accelerator, run.model
+    checkpoints.check_finite(accelerator.unwrap_model(model), "final model")
     tmp = run.output_dir / ".final.tmp"
     # The vote: a save failing on the main process alone ends the others too, instead of leaving them waiting.
     with processes.together(accelerator, "saving the final model"), \
@@ -107,20 +104,24 @@ def save_final_model(run, card, extra_files=None, model=None):
         if accelerator.is_main_process:
             if run.tokenizer is not None:
                 run.tokenizer.save_pretrained(tmp)
-            (tmp / "README.md").write_text(card)
-            for name, content in (extra_files or {}).items():  # a name may hold a folder: predictions/MNLI-m.tsv
-                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
-                if isinstance(content, Path) and content.is_dir():  # copied as it is, empty folders too
-                    shutil.copytree(content, tmp / name)
-                elif isinstance(content, Path):
-                    shutil.copy(content, tmp / name)
-                else:
-                    (tmp / name).write_text(content if isinstance(content, str)
-                                            else json.dumps(content, indent=2) + "\n")
+            write_files(tmp, {"README.md": card, **(extra_files or {})})
             checkpoints.publish(tmp, run.output_dir)
     if accelerator.is_main_process:
         shutil.rmtree(run.output_dir / "tokenizer", ignore_errors=True)  # the trained tokenizer is now beside the model
     accelerator.wait_for_everyone()
+
+
+def write_files(folder, files):
+    """`files` (relative name -> text, a JSON-able value, or a `Path` to copy, file or folder) into `folder`;
+    a name may hold a folder (predictions/MNLI-m.tsv)."""
+    for name, content in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path) and content.is_dir():  # copied as it is, empty folders too
+            shutil.copytree(content, folder / name)
+        elif isinstance(content, Path):
+            shutil.copy(content, folder / name)
+        else:
+            (folder / name).write_text(content if isinstance(content, str) else json.dumps(content, indent=2) + "\n")
 
 
 def finish(run, card, push_message, extra_files=None):
