@@ -28,7 +28,7 @@ import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, distillation, loop, outputs, processes
 from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
                                           arg, parse_args)
-from linformer_training.corpus import ExcludedIds, load_corpus, resolve_files
+from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
 from linformer_training.mlm import pack
 from linformer_training.tracking import MetricsLog
 
@@ -94,8 +94,6 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
                 raise UsageError(f"--{flag} is required")
         if self.hidden_loss_weight == 0 and self.cosine_loss_weight == 0:
             raise UsageError("--hidden_loss_weight and --cosine_loss_weight are both 0: nothing to learn from")
-        if self.validation_file and not self.train_file:
-            raise UsageError("--validation_file needs --train_file")
         if self.document_loss_weight and self.negative_bank_blocks and self.streaming:
             raise UsageError(f"--negative_bank_blocks {self.negative_bank_blocks}: the bank is held back from a "
                              f"counted training set, which --streaming has not; pass --negative_bank_blocks 0")
@@ -123,9 +121,8 @@ def check_inputs(args, accelerator, accumulation):
         raise UsageError(f"--train_only_long_path: the student's projection_type is "
                          f"{pair.student_config.projection_type!r} and it has no long-input adapters, so nothing "
                          f"would be trained")
-    for flag in ("train_file", "validation_file"):
-        if getattr(args, flag):
-            resolve_files(getattr(args, flag), f"--{flag}")
+    check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
+                  args.mix_probabilities)
     if args.exclude_ids_file not in (None, "none") and not Path(args.exclude_ids_file).is_file():
         raise UsageError(f"--exclude_ids_file {args.exclude_ids_file}: no such file")
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)

@@ -27,7 +27,7 @@ import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
                                           UsageError, arg, parse_args, parse_overrides)
-from linformer_training.corpus import load_corpus, resolve_files
+from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
 from linformer_training.tokenization import check_tokenizer, load_tokenizer, train_tokenizer
 from linformer_training.tracking import MetricsLog
@@ -73,8 +73,6 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
         if self.streaming and self.tokenizer_name is None and self.tokenizer_train_docs is None:
             raise UsageError("--streaming with a trained tokenizer needs --tokenizer_train_docs (how many documents "
                              "to train it on), or pass --tokenizer_name")
-        if self.validation_file and not self.train_file:
-            raise UsageError("--validation_file needs --train_file")
 
 
 def model_config(args, tokenizer=None):
@@ -95,9 +93,8 @@ def check_inputs(args, accelerator, accumulation):
     if args.block_size and args.block_size > n:
         raise UsageError(f"--block_size {args.block_size} exceeds the model's longest input n={n} "
                          f"(raise it with --config_overrides max_seq_length=N, or lower --block_size)")
-    for flag in ("train_file", "validation_file"):
-        if getattr(args, flag):
-            resolve_files(getattr(args, flag), f"--{flag}")
+    check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
+                  args.mix_probabilities)
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     return out, args.block_size or n, checkpoint
 

@@ -173,6 +173,32 @@ def _drop_empty(ds, source, split):
     return kept
 
 
+def check_sources(dataset_name=None, dataset_config_name=None, train_file=None, validation_file=None,
+                  mix_probabilities=None):
+    """A corpus's sources, checked before anything is read: ((Hub name, config) pairs, {split: local files}),
+    every glob expanded and every file there, not empty and of one type."""
+    names = dataset_name or []
+    configs = dataset_config_name or [None] * len(names)
+    if len(configs) != len(names):
+        raise UsageError(f"--dataset_config_name: got {len(configs)} values for {len(names)} --dataset_name; "
+                         f"give one per dataset (`none` for a dataset without configs)")
+    if not names and not train_file:
+        raise UsageError("no corpus: pass --dataset_name or --train_file")
+    if validation_file and not train_file:
+        raise UsageError("--validation_file needs --train_file")
+    corpora = len(names) + bool(train_file)
+    if mix_probabilities is not None and len(mix_probabilities) != corpora:
+        raise UsageError(f"--mix_probabilities: got {len(mix_probabilities)} values for {corpora} corpora")
+    data_files = {}
+    if train_file:
+        fmt, data_files["train"] = resolve_files(train_file, "--train_file")
+        if validation_file:
+            vfmt, data_files["validation"] = resolve_files(validation_file, "--validation_file")
+            if vfmt != fmt:
+                raise UsageError(f"--validation_file is {vfmt} but --train_file is {fmt}; use one type")
+    return list(zip(names, configs)), data_files
+
+
 def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, validation_file=None,
                 text_column_name=None, validation_split_percentage=5, streaming=False,
                 streaming_validation_docs=1000, mix_probabilities=None, seed=0, exclude=None):
@@ -184,30 +210,14 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
     `streaming_validation_docs` documents). `exclude` (an `ExcludedIds`, or any `(split, where) -> split`)
     sees every split first, with all its columns, before the validation documents are drawn.
     """
-    names = dataset_name or []
-    configs = dataset_config_name or [None] * len(names)
-    if len(configs) != len(names):
-        raise UsageError(f"--dataset_config_name: got {len(configs)} values for {len(names)} --dataset_name; "
-                         f"give one per dataset (`none` for a dataset without configs)")
-    if not names and not train_file:
-        raise UsageError("no corpus: pass --dataset_name or --train_file")
-    if validation_file and not train_file:
-        raise UsageError("--validation_file needs --train_file")
-
+    hub, data_files = check_sources(dataset_name, dataset_config_name, train_file, validation_file, mix_probabilities)
     sources = []  # (label, train split, validation split or None)
-    for name, config in zip(names, configs):
+    for name, config in hub:
         splits = datasets.load_dataset(name, config, streaming=streaming)
         if "train" not in splits:
             raise UsageError(f"--dataset_name {name}: no `train` split (it has {list(splits)})")
-        val = splits.get("validation")
-        sources.append((name, splits["train"], val))
-    if train_file:
-        fmt, files = resolve_files(train_file, "--train_file")
-        data_files = {"train": files}
-        if validation_file:
-            vfmt, data_files["validation"] = resolve_files(validation_file, "--validation_file")
-            if vfmt != fmt:
-                raise UsageError(f"--validation_file is {vfmt} but --train_file is {fmt}; use one type")
+        sources.append((name, splits["train"], splits.get("validation")))
+    if data_files:
         splits = load_files(data_files, streaming)
         sources.append(("--train_file", splits["train"], splits.get("validation")))
 
@@ -236,8 +246,6 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
         trains.append(train)
         vals.append(val)
 
-    if mix_probabilities is not None and len(mix_probabilities) != len(trains):
-        raise UsageError(f"--mix_probabilities: got {len(mix_probabilities)} values for {len(trains)} corpora")
     if len(trains) == 1:
         train = trains[0]
     elif streaming or mix_probabilities:
