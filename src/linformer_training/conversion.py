@@ -34,6 +34,7 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
+from linformer_hf.configuration_linformer import ProjectionLengthScaling, ProjectionSharing, ProjectionType
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
@@ -72,11 +73,11 @@ class ConvertArguments(Arguments):
     output_dir: str = field(metadata={"help": "where to write the Linformer (must not exist or be empty)"})
     max_seq_length: int = arg(512, "n: the longest input; beyond the source's positions, its table is repeated")
     projected_dim: int = arg(128, "k: keys and values are projected to this length (at most n)")
-    projection_sharing: Literal["layerwise", "key_value", "headwise", "none"] = arg("layerwise", "how E/F are shared")
+    projection_sharing: ProjectionSharing = arg("layerwise", "how E/F are shared")
     projection_init: Literal["window_mean", "random"] = arg(
         "window_mean", "E/F start as window means (the identity at k = n) or N(0, 1/n) as in the paper")
-    projection_type: Literal["linear", "mean_pool", "max_pool", "conv"] = arg("linear", "learned E/F or a pooling")
-    projection_length_scaling: Literal["resample", "none", "sqrt", "linear"] | None = arg(
+    projection_type: ProjectionType = arg("linear", "learned E/F or a pooling")
+    projection_length_scaling: ProjectionLengthScaling | None = arg(
         None, "how E/F meet inputs shorter than n (default: resample for linear projections, which keeps the most of "
               "the source: experiments/conversion/results.md; else none)")
     full_attention_short_inputs: bool = arg(True, "inputs of at most k tokens attend exactly, as in the source")
