@@ -1,24 +1,12 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""experiments/distillation/run_report.py --report_only on fabricated results: the report is generated
+"""experiments/distillation/render.py on fabricated results: the report is generated
 from the result files alone, so its tables, goal verdicts and plots can be checked without any model."""
 
-import importlib.util
 import json
 from pathlib import Path
 
-import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def report():
-    path = REPO / "experiments" / "distillation" / "run_report.py"
-    spec = importlib.util.spec_from_file_location("distillation_report", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from experiments.distillation import compute, render
 
 
 def fidelity(k_512):
@@ -76,9 +64,9 @@ def goal_rows(markdown):
     return [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| goal")]
 
 
-def test_report_only_writes_tables_plots_and_verdicts_from_the_files(report, tmp_path):
+def test_report_only_writes_tables_plots_and_verdicts_from_the_files(tmp_path):
     fabricated(tmp_path, student_fidelity=0.98, student_finetune=(0.80, 0.805, 0.81))
-    report.main(["--report_only", "--out", str(tmp_path)])
+    render.main(["--out", str(tmp_path)])
     markdown = (tmp_path / "results.md").read_text()
     for text in ("## 1. Fidelity to the teacher", "| student (distilled) | 1.000 (1.00, 3) | 0.980 (0.93, 2) |",
                  "## 2. Short text: Rotten Tomatoes", "| teacher | 3 | 81.0 ± 1.0 | 80.0, 81.0, 82.0 |",
@@ -97,17 +85,17 @@ def test_report_only_writes_tables_plots_and_verdicts_from_the_files(report, tmp
     assert "cosine_by_text" not in summary["fidelity_student"]
 
 
-def test_a_missed_goal_says_missed_and_a_missing_one_says_so(report, tmp_path):
+def test_a_missed_goal_says_missed_and_a_missing_one_says_so(tmp_path):
     fabricated(tmp_path, student_fidelity=0.90, student_finetune=(0.78, 0.79, 0.80))
     (tmp_path / "results" / "cost.json").unlink()
-    report.main(["--report_only", "--out", str(tmp_path)])
+    render.main(["--out", str(tmp_path)])
     rows = goal_rows((tmp_path / "results.md").read_text())
     assert "0.900 (2 texts) | **missed** |" in rows[0]
     assert "-2.0 points) | **missed** |" in rows[2]
     assert rows[5].endswith("| – | not measured yet |")
 
 
-def test_systems_selects_whose_rows_are_measured(report):
+def test_systems_selects_whose_rows_are_measured():
     """--systems teacher converted must plan no row that needs the trained student (they run while it
     trains), and the default plans every system's rows."""
     from types import SimpleNamespace
@@ -119,11 +107,11 @@ def test_systems_selects_whose_rows_are_measured(report):
     prints = {s: dict(sha256=s) for s in ("teacher", "student", "converted")}
 
     def names(systems):
-        return {item[0] for item in report.plan(SimpleNamespace(**vars(args), systems=systems), prints,
+        return {item[0] for item in compute.plan(SimpleNamespace(**vars(args), systems=systems), prints,
                                                 lambda what: None)}
     early = names(["teacher", "converted"])
     assert early and all("student" not in name and name != "cost" for name in early)
     assert {"fidelity_converted", "probe_teacher", "retrieval_teacher_windows", "finetune_teacher_s0"} <= early
-    everything = names(list(report.SYSTEM_ROWS))
+    everything = names(list(compute.SYSTEM_ROWS))
     assert {"cost", "fidelity_student", "finetune_student_s0", "outlet_student"} <= everything - early
     assert names(["student"]) == everything - early

@@ -1,4 +1,4 @@
-"""experiments/: the study's run table, and run_study.py -> short_inputs.py -> report.py end to end on a
+"""experiments/quality/: the study's run table, and run_study -> short_inputs -> render end to end on a
 copy of the folder whose study.py keeps every run but shrinks the model, data and budget to seconds."""
 
 import json
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from experiments.quality import study
+
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "experiments"))
-import study  # noqa: E402
 
 
 def test_study_covers_every_comparison_of_the_issue_under_one_budget():
@@ -56,13 +56,14 @@ RUNS = [run("roberta_n512", roberta(32), 0), run("linformer_n512_k128_layerwise"
 def study_copy(tmp_path_factory):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
     root = tmp_path_factory.mktemp("repo")
-    (root / "experiments").mkdir()
-    for name in ("run_study.py", "short_inputs.py", "feature_probes.py", "report.py", "paper_numbers.yaml"):
+    (root / "experiments/quality").mkdir(parents=True)
+    for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/short_inputs.py",
+                 "quality/feature_probes.py", "quality/render.py", "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
-    (root / "experiments/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/study.py")))
+    (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
         (root / name).symlink_to(REPO / name)
-    (root / "model_card.md").write_text("# card\n\n<!-- BEGIN RESULTS: written by experiments/report.py, do not edit "
+    (root / "model_card.md").write_text("# card\n\n<!-- BEGIN RESULTS: written by experiments/quality/render.py, do not edit "
                                         "-->\nold\n<!-- END RESULTS -->\n\n## Limitations\n")
     chapters = [json.loads(line) for line in open(REPO / "data/moby_dick/chapters.jsonl")]
     (root / "data/news").mkdir(parents=True)
@@ -76,9 +77,11 @@ def study_copy(tmp_path_factory):
     return root
 
 
-def run_script(root, *args):
+def run_script(root, module, *args):
+    """`python -m experiments.quality.<module> ARGS` in the copy, which shadows the real study."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
-    return subprocess.run([sys.executable, *args], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", f"experiments.quality.{module}", *args], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
 
 
 def test_missing_data_is_one_line_naming_data_dir(study_copy, tmp_path):
@@ -90,26 +93,26 @@ def test_missing_data_is_one_line_naming_data_dir(study_copy, tmp_path):
                 "short_inputs.py": ["news/train.jsonl", "news/validation.jsonl"],
                 "feature_probes.py": ["rotten_tomatoes/train.csv", "rotten_tomatoes/validation.csv"]}
     for script, files in expected.items():
-        out = run_script(study_copy, f"experiments/{script}", "--data_dir", str(empty))
+        out = run_script(study_copy, script[:-3], "--data_dir", str(empty))
         assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-3000:]
         assert f"{script}: error: " in out.stderr and "--data_dir DIR holding" in out.stderr, out.stderr
         assert all(f in out.stderr for f in files) and "experiments/README.md" in out.stderr, out.stderr
-    finetune_only = run_script(study_copy, "experiments/run_study.py", "--stage", "finetune", "--data_dir", str(empty))
+    finetune_only = run_script(study_copy, "run_study", "--stage", "finetune", "--data_dir", str(empty))
     assert finetune_only.returncode == 2 and "news/" not in finetune_only.stderr, finetune_only.stderr
-    assert run_script(study_copy, "experiments/run_study.py", "--list", "--data_dir", str(empty)).returncode == 0
+    assert run_script(study_copy, "run_study", "--list", "--data_dir", str(empty)).returncode == 0
 
 
 @pytest.fixture(scope="module")
 def ran(study_copy):
-    first = run_script(study_copy, "experiments/run_study.py")
+    first = run_script(study_copy, "run_study")
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
-    again = run_script(study_copy, "experiments/run_study.py")
+    again = run_script(study_copy, "run_study")
     return study_copy, first, again
 
 
 def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     root, first, again = ran
-    results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/results").glob("*.json")}
+    results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results").glob("*.json")}
     assert set(results) == {"roberta_n512_s0", "linformer_n512_k128_layerwise_s0"}
     for name, r in results.items():
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
@@ -128,25 +131,25 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     assert json.loads(finetuned.read_text())["projection_length_scaling"] == "sqrt"
     assert "finetune_sqrt" not in results["roberta_n512_s0"]
     for reference in ("unigram", "rotten_tomatoes_majority"):
-        assert (root / f"experiments/results/reference/{reference}.json").is_file()
+        assert (root / f"experiments/quality/results/reference/{reference}.json").is_file()
     # Finished work is skipped: the second invocation runs no command at all.
     assert again.returncode == 0 and "$ " not in again.stdout
 
 
 def test_run_study_lists_and_rejects_unknown_runs(ran):
     root = ran[0]
-    listed = run_script(root, "experiments/run_study.py", "--list")
+    listed = run_script(root, "run_study", "--list")
     assert "linformer_n512_k128_layerwise_s0" in listed.stdout and "finetune_sqrt [0]" in listed.stdout
-    bad = run_script(root, "experiments/run_study.py", "--only", "roberta_n512_s9")
+    bad = run_script(root, "run_study", "--only", "roberta_n512_s9")
     assert bad.returncode == 2 and "unknown run(s) roberta_n512_s9" in bad.stderr
 
 
 def test_short_inputs_compares_scalings_on_identical_blocks(ran):
     root = ran[0]
-    out = run_script(root, "experiments/short_inputs.py", "--lengths", "8", "32", "--tokens", "256")
+    out = run_script(root, "short_inputs", "--lengths", "8", "32", "--tokens", "256")
     assert out.returncode == 0, out.stderr[-3000:]
-    lin = json.loads((root / "experiments/results/short_inputs/linformer_n512_k128_layerwise_s0.json").read_text())
-    rob = json.loads((root / "experiments/results/short_inputs/roberta_n512_s0.json").read_text())
+    lin = json.loads((root / "experiments/quality/results/short_inputs/linformer_n512_k128_layerwise_s0.json").read_text())
+    rob = json.loads((root / "experiments/quality/results/short_inputs/roberta_n512_s0.json").read_text())
     assert set(lin["lengths"]["8"]) == {"none", "sqrt", "linear"} and set(rob["lengths"]["8"]) == {"n/a"}
     # At L = n the scalings are the identity, so all three score exactly the same; below n they differ.
     assert len({v["loss"] for v in lin["lengths"]["32"].values()}) == 1
@@ -156,10 +159,10 @@ def test_short_inputs_compares_scalings_on_identical_blocks(ran):
 
 def test_feature_probes_score_both_poolings_of_every_checkpoint(ran):
     root = ran[0]
-    out = run_script(root, "experiments/feature_probes.py", "--train_examples", "40")
+    out = run_script(root, "feature_probes", "--train_examples", "40")
     assert out.returncode == 0, out.stderr[-3000:]
-    lin = json.loads((root / "experiments/results/feature_probes/linformer_n512_k128_layerwise_s0.json").read_text())
-    rob = json.loads((root / "experiments/results/feature_probes/roberta_n512_s0.json").read_text())
+    lin = json.loads((root / "experiments/quality/results/feature_probes/linformer_n512_k128_layerwise_s0.json").read_text())
+    rob = json.loads((root / "experiments/quality/results/feature_probes/roberta_n512_s0.json").read_text())
     assert set(lin["accuracy"]) == {"none", "sqrt"} and set(rob["accuracy"]) == {"n/a"}
     assert lin["train_examples"] == 40 and lin["validation_examples"] == 16
     for acc in [*lin["accuracy"].values(), *rob["accuracy"].values()]:
@@ -168,17 +171,17 @@ def test_feature_probes_score_both_poolings_of_every_checkpoint(ran):
 
 def test_report_writes_tables_plots_and_the_model_card_section(ran):
     root = ran[0]
-    out = run_script(root, "experiments/report.py")
+    out = run_script(root, "render")
     assert out.returncode == 0, out.stderr[-3000:]
-    report = (root / "experiments/results.md").read_text()
+    report = (root / "experiments/quality/results.md").read_text()
     for text in ("## Every configuration", "| roberta_n512 | 32 |", "| linformer_n512_k128_layerwise | 32 | 8 |",
                  "## Targets", "## Commands", "finetune sqrt, seed 0", "not pretrained yet (0 of 2)",
                  "## Short inputs", "| linformer_n512_k128_layerwise_s0 | sqrt |", "Linear probes"):
         assert text in report, text
-    assert (root / "experiments/perplexity_curves.png").stat().st_size > 10_000
+    assert (root / "experiments/quality/perplexity_curves.png").stat().st_size > 10_000
     card = (root / "model_card.md").read_text()
     assert "old" not in card and "### Every configuration" in card and card.endswith("## Limitations\n")
-    assert "experiments/perplexity_curves.png" in card
+    assert "experiments/quality/perplexity_curves.png" in card
     (root / "model_card.md").write_text("# card without markers\n")
-    broken = run_script(root, "experiments/report.py")
+    broken = run_script(root, "render")
     assert broken.returncode != 0 and "lacks the markers" in broken.stderr

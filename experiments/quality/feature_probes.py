@@ -5,9 +5,9 @@ representation carries no linearly readable sentiment, so finetuning has to crea
 regression (scikit-learn) fitted on the first --train_examples training sentences, scored on the whole
 validation split; writes results/feature_probes/NAME.json.
 
-    python experiments/feature_probes.py                               # every pretrained run
-    python experiments/feature_probes.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
-    python experiments/feature_probes.py --data_dir ~/linformer-data     # Rotten Tomatoes is not bundled
+    python -m experiments.quality.feature_probes                               # every pretrained run
+    python -m experiments.quality.feature_probes --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python -m experiments.quality.feature_probes --data_dir ~/linformer-data     # Rotten Tomatoes is not bundled
 """
 
 import argparse
@@ -23,13 +23,13 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import study  # noqa: E402
+from experiments.quality import study  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 import linformer_hf  # noqa: E402, F401  (registers Linformer with the Auto classes)
 
-OUT = REPO / "experiments/results/feature_probes"
+OUT = REPO / "experiments/quality/results/feature_probes"
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--only", nargs="+", metavar="NAME", help="runs to probe (default: every one with a checkpoint)")
@@ -67,7 +67,7 @@ def features(model, tokenizer, texts):
 for r in tqdm(runs, desc="runs"):
     path = REPO / study.CHECKPOINTS / r["name"]
     tokenizer = AutoTokenizer.from_pretrained(path)
-    result = {"name": r["name"], "command": "python " + " ".join(sys.argv), "train_examples": len(splits["train"][1]),
+    result = {"name": r["name"], "command": " ".join(["python -m", __spec__.name, *sys.argv[1:]]), "train_examples": len(splits["train"][1]),
               "validation_examples": len(splits["validation"][1]), "accuracy": {}}
     for scaling in args.scalings if r["model_type"] == "linformer" else ["n/a"]:
         extra = {} if scaling == "n/a" else {"projection_length_scaling": scaling}

@@ -1,7 +1,7 @@
-"""Turn experiments/results/*.json (written by run_study.py) into experiments/results.md and PNG plots of
+"""Turn experiments/quality/results/*.json (written by run_study.py) into experiments/quality/results.md and PNG plots of
 validation perplexity against updates. Works on whatever subset of the study exists, and lists what is missing.
 
-    python experiments/report.py
+    python -m experiments.quality.render
 """
 
 import json
@@ -17,9 +17,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
+from experiments.quality import study  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import study  # noqa: E402
+REPO = HERE.parents[1]
 
 BASELINE = "roberta_n512"
 # (run, what, limit, finetuning results key): the issue's targets, plus the accuracy one under the variant that
@@ -37,7 +38,7 @@ for path in sorted((HERE / "results").glob("*.json")):
         r = json.loads(path.read_text())
         r["name"], r["perplexity"], r["curve"]
     except (json.JSONDecodeError, KeyError) as e:
-        sys.exit(f"report.py: {path} is not a run_study.py results file ({type(e).__name__}: {e})")
+        sys.exit(f"render.py: {path} is not a run_study.py results file ({type(e).__name__}: {e})")
     results.append(r)
 paper = yaml.safe_load((HERE / "paper_numbers.yaml").read_text())
 ref_path = HERE / "results/reference/unigram.json"
@@ -93,7 +94,7 @@ def gap(value, reference):  # relative perplexity gap, in percent
 
 # --- tables --------------------------------------------------------------------------------------
 lines = ["# Small-scale quality study: results", "",
-         "Written by `python experiments/report.py` from `experiments/results/*.json`; do not edit by hand.", ""]
+         "Written by `python -m experiments.quality.render` from `experiments/quality/results/*.json`; do not edit by hand.", ""]
 card_start = len(lines)  # from here to card_end, the text is also written into model_card.md
 if results:
     c = results[0]["config"]
@@ -119,7 +120,7 @@ if maj_path.exists():
 table2 = {row["ours"]: row for row in paper["table2"]["rows"] if row.get("ours")}
 for row in paper["table2"]["rows"]:  # check the transcription: the paper prints each row's average
     if abs(statistics.mean(row["scores"]) - row["average"]) > 0.006:
-        sys.exit(f"report.py: paper_numbers.yaml row {row['label']!r} (n={row['n']}): its scores do not average "
+        sys.exit(f"render.py: paper_numbers.yaml row {row['label']!r} (n={row['n']}): its scores do not average "
                  f"to its printed average {row['average']}: fix the transcription")
 sst2 = paper["table2"]["columns"].index("SST-2")
 note = "" if paper.get("verified_against_pdf") else " (transcribed, not yet checked against the PDF)"
@@ -314,7 +315,7 @@ lines += ["", "## Plots", "", "![validation perplexity vs update](perplexity_cur
 (HERE / "results.md").write_text("\n".join(lines) + "\n")
 
 # --- model card: its results section is this report's tables plus the benchmarks' efficiency summary ----
-bench = HERE.parent / "benchmarks/results/inference.json"
+bench = REPO / "benchmarks/results/inference.json"
 efficiency = []
 if bench.exists():
     b = json.loads(bench.read_text())
@@ -334,15 +335,15 @@ if bench.exists():
                           f"{r['time_saved_vs_sdpa']:.2f}x | {r['mem_saved_vs_eager']:.1f}x ({r['paper_mem_saved']}x) | "
                           f"{r['mem_saved_vs_sdpa']:.2f}x |")
     efficiency.append("")
-card = HERE.parent / "model_card.md"
-begin, end = "<!-- BEGIN RESULTS: written by experiments/report.py, do not edit -->", "<!-- END RESULTS -->"
+card = REPO / "model_card.md"
+begin, end = "<!-- BEGIN RESULTS: written by experiments/quality/render.py, do not edit -->", "<!-- END RESULTS -->"
 text = card.read_text()
 if begin not in text or end not in text:
-    sys.exit(f"report.py: {card} lacks the markers {begin!r} / {end!r} around its results")
-section = [("#" + line if line.startswith("## ") else line).replace("`results/", "`experiments/results/")
+    sys.exit(f"render.py: {card} lacks the markers {begin!r} / {end!r} around its results")
+section = [("#" + line if line.startswith("## ") else line).replace("`results/", "`experiments/quality/results/")
            for line in lines[card_start:card_end]]
-section += ["", "### Curves", "", "![validation perplexity and training loss vs update](experiments/perplexity_curves.png)",
-            "", *efficiency, "Every run's exact command, the probes and the pilot: `experiments/results.md`."]
+section += ["", "### Curves", "", "![validation perplexity and training loss vs update](experiments/quality/perplexity_curves.png)",
+            "", *efficiency, "Every run's exact command, the probes and the pilot: `experiments/quality/results.md`."]
 card.write_text(text[:text.index(begin) + len(begin)] + "\n" + "\n".join(section) + "\n" + text[text.index(end):])
 print(f"wrote {HERE / 'results.md'}, {HERE / 'perplexity_curves.png'} and {card} from {len(results)} results "
       f"({len(missing)} runs missing)")

@@ -1,17 +1,17 @@
-"""Run the quality study: pretrain each run of experiments/study.py with train_mlm.py, then finetune it
-on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/results/NAME.json
+"""Run the quality study: pretrain each run of experiments/quality/study.py with train_mlm.py, then finetune it
+on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/quality/results/NAME.json
 (config, commands, validation perplexity curve, final perplexity, finetuning accuracies); checkpoints to
 experiments/checkpoints/ (git-ignored, rebuilt by running this again). Finished work is skipped.
 
 The news corpus and Rotten Tomatoes are not bundled: they are read from --data_dir (default ../shared/data,
 where developer checkouts have them; where to get them: experiments/README.md, "Data").
 
-    python experiments/run_study.py                          # every run, in priority order
-    python experiments/run_study.py --data_dir ~/linformer-data
-    python experiments/run_study.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
-    python experiments/run_study.py --stage pretrain         # pretraining only
-    python experiments/run_study.py --finetune_seeds 0       # one finetuning seed per run
-    python experiments/run_study.py --list
+    python -m experiments.quality.run_study                          # every run, in priority order
+    python -m experiments.quality.run_study --data_dir ~/linformer-data
+    python -m experiments.quality.run_study --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python -m experiments.quality.run_study --stage pretrain         # pretraining only
+    python -m experiments.quality.run_study --finetune_seeds 0       # one finetuning seed per run
+    python -m experiments.quality.run_study --list
 """
 
 import argparse
@@ -24,11 +24,11 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import study  # noqa: E402
+from experiments.quality import study
 
-RESULTS = REPO / "experiments/results"
+REPO = Path(__file__).resolve().parents[2]
+
+RESULTS = REPO / "experiments/quality/results"
 CHECKPOINTS = REPO / study.CHECKPOINTS
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -6,9 +6,9 @@ shrink by about sqrt(L/n). This measures what that costs, for each `projection_l
 same blocks and the same masks as the RoBERTa baseline, which has no such mismatch. Writes
 results/short_inputs/NAME.json for every run with a checkpoint.
 
-    python experiments/short_inputs.py                                     # every pretrained run
-    python experiments/short_inputs.py --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
-    python experiments/short_inputs.py --data_dir ~/linformer-data             # the news corpus is not bundled
+    python -m experiments.quality.short_inputs                                     # every pretrained run
+    python -m experiments.quality.short_inputs --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python -m experiments.quality.short_inputs --data_dir ~/linformer-data             # the news corpus is not bundled
 """
 
 import argparse
@@ -22,16 +22,16 @@ from torch.nn import functional as F
 from tqdm.auto import tqdm
 from transformers import AutoModelForMaskedLM
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "experiments"))
-import study  # noqa: E402
+from experiments.quality import study  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
 
 from linformer_hf.configuration_linformer import PROJECTION_LENGTH_SCALING  # noqa: E402
 from linformer_training.corpus import load_corpus  # noqa: E402
 from linformer_training.mlm import BlockSeededMLMCollator, pack  # noqa: E402
 from linformer_training.tokenization import load_tokenizer  # noqa: E402
 
-OUT = REPO / "experiments/results/short_inputs"
+OUT = REPO / "experiments/quality/results/short_inputs"
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("--only", nargs="+", metavar="NAME", help="runs to measure (default: every one with a checkpoint)")
@@ -72,7 +72,7 @@ def loss_on(model, L):
 for r in tqdm(runs, desc="runs"):
     path = REPO / study.CHECKPOINTS / r["name"]
     scalings = list(PROJECTION_LENGTH_SCALING) if r["model_type"] == "linformer" else ["n/a"]
-    result = {"name": r["name"], "n": r["n"], "command": "python " + " ".join(sys.argv), "lengths": {}}
+    result = {"name": r["name"], "n": r["n"], "command": " ".join(["python -m", __spec__.name, *sys.argv[1:]]), "lengths": {}}
     for scaling in scalings:
         extra = {} if scaling == "n/a" else {"projection_length_scaling": scaling}
         model = AutoModelForMaskedLM.from_pretrained(path, **extra).eval()

@@ -1,0 +1,1 @@
+"""The small-scale quality study: Linformer against RoBERTa at one budget (see README.md)."""
