@@ -211,7 +211,32 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
     sees every split first, with all its columns, before the validation documents are drawn.
     """
     hub, data_files = check_sources(dataset_name, dataset_config_name, train_file, validation_file, mix_probabilities)
-    sources = []  # (label, train split, validation split or None)
+    trains, vals = [], []
+    for label, train, val in _sources(hub, data_files, streaming):
+        if exclude is not None:
+            train = exclude(train, f"{label} train")
+            val = None if val is None else exclude(val, f"{label} validation")
+        train = _text_split(train, text_column_name, label, "train", streaming)
+        if val is None:
+            train, val = _hold_out(train, label, validation_split_percentage, streaming, streaming_validation_docs, seed)
+        else:
+            val = _text_split(val, text_column_name, label, "validation", streaming)
+        trains.append(train)
+        vals.append(val)
+    if len(trains) == 1:
+        train = trains[0]
+    elif streaming or mix_probabilities:
+        train = datasets.interleave_datasets(trains, probabilities=mix_probabilities, seed=seed,
+                                             stopping_strategy="all_exhausted")
+    else:
+        train = datasets.concatenate_datasets(trains)
+    val = vals[0] if len(vals) == 1 else datasets.concatenate_datasets(vals)
+    return {"train": train, "validation": val}
+
+
+def _sources(hub, data_files, streaming):
+    """(label, train split, validation split or None) of each Hub dataset, then of the local files."""
+    sources = []
     for name, config in hub:
         splits = datasets.load_dataset(name, config, streaming=streaming)
         if "train" not in splits:
@@ -220,40 +245,21 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
     if data_files:
         splits = load_files(data_files, streaming)
         sources.append(("--train_file", splits["train"], splits.get("validation")))
-
-    trains, vals = [], []
-    for label, train, val in sources:
-        if exclude is not None:
-            train = exclude(train, f"{label} train")
-            val = None if val is None else exclude(val, f"{label} validation")
-        train = _text_only(train, text_column_name, label)
-        if not streaming:
-            train = _drop_empty(train, label, "train")
-        if val is None:
-            if streaming:
-                val, train = train.take(streaming_validation_docs), train.skip(streaming_validation_docs)
-            else:
-                if len(train) < 2:
-                    raise UsageError(f"{label}: one document cannot be split into train and validation; "
-                                     f"pass --validation_file")
-                n_val = max(1, round(len(train) * validation_split_percentage / 100))
-                parts = train.train_test_split(test_size=n_val, seed=seed, shuffle=True)
-                train, val = parts["train"], parts["test"]
-        else:
-            val = _text_only(val, text_column_name, label)
-            if not streaming:
-                val = _drop_empty(val, label, "validation")
-        trains.append(train)
-        vals.append(val)
-
-    if len(trains) == 1:
-        train = trains[0]
-    elif streaming or mix_probabilities:
-        train = datasets.interleave_datasets(trains, probabilities=mix_probabilities, seed=seed,
-                                    stopping_strategy="all_exhausted")
-    else:
-        train = datasets.concatenate_datasets(trains)
-    val = vals[0] if len(vals) == 1 else datasets.concatenate_datasets(vals)
-    return {"train": train, "validation": val}
+    return sources
 
 
+def _text_split(split, text_column_name, label, name, streaming):
+    """The split as one `text` column; read whole (not streamed), without its documents that have no text."""
+    split = _text_only(split, text_column_name, label)
+    return split if streaming else _drop_empty(split, label, name)
+
+
+def _hold_out(train, label, percentage, streaming, streaming_docs, seed):
+    """(train, validation) of a source without a validation split: `percentage`% of its documents, drawn with
+    `seed`, or, streaming, its first `streaming_docs` documents."""
+    if streaming:
+        return train.skip(streaming_docs), train.take(streaming_docs)
+    if len(train) < 2:
+        raise UsageError(f"{label}: one document cannot be split into train and validation; pass --validation_file")
+    parts = train.train_test_split(test_size=max(1, round(len(train) * percentage / 100)), seed=seed, shuffle=True)
+    return parts["train"], parts["test"]
