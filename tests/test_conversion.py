@@ -2,7 +2,6 @@
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -366,7 +365,8 @@ def test_command_line(tmp_path):
     assert bad.returncode != 0 and not (tmp_path / "out").exists()
     lines = bad.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("convert_to_linformer.py: error: --projected_dim 128"), bad.stderr
-    script = runpy.run_path(str(REPO / "convert_to_linformer.py"))
-    script["main"]([*argv, "--projected_dim", "16", "--projection_sharing", "key_value"])
+    import convert_to_linformer  # the repository root is on sys.path (pyproject.toml: pytest's pythonpath)
+
+    convert_to_linformer.main([*argv, "--projected_dim", "16", "--projection_sharing", "key_value"])
     config = AutoModelForMaskedLM.from_pretrained(tmp_path / "out").config
     assert (config.projected_dim, config.projection_sharing, config.full_attention_short_inputs) == (16, "key_value", True)

@@ -66,8 +66,7 @@ print("ok")
 def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path):
     """The release recipe (configs/distill/minilm_n4096.yaml) at n = 1024 on a few paragraphs of Moby-Dick,
     for 2 updates, then release.py: the same steps as `make release`, in seconds."""
-    sys.path.insert(0, str(REPO))
-    import distill
+    import distill  # the repository root is on sys.path (pyproject.toml: pytest's pythonpath)
     from linformer_training.conversion import convert_to_linformer
 
     student = convert_to_linformer(TEACHER, tmp_path / "student", max_seq_length=1024, projected_dim=64,

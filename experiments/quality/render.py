@@ -4,6 +4,7 @@ validation perplexity against updates. Works on whatever subset of the study exi
     python -m experiments.quality.render
 """
 
+import argparse
 import json
 import math
 import statistics
@@ -18,6 +19,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import yaml  # noqa: E402
 
 from experiments.quality import study  # noqa: E402
+
+argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
