@@ -9,7 +9,6 @@ import importlib
 import os
 import runpy
 import sys
-from pathlib import Path
 
 module_name, function_name = sys.argv[1].split(":")
 module = importlib.import_module(module_name)
@@ -24,5 +23,4 @@ def failing(*args, **kwargs):
 
 setattr(module, function_name, failing)
 sys.argv = sys.argv[2:]
-sys.path.insert(0, str(Path(sys.argv[0]).resolve().parent))
 runpy.run_path(sys.argv[0], run_name="__main__")

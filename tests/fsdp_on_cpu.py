@@ -31,5 +31,4 @@ accelerate.state.AcceleratorState.__init__ = init
 
 if __name__ == "__main__":
     sys.argv = sys.argv[1:]
-    sys.path.insert(0, str(__import__("pathlib").Path(sys.argv[0]).resolve().parent))
     runpy.run_path(sys.argv[0], run_name="__main__")

@@ -15,9 +15,8 @@ import torch.distributed as dist
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from conftest import tiny_config  # noqa: E402
-from linformer_hf import (  # noqa: E402
+from conftest import tiny_config  # tests/ is sys.path[0]: this file is run as a script
+from linformer_hf import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
     LinformerForQuestionAnswering,
