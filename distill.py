@@ -29,7 +29,7 @@ from linformer_training import checkpoints, distillation, loop, outputs, process
 from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
                                           arg, parse_args)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
-from linformer_training.mlm import pack
+from linformer_training.mlm import pack_corpus
 from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
@@ -145,13 +145,7 @@ def prepare_data(args, accelerator, pair, block_size):
         corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                              args.text_column_name, args.validation_split_percentage, args.streaming,
                              args.streaming_validation_docs, args.mix_probabilities, args.seed, exclude=exclude)
-        blocks = {split: pack(docs, pair.tokenizer, block_size, args.preprocessing_num_workers)
-                  .filter(distillation.has_text(pair.tokenizer), batched=True) for split, docs in corpus.items()}
-    if args.streaming:
-        blocks["train"] = blocks["train"].shuffle(seed=args.seed, buffer_size=args.streaming_shuffle_buffer)
-    elif len(blocks["train"]) == 0 or len(blocks["validation"]) == 0:
-        raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
-                         "tokenization")
+        blocks = pack_corpus(corpus, pair.tokenizer, block_size, args, keep=distillation.has_text(pair.tokenizer))
     bank = None
     if args.document_loss_weight and args.negative_bank_blocks:
         # The bank's blocks are held back from training: a bank piece is never a piece of a trained input.
@@ -161,10 +155,6 @@ def prepare_data(args, accelerator, pair, block_size):
                              f"{len(train)} blocks; lower it (0: no bank)")
         bank = train.select(range(len(train) - args.negative_bank_blocks, len(train)))
         blocks["train"] = train.select(range(len(train) - args.negative_bank_blocks))
-    if args.max_eval_samples:
-        validation = blocks["validation"]
-        blocks["validation"] = (validation.take(args.max_eval_samples) if args.streaming else
-                                validation.select(range(min(args.max_eval_samples, len(validation)))))
     if exclude is None or not exclude.dropped:
         return blocks, None, bank
     dropped = exclude.total  # None when streaming: a lazy filter has not counted yet

@@ -28,7 +28,7 @@ from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
                                           UsageError, arg, parse_args, parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
-from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
+from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack_corpus
 from linformer_training.tokenization import check_tokenizer, load_tokenizer, train_tokenizer
 from linformer_training.tracking import MetricsLog
 
@@ -115,15 +115,7 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
         else:
             tokenizer = load_tokenizer(out / "tokenizer")
         check_tokenizer(tokenizer, model_config(args, tokenizer))
-        blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers)
-                  for split, docs in corpus.items()}
-    if args.streaming:
-        blocks["train"] = blocks["train"].shuffle(seed=args.seed, buffer_size=args.streaming_shuffle_buffer)
-    elif len(blocks["train"]) == 0 or len(blocks["validation"]) == 0:
-        raise UsageError("the corpus has no text: no training or validation blocks after tokenization")
-    if args.max_eval_samples:
-        blocks["validation"] = (blocks["validation"].take(args.max_eval_samples) if args.streaming else
-                                blocks["validation"].select(range(min(args.max_eval_samples, len(blocks["validation"])))))
+        blocks = pack_corpus(corpus, tokenizer, block_size, args)
     return tokenizer, blocks
 
 

@@ -47,6 +47,25 @@ def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packi
     return split.map(pack_batch, batched=True, batch_size=1000, remove_columns=["text"], **kwargs)
 
 
+def pack_corpus(corpus, tokenizer, block_size, args, keep=None):
+    """Both splits of `corpus` packed into blocks (`pack`), only those `keep` (a batched filter) accepts; the
+    training blocks shuffled in a buffer when streaming, at most --max_eval_samples validation blocks. A split
+    left without a block is refused."""
+    blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers) for split, docs in corpus.items()}
+    if keep is not None:
+        blocks = {split: split_blocks.filter(keep, batched=True) for split, split_blocks in blocks.items()}
+    train, validation = blocks["train"], blocks["validation"]
+    if args.streaming:
+        train = train.shuffle(seed=args.seed, buffer_size=args.streaming_shuffle_buffer)
+    elif len(train) == 0 or len(validation) == 0:
+        raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
+                         "tokenization")
+    if args.max_eval_samples:
+        validation = (validation.take(args.max_eval_samples) if args.streaming
+                      else validation.select(range(min(args.max_eval_samples, len(validation)))))
+    return {"train": train, "validation": validation}
+
+
 def content_generator(ids, *key):
     """A torch generator seeded from a block's token ids and `key` (seed, epoch, ...): the same draws for the
     same block whichever process, batch or resumed run meets it. Masks and distillation spans use it."""
