@@ -21,7 +21,6 @@ from typing import Literal
 
 import torch
 from accelerate.utils import set_seed
-from torch.utils.data import DataLoader
 from transformers import AutoModel
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
@@ -29,7 +28,7 @@ from linformer_training import checkpoints, distillation, loop, outputs, process
 from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
                                           arg, parse_args)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
-from linformer_training.mlm import pack_corpus
+from linformer_training.mlm import block_loaders, pack_corpus
 from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
@@ -168,13 +167,9 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     not prepared: it is never trained, so it needs no DDP wrapper, optimizer state or checkpoint)."""
     spans = dict(tokenizer=pair.tokenizer, min_length=args.min_length, short_max_length=short_max,
                  max_length=block_size, short_fraction=args.short_fraction)
-    train_loader = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
-                              collate_fn=distillation.SpanCollator(**spans, seed=args.seed, same_length=True),
-                              num_workers=args.dataloader_num_workers,
-                              generator=torch.Generator().manual_seed(args.seed))  # dropout's RNG stays out of it
-    eval_loader = DataLoader(blocks["validation"], batch_size=args.per_device_eval_batch_size,
-                             collate_fn=distillation.SpanCollator(**spans, seed=args.seed + 1),
-                             num_workers=args.dataloader_num_workers)
+    train_loader, eval_loader = block_loaders(args, blocks,
+                                              distillation.SpanCollator(**spans, seed=args.seed, same_length=True),
+                                              distillation.SpanCollator(**spans, seed=args.seed + 1))
     student = AutoModel.from_pretrained(args.student_name_or_path, dtype=torch.float32)
     distillation.set_dropout(student, args.student_dropout)
     for name, param in student.named_parameters():  # the pooler is not distilled: embeddings are mean-pooled

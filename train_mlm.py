@@ -18,9 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import torch
 from accelerate.utils import set_seed
-from torch.utils.data import DataLoader
 from transformers import AutoModelForMaskedLM
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
@@ -28,7 +26,7 @@ from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
                                           UsageError, arg, parse_args, parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
-from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack_corpus
+from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
 from linformer_training.tokenization import check_tokenizer, load_tokenizer, train_tokenizer
 from linformer_training.tracking import MetricsLog
 
@@ -122,13 +120,9 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
 def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
     """Model, optimizer, scheduler and data loaders, prepared by Accelerate, as one `loop.Run`."""
     config = model_config(args, tokenizer)
-    collate = BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed)
-    train_loader = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
-                              collate_fn=collate, num_workers=args.dataloader_num_workers,
-                              generator=torch.Generator().manual_seed(args.seed))  # keeps dropout's RNG out of shuffling
-    eval_loader = DataLoader(blocks["validation"], batch_size=args.per_device_eval_batch_size,
-                             collate_fn=BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed + 1),
-                             num_workers=args.dataloader_num_workers)
+    train_loader, eval_loader = block_loaders(
+        args, blocks, BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed),
+        BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed + 1))
     model = AutoModelForMaskedLM.from_config(config)
     optimizer = loop.build_optimizer(model, args)
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)

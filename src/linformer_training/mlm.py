@@ -15,6 +15,7 @@ import math
 import datasets
 import torch
 import torch.nn.functional as F
+from torch.utils.data import DataLoader
 from transformers import DataCollatorForLanguageModeling
 
 from .arguments import UsageError
@@ -64,6 +65,17 @@ def pack_corpus(corpus, tokenizer, block_size, args, keep=None):
         validation = (validation.take(args.max_eval_samples) if args.streaming
                       else validation.select(range(min(args.max_eval_samples, len(validation)))))
     return {"train": train, "validation": validation}
+
+
+def block_loaders(args, blocks, train_collate, eval_collate):
+    """DataLoaders over packed blocks: training shuffled (unless streamed) by a generator of its own, which keeps
+    dropout's RNG out of the order; validation in order."""
+    train = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
+                       collate_fn=train_collate, num_workers=args.dataloader_num_workers,
+                       generator=torch.Generator().manual_seed(args.seed))
+    validation = DataLoader(blocks["validation"], batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
+                            num_workers=args.dataloader_num_workers)
+    return train, validation
 
 
 def content_generator(ids, *key):
