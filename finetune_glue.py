@@ -30,15 +30,14 @@ import yaml
 from accelerate.utils import set_seed
 from datasets import load_dataset
 from torch.utils.data import DataLoader
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding
+from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_training import checkpoints, loop, models, outputs, processes, tasks
+from linformer_training import checkpoints, loop, models, outputs, processes, tasks, tokenization
 from linformer_training.arguments import (OptimizerArguments, RunArguments, ScriptError, UsageError, apply_overrides,
                                           arg, parse_args, parse_overrides)
 from linformer_training.corpus import load_files, resolve_files
 from linformer_training.metrics import load_glue_metric
-from linformer_training.tokenization import TOKENIZER_FILES
 from linformer_training.tasks import TASKS
 from linformer_training.tracking import MetricsLog
 
@@ -201,14 +200,8 @@ def load_model_config(args):
 def load_tokenizer(args, config):
     """The checkpoint's tokenizer (or --tokenizer_name), which must fit the model's embedding table."""
     source = args.tokenizer_name or args.model_name_or_path
-    if Path(source).is_dir() and not any((Path(source) / f).is_file() for f in TOKENIZER_FILES):
-        raise UsageError(f"{source} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); save the tokenizer "
-                         f"it was pretrained with next to it, or pass --tokenizer_name")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source, trust_remote_code=args.trust_remote_code)
-    except (OSError, ValueError, TypeError, KeyError) as error:
-        raise UsageError(f"no tokenizer at {source} ({str(error).splitlines()[0]}); save one with the "
-                         f"checkpoint or pass --tokenizer_name") from None
+    tokenizer = tokenization.load_tokenizer(source, "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path",
+                                            trust_remote_code=args.trust_remote_code)
     vocab_size = getattr(config, "vocab_size", None)
     if vocab_size is not None and len(tokenizer) > vocab_size:
         raise UsageError(f"the tokenizer of {source} has {len(tokenizer):,} tokens but {args.model_name_or_path} "

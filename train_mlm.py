@@ -106,7 +106,7 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
         if args.tokenizer_name:
             tokenizer = load_tokenizer(args.tokenizer_name)
         elif checkpoint is not None:
-            tokenizer = load_tokenizer(checkpoint / "tokenizer")
+            tokenizer = load_tokenizer(checkpoint / "tokenizer", "--resume_from_checkpoint")
         elif accelerator.is_main_process:
             tokenizer = train_tokenizer(corpus["train"], args.tokenizer_vocab_size, args.tokenizer_train_docs)
             tokenizer.save_pretrained(out / "tokenizer")

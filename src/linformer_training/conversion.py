@@ -39,7 +39,7 @@ from linformer_hf.configuration_linformer import ProjectionLengthScaling, Projec
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
 from .models import OFFSET_POSITIONS, SOURCE_TYPES
-from .tokenization import TOKENIZER_FILES
+from .tokenization import load_tokenizer
 
 MAX_SEQ_LENGTH = 8192
 BASE_ARCHITECTURES = tuple(MODEL_MAPPING_NAMES[t] for t in SOURCE_TYPES)
@@ -194,16 +194,7 @@ def _linformer_config(source_config, args):
 
 def _source_tokenizer(source_config, source, flag):
     """The tokenizer to carry over, refused unless it fits the source's embedding table."""
-    from transformers import AutoTokenizer
-
-    # transformers builds an empty tokenizer (special tokens only) from a folder with no tokenizer files.
-    if not any(_source_file(source, name) for name in TOKENIZER_FILES):
-        raise UsageError(f"{flag} {source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)"
-                         + ("" if flag == "--tokenizer_name" else "; pass --tokenizer_name"))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError, TypeError) as e:
-        raise UsageError(f"{flag} {source}: cannot load a tokenizer ({str(e).splitlines()[0]})") from None
+    tokenizer = load_tokenizer(source, flag)
     vocab_size, pad = source_config.vocab_size, source_config.pad_token_id
     # Checkpoints may pad their table to a round number of rows, never by a tenth.
     if not 0.9 * vocab_size <= len(tokenizer) <= vocab_size or tokenizer.pad_token_id != pad:

@@ -3,6 +3,7 @@
 """Tokenizers for pretraining: an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids)."""
 
 import json
+from pathlib import Path
 
 from transformers import AutoTokenizer
 
@@ -34,11 +35,18 @@ def train_tokenizer(train_split, vocab_size, max_docs=None, min_frequency=2):
                             mask_token=AddedToken("<mask>", lstrip=True, special=True))
 
 
-def load_tokenizer(name_or_path):
+def load_tokenizer(source, flag="--tokenizer_name", **kwargs):
+    """A tokenizer from a folder or Hub id; refused in one line naming `flag` when it cannot load, or when a
+    folder has no tokenizer files (from_pretrained would build an empty one, special tokens only, from it)."""
+    if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in TOKENIZER_FILES):
+        raise UsageError(f"{flag} {source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)" + (
+            "" if flag == "--tokenizer_name" else "; save the tokenizer it was trained with beside it, or pass "
+                                                  "--tokenizer_name"))
     try:
-        return AutoTokenizer.from_pretrained(name_or_path)
-    except (OSError, ValueError) as e:
-        raise UsageError(f"--tokenizer_name {name_or_path}: cannot load a tokenizer from it ({e})") from None
+        return AutoTokenizer.from_pretrained(source, **kwargs)
+    except (OSError, ValueError, TypeError, KeyError) as e:
+        raise UsageError(f"{flag} {source}: cannot load a tokenizer ({str(e).splitlines()[0] if str(e) else e})"
+                         ) from None
 
 
 def check_tokenizer(tokenizer, config):
