@@ -4,6 +4,7 @@
 data, the source encoder (also with its positions extended), embeddings, fidelity (cosine and per-layer
 error), linear probes, long-document retrieval, peak memory in a fresh process, and the result files."""
 
+import argparse
 import csv
 import gzip
 import hashlib
@@ -251,3 +252,14 @@ def shown(path):
     shared data, the venv's teacher), so that stamps and commands read the same on every checkout."""
     path = Path(path).resolve()
     return os.path.relpath(path, REPO) if path.is_relative_to(REPO.parent) else str(path)
+
+
+def render_main(doc, default_out, write_report, argv=None):
+    """The command line of a study's render.py: --out, then `write_report` from the result files alone."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    p.add_argument("--out", type=Path, default=default_out, help="the folder whose results/ to read; results.json, "
+                   "results.md and the plots are written there (default: %(default)s)")
+    args = p.parse_args(argv)
+    if not (args.out / "results").is_dir():
+        p.error(f"{args.out / 'results'} does not exist: run compute.py first")
+    write_report(args.out, load_all(args.out))

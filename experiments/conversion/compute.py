@@ -46,32 +46,12 @@ import torch
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from benchmarks.measure import peak_memory, stats, time_interleaved
+from experiments.conversion import name_of, variants
 from experiments.shared import (LONG_N, REPO, SOURCE_N, build_data, extended_source, load_all, load_source,
                                 measure_cosine, memory_probe_subprocess, probe_accuracy, retrieval, save)
 from linformer_training.conversion import convert_to_linformer
+
 HERE = Path(__file__).resolve().parent
-GRID = [(512, 32), (512, 64), (512, 128), (512, 256), (2048, 128), (2048, 256), (4096, 128), (4096, 256)]
-INITS = ("window_mean", "random", "mean_pool", "resample", "window_mean_no_short_path")
-
-
-def variants():
-    """(n, k, init, measures): window_mean everywhere; random, and window_mean without the exact path for
-    short inputs, at n = 512; the length-aware alternatives at n = 512 and 4096, with retrieval at 4096,
-    where inputs are mostly far below n."""
-    out = []
-    for n, k in GRID:
-        out.append((n, k, "window_mean", ("cosine", "probe", "retrieval")))
-        if n == SOURCE_N:
-            out.append((n, k, "random", ("cosine", "probe")))
-            out.append((n, k, "window_mean_no_short_path", ("cosine", "probe")))
-        if n in (SOURCE_N, LONG_N):
-            out.append((n, k, "mean_pool", ("cosine", "probe") + (("retrieval",) if n == LONG_N else ())))
-            out.append((n, k, "resample", ("cosine", "probe") + (("retrieval",) if n == LONG_N else ())))
-    return out
-
-
-def name_of(n, k, init):
-    return f"n{n}_k{k}_{init}"
 
 
 def converted(source_path, workdir, n, k, init):

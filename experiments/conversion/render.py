@@ -8,14 +8,13 @@
 compute.py measures and writes one file per variant under results/, then calls this.
 """
 
-import argparse
 import json
 from pathlib import Path
 
 import numpy as np
 
-from experiments.conversion.compute import GRID, INITS, name_of
-from experiments.shared import LONG_N, SOURCE_N, fmt, load_all
+from experiments.conversion import GRID, INITS, name_of
+from experiments.shared import LONG_N, SOURCE_N, fmt, render_main
 
 HERE = Path(__file__).resolve().parent
 
@@ -270,13 +269,7 @@ def make_plots(out, results, rows):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=HERE, help="the folder whose results/ to read; results.json, "
-                   "results.md and the plots are written there (default: %(default)s)")
-    args = p.parse_args(argv)
-    if not (args.out / "results").is_dir():
-        p.error(f"{args.out / 'results'} does not exist: run compute.py first")
-    write_report(args.out, load_all(args.out))
+    render_main(__doc__, HERE, write_report, argv)
 
 
 if __name__ == "__main__":

@@ -9,14 +9,13 @@ missed) and the plots.
 compute.py measures and writes one stamped file per measurement under results/, then calls this.
 """
 
-import argparse
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 
-from experiments.shared import SOURCE_N, fmt, load_all, shown
+from experiments.shared import SOURCE_N, fmt, render_main, shown
 
 HERE = Path(__file__).resolve().parent
 GOALS = dict(fidelity=0.97, short_text_points=1.0, speedup=2.5)
@@ -354,13 +353,7 @@ def make_plots(out, results):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", type=Path, default=HERE, help="the folder whose results/ to read; results.json, "
-                   "results.md and the plots are written there (default: %(default)s)")
-    args = p.parse_args(argv)
-    if not (args.out / "results").is_dir():
-        p.error(f"{args.out / 'results'} does not exist: run compute.py first")
-    write_report(args.out, load_all(args.out))
+    render_main(__doc__, HERE, write_report, argv)
 
 
 if __name__ == "__main__":
