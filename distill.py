@@ -24,7 +24,7 @@ from accelerate.utils import set_seed
 from transformers import AutoModel
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_training import checkpoints, distillation, loop, outputs, processes
+from linformer_training import checkpoints, distillation, loop, models, outputs, processes
 from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
                                           arg, parse_args)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
@@ -104,10 +104,8 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
 def check_inputs(args, accelerator, accumulation):
     """Every error that needs no data: teacher and student, lengths, files, the output folder."""
     pair = distillation.check_pair(args.teacher_name_or_path, args.student_name_or_path)
-    block_size = args.block_size or pair.n
-    if block_size > pair.n:
-        raise UsageError(f"--block_size {block_size} exceeds the student's longest input n={pair.n} (convert the "
-                         f"teacher again with a larger --max_seq_length, or lower --block_size)")
+    block_size = models.input_length("--block_size", args.block_size, pair.student_config, "the student's",
+                                     "convert the teacher again with a larger --max_seq_length, or lower --block_size")
     short_max = args.short_max_length or pair.k
     if args.short_max_length and args.short_max_length > block_size:
         raise UsageError(f"--short_max_length {args.short_max_length} is above --block_size {block_size}: a short "

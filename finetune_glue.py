@@ -210,15 +210,6 @@ def load_tokenizer(args, config):
     return tokenizer
 
 
-def sequence_length(args, config):
-    """--max_seq_length, which defaults to (and may not exceed) the longest input the model accepts."""
-    limit = models.input_limit(config)
-    if args.max_seq_length and args.max_seq_length > limit:
-        raise UsageError(f"--max_seq_length {args.max_seq_length} is above what {args.model_name_or_path} "
-                         f"accepts; allowed: at most {limit}")
-    return args.max_seq_length or limit
-
-
 # ---------------------------------------------------------------------------------------------------
 # Data: the task, its splits, labels and tokens
 # ---------------------------------------------------------------------------------------------------
@@ -534,7 +525,7 @@ def main(argv=None):
     files = check_data_files(args)
     config, head = load_model_config(args)
     tokenizer = load_tokenizer(args, config)
-    max_len = sequence_length(args, config)
+    max_len = models.input_length("--max_seq_length", args.max_seq_length, config, f"{args.model_name_or_path}'s")
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     splits = prepare_data(args, accelerator, files, config, head, tokenizer, max_len)
     metric = load_glue_metric(splits.task.metric, args.metric_backend)

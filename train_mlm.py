@@ -87,14 +87,12 @@ def check_inputs(args, accelerator, accumulation):
     if args.tokenizer_name is None and config.vocab_size < args.tokenizer_vocab_size:
         raise UsageError(f"--config_overrides vocab_size={config.vocab_size} is below --tokenizer_vocab_size "
                          f"{args.tokenizer_vocab_size}: the trained tokenizer would not fit the embedding table")
-    n = models.input_limit(config)
-    if args.block_size and args.block_size > n:
-        raise UsageError(f"--block_size {args.block_size} exceeds the model's longest input n={n} "
-                         f"(raise it with --config_overrides max_seq_length=N, or lower --block_size)")
+    block_size = models.input_length("--block_size", args.block_size, config,
+                                     remedy="raise it with --config_overrides max_seq_length=N, or lower --block_size")
     check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                   args.mix_probabilities)
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
-    return out, args.block_size or n, checkpoint
+    return out, block_size, checkpoint
 
 
 def prepare_data(args, accelerator, out, block_size, checkpoint):

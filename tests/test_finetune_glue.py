@@ -308,7 +308,7 @@ def damaged_checkpoint(checkpoint, folder, damage):
     (["--model_name_or_path", "NO_TOKENIZER"], r"has no tokenizer .*pass --tokenizer_name"),
     (["--model_name_or_path", "NO_WEIGHTS"], r"weights_missing has no weights \(none of model.safetensors"),
     (["--tokenizer_name", "BIG_TOKENIZER"], r"has 310 tokens but .* embeds only vocab_size=300.*--tokenizer_name"),
-    (["--max_seq_length", "64"], r"--max_seq_length 64 is above what .* accepts; allowed: at most 32"),
+    (["--max_seq_length", "64"], r"--max_seq_length 64 exceeds .*'s longest input n=32$"),
     (["--config_overrides", "projection_length_scaling=cube"],
      r"--config_overrides: .*`projection_length_scaling`='cube' is invalid"),
     (["--config_overrides", "hiden_size=8"], r"--config_overrides: unknown LinformerConfig field `hiden_size` "

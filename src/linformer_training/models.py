@@ -21,6 +21,14 @@ def input_limit(config):
     return config.max_position_embeddings
 
 
+def input_length(flag, value, config, whose="the model's", remedy=None):
+    """`value` of `flag` (tokens per input), which defaults to, and may not exceed, the longest input of `config`."""
+    limit = input_limit(config)
+    if value and value > limit:
+        raise UsageError(f"{flag} {value} exceeds {whose} longest input n={limit}" + (f" ({remedy})" if remedy else ""))
+    return value or limit
+
+
 def new_config(model_type, overrides, tokenizer=None):
     """A from-scratch config of `model_type` with `overrides`; fields they leave unset follow the tokenizer."""
     if model_type not in CONFIG_MAPPING:
