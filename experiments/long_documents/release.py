@@ -3,7 +3,7 @@
 """Turn a finished distill.py run into the released folder: fp16 weights, tokenizer, remote code,
 sentence-transformers modules and a model card with the results of report.py.
 
-    python experiments/long_documents/release.py --run runs/long-minilm-n4096 \
+    python -m experiments.long_documents.release --run runs/long-minilm-n4096 \
         --out release/minilm-l6-linformer-n4096
 
 The run's folder is what a user would load too; the release only halves the weights (the folder is
