@@ -589,7 +589,7 @@ def test_standard_bert_checkpoint_finetunes_on_sentence_pairs(tmp_path):
             data["validation"], "--test_file", data["test"], "--text_column", "first", "--text_pair_column", "second",
             "--output_dir", str(tmp_path / "out"), "--report_to", "none", "--max_steps", "3",
             "--per_device_train_batch_size", "16", "--max_seq_length", "48"]
-    with pytest.raises(UsageError, match="allowed: at most 512"):
+    with pytest.raises(UsageError, match="--max_seq_length 513 exceeds .*'s longest input n=512"):
         main([*args, "--max_seq_length", "513"])
     results = main(args)
     assert results["max_seq_length"] == 48 and results["truncated"]["train"] > 0
