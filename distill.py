@@ -202,8 +202,8 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
 def model_card(run, pair, sentence_transformers):
     """The final folder's README.md: teacher, student, how it was distilled, with which result."""
     args, state, config, teacher = run.args, run.state, pair.student_config, run.args.teacher_name_or_path
-    load = f"from transformers import AutoModel\nmodel = AutoModel.from_pretrained({args.hub_model_id or args.output_dir!r}, " \
-           f"trust_remote_code=True)"
+    load = (f"from transformers import AutoModel\nmodel = AutoModel.from_pretrained("
+            f"{args.hub_model_id or args.output_dir!r}, trust_remote_code=True)")
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name,
         pipeline_tag="sentence-similarity" if sentence_transformers else "feature-extraction",

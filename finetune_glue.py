@@ -200,8 +200,8 @@ def load_model_config(args):
 def load_tokenizer(args, config):
     """The checkpoint's tokenizer (or --tokenizer_name), which must fit the model's embedding table."""
     source = args.tokenizer_name or args.model_name_or_path
-    tokenizer = tokenization.load_tokenizer(source, "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path",
-                                            trust_remote_code=args.trust_remote_code)
+    flag = "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path"
+    tokenizer = tokenization.load_tokenizer(source, flag, trust_remote_code=args.trust_remote_code)
     vocab_size = getattr(config, "vocab_size", None)
     if vocab_size is not None and len(tokenizer) > vocab_size:
         raise UsageError(f"the tokenizer of {source} has {len(tokenizer):,} tokens but {args.model_name_or_path} "

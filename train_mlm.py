@@ -109,7 +109,7 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
             tokenizer = train_tokenizer(corpus["train"], args.tokenizer_vocab_size, args.tokenizer_train_docs)
             tokenizer.save_pretrained(out / "tokenizer")
         else:
-            tokenizer = load_tokenizer(out / "tokenizer")
+            tokenizer = load_tokenizer(out / "tokenizer", "--output_dir")
         check_tokenizer(tokenizer, model_config(args, tokenizer))
         blocks = pack_corpus(corpus, tokenizer, block_size, args)
     return tokenizer, blocks

@@ -263,7 +263,8 @@ class LinformerConfig(PreTrainedConfig):
         for field, optional in (("initializer_range", False), ("layer_norm_eps", False), ("projection_init_std", True)):
             check(self, field, lambda v: v > 0, "it must be > 0", optional)
         if self.hidden_size % self.num_attention_heads:
-            invalid("hidden_size", self.hidden_size, f"it must be divisible by num_attention_heads={self.num_attention_heads}")
+            invalid("hidden_size", self.hidden_size,
+                    f"it must be divisible by num_attention_heads={self.num_attention_heads}")
         if self.hidden_act not in ACT2FN:
             close = difflib.get_close_matches(self.hidden_act, list(ACT2FN), n=1)
             invalid("hidden_act", self.hidden_act, "it must name an activation of transformers.activations.ACT2FN"

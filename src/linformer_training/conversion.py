@@ -29,8 +29,8 @@ from typing import Literal
 
 import torch
 import yaml
-from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_NAMES, MODEL_FOR_PRETRAINING_MAPPING_NAMES,
-                                                    MODEL_MAPPING_NAMES)
+from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+                                                    MODEL_FOR_PRETRAINING_MAPPING_NAMES, MODEL_MAPPING_NAMES)
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
@@ -164,7 +164,7 @@ def _source_config(source):
     except (OSError, ValueError) as e:
         raise UsageError(f"--model_name_or_path {source}: cannot load its config ({str(e).splitlines()[0]})") from None
     architecture = (config.architectures or [None])[0]
-    if config.model_type not in SOURCE_TYPES or (architecture and architecture not in BASE_ARCHITECTURES + MLM_ARCHITECTURES):
+    if config.model_type not in SOURCE_TYPES or architecture not in (None, *BASE_ARCHITECTURES, *MLM_ARCHITECTURES):
         raise UsageError(f"--model_name_or_path {source}: architecture {architecture or config.model_type} is not "
                          f"supported; supported: {SUPPORTED}")
     if getattr(config, "position_embedding_type", "absolute") != "absolute":
@@ -345,7 +345,8 @@ def _changes(source_config, config, projection_init, positions, sentence_transfo
     if not has_pooler and class_name == "LinformerModel":
         changes.append("The source has no pooler weights, so none are stored; `pooler_output` is untrained.")
     if class_name == "LinformerForMaskedLM" and source_config.hidden_act != "gelu":
-        changes.append(f"The masked-LM head uses GELU, as RoBERTa's; the source's head used {source_config.hidden_act!r}.")
+        changes.append(f"The masked-LM head uses GELU, as RoBERTa's; the source's head used "
+                       f"{source_config.hidden_act!r}.")
     return changes
 
 
@@ -402,8 +403,8 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
     target = LinformerForMaskedLM(config) if masked_lm else LinformerModel(config, add_pooling_layer=has_pooler)
     _copy_weights(source_model, target, roberta_positions, args.projection_init, args.seed)
     target = target.to(next(source_model.parameters()).dtype).eval()
-    positions = {"source": source_config.max_position_embeddings - (config.pad_token_id + 1 if roberta_positions else 0),
-                 "roberta": roberta_positions}
+    offset = config.pad_token_id + 1 if roberta_positions else 0
+    positions = {"source": source_config.max_position_embeddings - offset, "roberta": roberta_positions}
 
     output_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))

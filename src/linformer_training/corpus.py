@@ -218,7 +218,8 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
             val = None if val is None else exclude(val, f"{label} validation")
         train = _text_split(train, text_column_name, label, "train", streaming)
         if val is None:
-            train, val = _hold_out(train, label, validation_split_percentage, streaming, streaming_validation_docs, seed)
+            train, val = _hold_out(train, label, validation_split_percentage, streaming, streaming_validation_docs,
+                                   seed)
         else:
             val = _text_split(val, text_column_name, label, "validation", streaming)
         trains.append(train)

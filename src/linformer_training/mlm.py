@@ -52,7 +52,8 @@ def pack_corpus(corpus, tokenizer, block_size, args, keep=None):
     """Both splits of `corpus` packed into blocks (`pack`), only those `keep` (a batched filter) accepts; the
     training blocks shuffled in a buffer when streaming, at most --max_eval_samples validation blocks. A split
     left without a block is refused."""
-    blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers) for split, docs in corpus.items()}
+    blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers)
+              for split, docs in corpus.items()}
     if keep is not None:
         blocks = {split: split_blocks.filter(keep, batched=True) for split, split_blocks in blocks.items()}
     train, validation = blocks["train"], blocks["validation"]

@@ -21,7 +21,8 @@ def model_card(title, intro, sections, pipeline_tag=None, tags=(), datasets=None
     data = ModelCardData(library_name="transformers", pipeline_tag=pipeline_tag, license=license,
                          tags=["linformer-hf", *tags], datasets=datasets or None, base_model=base_model)
     if args is not None:
-        sections = {**sections, "Training arguments": code_block(yaml.safe_dump(args.to_dict(), sort_keys=False), "yaml")}
+        arguments = code_block(yaml.safe_dump(args.to_dict(), sort_keys=False), "yaml")
+        sections = {**sections, "Training arguments": arguments}
     body = "".join(f"\n\n## {heading}\n\n{text.strip()}" for heading, text in sections.items())
     return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{intro.strip()}{body}\n"
 
