@@ -5,12 +5,15 @@
     arguments    flags: HfArgumentParser + YAML recipes, bounds on every number, shared argument groups
     corpus       text corpora through `datasets` (Hub names, local files, streaming)
     tokenization a tokenizer loaded or trained on the corpus
-    mlm          packing, seeded masking, the masked-LM objective
+    mlm          packing, seeded masking and draws, the masked-LM objective
     tasks        GLUE/IMDB/own-data classification tasks and their objective
     metrics      GLUE metrics (scikit-learn / scipy, or `evaluate` when it loads)
-    models       facts about model configs (input limit, from-scratch configs)
+    models       facts about model configs (input limit, from-scratch configs, convertible types)
+    conversion   a BERT/RoBERTa encoder turned into a Linformer (convert_to_linformer.py)
+    distillation teacher/student checks, spans and the distillation objective (distill.py)
     loop         the training loop: `train(run)`, its state in one object
-    checkpoints  complete-or-absent checkpoints and output folders, verified resume
+    processes    what every process does together (votes on failures, main process first)
+    checkpoints  complete-or-absent checkpoints and output folders (one `publish`), verified resume
     tracking     trackers and metrics.jsonl
     outputs      the final model folder, its card, the Hub upload
 

@@ -19,6 +19,9 @@ killed save therefore leaves a folder without `config.json`, which does not load
 beside new metrics. A save that fails (a full or read-only disk) publishes nothing and says which
 checkpoint is intact.
 
+Resuming is here too: `open_run` finds the checkpoint to resume (verified, and written with this run's
+layout of processes and batches) before any data is read, `resume_run` restores it into the loop's run.
+
 One run writes an output folder at a time: the main process holds an OS lock on `.lock` in it for as long
 as it runs (the OS drops it when the process dies, so a killed run never blocks the next one).
 """
