@@ -338,40 +338,43 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
         if not check_manifest(path, absent_ok=missing):
             logger.warning("%s has no %s (an older version wrote it): its files are checked only for being "
                            "readable and finite", path, MANIFEST)
+        check_resume_files(path)
     except ValueError as e:
         raise damaged(str(e)) from None
-    weights = sorted(path.glob("model*.safetensors"))
-    sharded = sorted(path.glob("pytorch_model_fsdp_*"))  # FSDP: torch.distributed.checkpoint folders (or .bin)
-    if not weights and not sharded:
-        raise damaged("no model*.safetensors")
-    if sharded and not list(path.glob("optimizer_*")):
-        raise damaged("FSDP weights without their optimizer_0")
-    for item in sharded + sorted(path.glob("optimizer_*")):
-        try:
-            check_fsdp_state(item)
-        except Exception as e:  # noqa: BLE001
-            raise damaged(f"{item.name}: {first_line(e)}") from None
-    for file in weights:
-        try:
-            check_safetensors(file)
-        except Exception as e:  # noqa: BLE001  any decoding error means the same: cannot resume from it
-            raise damaged(f"{file.name}: {first_line(e)}") from None
-    for name in ("scheduler.bin",) if sharded else ("optimizer.bin", "scheduler.bin"):
-        try:
-            load_plain(path / name)
-        except Exception as e:  # noqa: BLE001
-            raise damaged(f"{name} is missing or unreadable ({type(e).__name__}: {first_line(e)})") from None
-    for rng in sorted(path.glob("random_states_*.pkl")):  # Accelerate skips a bad one with an INFO line only
-        try:
-            states = load_plain(rng)
-            if not isinstance(states, dict) or any(key not in states for key in RNG_KEYS):
-                raise ValueError(f"not an RNG state (no {', '.join(RNG_KEYS)})")
-        except Exception as e:  # noqa: BLE001
-            raise damaged(f"{rng.name} is unreadable ({type(e).__name__}: {first_line(e)})") from None
     if missing:
         logger.warning("resuming %s without %s: the run will not be bit-identical to an uninterrupted one",
                        path, ", ".join(missing))
     return state
+
+
+def check_resume_files(path):
+    """Raise ValueError naming the first weight, optimizer, scheduler or RNG file a resume could not use: each is
+    read as the resume reads it (weights decoded and finite, pickles without running any object)."""
+    weights = sorted(path.glob("model*.safetensors"))
+    sharded = sorted(path.glob("pytorch_model_fsdp_*"))  # FSDP: torch.distributed.checkpoint folders (or .bin)
+    if not weights and not sharded:
+        raise ValueError("no model*.safetensors")
+    if sharded and not list(path.glob("optimizer_*")):
+        raise ValueError("FSDP weights without their optimizer_0")
+    plain = ("scheduler.bin",) if sharded else ("optimizer.bin", "scheduler.bin")
+    checks = ([(item, check_fsdp_state, "{name}: {error}") for item in sharded + sorted(path.glob("optimizer_*"))]
+              + [(file, check_safetensors, "{name}: {error}") for file in weights]
+              + [(path / name, load_plain, "{name} is missing or unreadable ({kind}: {error})") for name in plain]
+              # Accelerate skips a bad RNG state with an INFO line only.
+              + [(rng, check_rng_state, "{name} is unreadable ({kind}: {error})")
+                 for rng in sorted(path.glob("random_states_*.pkl"))])
+    for file, check, problem in checks:
+        try:
+            check(file)
+        except Exception as e:  # noqa: BLE001  any decoding error means the same: cannot resume from it
+            raise ValueError(problem.format(name=file.name, kind=type(e).__name__, error=first_line(e))) from None
+
+
+def check_rng_state(file):
+    """Every process's RNG state: a mapping with the generators Accelerate restores."""
+    states = load_plain(file)
+    if not isinstance(states, dict) or any(key not in states for key in RNG_KEYS):
+        raise ValueError(f"not an RNG state (no {', '.join(RNG_KEYS)})")
 
 
 def check_fsdp_state(item):
