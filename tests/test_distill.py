@@ -400,3 +400,41 @@ def test_two_processes(models, data, tmp_path):
     assert {k: v for k, v in first[0].items() if k != "time"} == pytest.approx(
         {k: v for k, v in first[1].items() if k != "time"}, rel=1e-5, abs=1e-7)  # a ~1e-5 loss differs in float32's last bits with the batching
     assert (tmp_path / "two" / "checkpoints" / "checkpoint_2" / "random_states_1.pkl").exists()
+
+
+@pytest.mark.slow
+def test_fsdp2_distils_the_release_recipe_in_small(models, data, tmp_path):
+    """`accelerate launch --use_fsdp --fsdp_version 2 distill.py` on 2 CPU processes (tests/fsdp_on_cpu.py only
+    switches Accelerate's state to FSDP, as on GPUs): the release recipe in small (long path only, document
+    objective, windows teacher) trains, checkpoints, resumes, and saves a plain folder in which only the long
+    path moved and inputs the teacher can read still give the teacher's states."""
+    from test_train_mlm import FSDP2, launch
+    from transformers import AutoModel
+
+    recipe = [*flags(models, data, tmp_path / "unused", student="long")[:-2], "--teacher_long_inputs", "windows",
+              "--train_only_long_path", "--document_loss_weight", "0.5", "--short_fraction", "0", "--short_max_length",
+              str(TEACHER_LIMIT), "--negative_bank_blocks", "2", "--piece_min_length", "2", "--piece_max_length", "6",
+              "--per_device_train_batch_size", "2", "--checkpointing_steps", "2"]
+    fsdp = [*FSDP2, "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap",
+            "LinformerLayer", str(REPO / "tests" / "fsdp_on_cpu.py"), "distill.py", *recipe]
+    out = tmp_path / "run"
+    result = launch(*fsdp, "--output_dir", str(out), env_extra={"ACCELERATE_USE_CPU": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "2 process(es)" in result.stdout
+    before, after = weights(models["long"]), weights(out)
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all(distillation.is_long_path(k) for k in changed)
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(out / "checkpoints" / "checkpoint_2", resumed / "checkpoints" / "checkpoint_2")
+    result = launch(*fsdp, "--output_dir", str(resumed), "--resume_from_checkpoint", "latest",
+                    env_extra={"ACCELERATE_USE_CPU": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    again = weights(resumed)
+    assert all(torch.equal(after[k], again[k]) for k in after)
+
+    teacher, student = AutoModel.from_pretrained(models["teacher"]).eval(), AutoModel.from_pretrained(out).eval()
+    ids = torch.randint(5, 200, (1, TEACHER_LIMIT))
+    with torch.no_grad():
+        torch.testing.assert_close(student(input_ids=ids).last_hidden_state, teacher(input_ids=ids).last_hidden_state,
+                                   rtol=0, atol=1e-5)

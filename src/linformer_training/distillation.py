@@ -380,7 +380,18 @@ class DistillationObjective:
             return out
 
     def student_states(self, model, ids, mask):
-        return model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states[1:]
+        """The student's per-layer states, read by forward hooks on its layers, not through `output_hidden_states`:
+        transformers looks up what a model can record by the model's class, and FSDP2 gives every module it shards
+        a new class, so under FSDP2 `hidden_states` would come back None."""
+        states = []
+        layers = self.accelerator.unwrap_model(model).encoder.layer
+        hooks = [layer.register_forward_hook(lambda _module, _inputs, output: states.append(output)) for layer in layers]
+        try:
+            model(input_ids=ids, attention_mask=mask)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        return states
 
     def loss_sum(self, model, batch):
         ids, mask = batch["input_ids"], batch["attention_mask"]
