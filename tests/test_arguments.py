@@ -11,7 +11,6 @@ from conftest import REPO
 from linformer_training import arguments
 from linformer_training.arguments import Arguments, UsageError, arg, parse_args, parse_overrides
 
-sys.path.insert(0, str(REPO))
 
 
 @dataclass

@@ -20,7 +20,6 @@ from linformer_training.tracking import read_jsonl
 
 from conftest import REPO, write_jsonl
 
-sys.path.insert(0, str(REPO))
 import distill  # noqa: E402
 
 TEACHER_LIMIT, N, K = 32, 64, 8  # the teacher's positions, the student's n and k

@@ -15,7 +15,6 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RT = SHARED_DATA / "rotten_tomatoes"
-sys.path.insert(0, str(REPO))
 
 import finetune_glue  # noqa: E402
 from conftest import error_of, tiny_config  # noqa: E402

@@ -25,7 +25,6 @@ from linformer_training.tracking import read_jsonl
 
 from conftest import REPO, error_of, write_jsonl
 
-sys.path.insert(0, str(REPO))
 import train_mlm  # noqa: E402
 
 MICRO = """\
