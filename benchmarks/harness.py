@@ -7,7 +7,9 @@ import hashlib
 import json
 import math
 import os
+import shlex
 import subprocess
+import sys
 
 import torch
 
@@ -72,6 +74,11 @@ def setup_run(args, parser):
     if args.threads:
         torch.set_num_threads(args.threads)
     return device, dtype, (TINY if args.tiny else BASE)
+
+
+def command_line(module, argv=None):
+    """The command that made a result, as run from the repository root (argv: the script's arguments)."""
+    return shlex.join(["python", "-m", module, *(sys.argv[1:] if argv is None else argv)])
 
 
 def machine_info(device):

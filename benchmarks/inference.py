@@ -43,113 +43,122 @@ _M = {
 PAPER_TIME = {n: dict(zip(PAPER_KS, v)) for n, v in _T.items()}
 PAPER_MEMORY = {n: dict(zip(PAPER_KS, v)) for n, v in _M.items()}
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("--n", default="512,1024,2048,4096,8192", help="sequence lengths (paper: 512..65536)")
-p.add_argument("--k", default="128,256,512,1024,2048", help="projected lengths; only k <= n/2 run, like the paper")
-p.add_argument("--batch", type=int, default=1)
-p.add_argument("--baselines", default="eager,sdpa",
-               help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default attention")
-p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], help="Linformer's attention kernel")
-p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
-p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
-               help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
-harness.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
-p.add_argument("--max-forward-s", type=float, default=60.0,
-               help="skip configurations whose estimated forward time exceeds this")
-p.add_argument("--mem-budget", type=float, default=0.5,
-               help="skip configurations whose estimated activations exceed this fraction of free memory")
-p.add_argument("--no-memory", action="store_true", help="time only")
-p.add_argument("--quick", action="store_true", help="n=512,2048, k=128,256: a few minutes on 2 CPU cores")
-p.add_argument("--no-plots", action="store_true")
-args = p.parse_args()
 
-if args.quick:
-    args.n, args.k = "512,2048", "128,256"
-ns, ks = harness.int_list(args.n), harness.int_list(args.k)
-if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
-    p.error("--batch and --repeats must be >= 1, --warmup >= 0")
-device, dtype, dims = harness.setup_run(args, p)
-try:
-    baselines = models.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
-except ValueError as e:
-    p.error(str(e))
-if args.chunk_ff and any(m.startswith("modernbert") for _, m in baselines):
-    p.error("--chunk-ff: ModernBERT has no chunked feed-forward; leave modernbert out of --baselines")
-tag = args.tag or ("inference_quick" if args.quick else "inference")
-bytes_per = torch.finfo(dtype).bits // 8
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", default="512,1024,2048,4096,8192", help="sequence lengths (paper: 512..65536)")
+    p.add_argument("--k", default="128,256,512,1024,2048", help="projected lengths; only k <= n/2 run, like the paper")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--baselines", default="eager,sdpa",
+                   help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default "
+                        "attention")
+    p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"], help="Linformer's attention kernel")
+    p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"])
+    p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
+                   help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
+    harness.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
+    p.add_argument("--max-forward-s", type=float, default=60.0,
+                   help="skip configurations whose estimated forward time exceeds this")
+    p.add_argument("--mem-budget", type=float, default=0.5,
+                   help="skip configurations whose estimated activations exceed this fraction of free memory")
+    p.add_argument("--no-memory", action="store_true", help="time only")
+    p.add_argument("--quick", action="store_true", help="n=512,2048, k=128,256: a few minutes on 2 CPU cores")
+    p.add_argument("--no-plots", action="store_true")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n, args.k = "512,2048", "128,256"
+    try:
+        ns, ks = harness.int_list(args.n), harness.int_list(args.k)
+        baselines = models.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
+    except ValueError as e:
+        p.error(str(e))
+    if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
+        p.error("--batch and --repeats must be >= 1, --warmup >= 0")
+    if args.chunk_ff and any(m.startswith("modernbert") for _, m in baselines):
+        p.error("--chunk-ff: ModernBERT has no chunked feed-forward; leave modernbert out of --baselines")
+    device, dtype, dims = harness.setup_run(args, p)
+    return args, ns, ks, baselines, device, dtype, dims
 
-# ------------------------------------------------ the machine's matmul peak, first estimate (for skipping)
-peak_fn, peak_flops = measure.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
-peak_est = peak_flops / measure.stats(measure.time_interleaved({"mm": peak_fn}, device, 1, 3)["mm"])["median"]
-budget = args.mem_budget * (torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else measure.available_bytes())
-print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
-      f"GFLOP/s, memory budget {harness.fmt_bytes(budget)}")
 
-# ------------------------------------------------ plan: which configurations run, which are skipped and why
-plan, skipped = {}, []
-for n in ns:
-    configs = [dict(model=m, n=n, k=None) for _, m in baselines]
-    configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks if k <= n // 2]
-    keep = []
-    for c in configs:
-        c["flops"] = flop_counts.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
-        # an uncounted kernel (ModernBERT with flash/flex) is estimated as the full-attention count, an upper bound
-        est_t = (c["flops"] or flop_counts.flops_modernbert(n, dims, args.batch)) / peak_est
-        est_m = measure.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
-        if est_t > args.max_forward_s:
-            skipped.append(dict(c, reason=f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"))
-        elif est_m > budget:
-            skipped.append(dict(c, reason=f"est. {harness.fmt_bytes(est_m)} activations > budget {harness.fmt_bytes(budget)}"))
-        else:
-            keep.append(c)
-    if keep:
-        plan[n] = keep
-for s in skipped:
-    print(f"skip n={s['n']} {s['model']} k={s['k']}: {s['reason']}")
+def plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per):
+    """{n: configurations that run} and the skipped ones with the reason (estimated time or memory)."""
+    plan, skipped = {}, []
+    for n in ns:
+        configs = [dict(model=m, n=n, k=None) for _, m in baselines]
+        configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks if k <= n // 2]
+        keep = []
+        for c in configs:
+            c["flops"] = flop_counts.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
+            # an uncounted kernel (ModernBERT with flash/flex) is estimated as the full-attention count, an upper bound
+            est_t = (c["flops"] or flop_counts.flops_modernbert(n, dims, args.batch)) / peak_est
+            est_m = measure.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
+            if est_t > args.max_forward_s:
+                reason = f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"
+                skipped.append(dict(c, reason=reason))
+            elif est_m > budget:
+                reason = f"est. {harness.fmt_bytes(est_m)} activations > budget {harness.fmt_bytes(budget)}"
+                skipped.append(dict(c, reason=reason))
+            else:
+                keep.append(c)
+        if keep:
+            plan[n] = keep
+    return plan, skipped
 
-# ------------------------------------------------ time, interleaved per n; then memory, one fresh process each
-rows = []
-total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
-bar = tqdm(total=total, desc="timing", unit="run")
-for n, configs in plan.items():
-    ids = models.random_ids(args.batch, n, device)
-    fns = {}
-    for c in configs:
-        name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
-        spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
-                    chunk_ff=args.chunk_ff)
-        model = models.build(spec, device)
-        fns[name] = models.inference_step(model, ids)
-        c.update(name=name, spec=spec, attn_implementation=model.config._attn_implementation)
-        del model
-    bar.set_postfix(n=n)
-    times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
-    for c in configs:
-        st = measure.stats(times[c["name"]])
-        peak_rate = peak_flops / measure.stats(times[c["name"] + "@probe"])["median"]
-        best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
-        flops = c["flops"]  # None: not counted (reported as n/a, never as a guess)
-        rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch, attn_implementation=c["attn_implementation"],
-                         time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], time_min=st["min"],
-                         time_max=st["max"], time_per_seq_s=st["median"] / args.batch,
-                         time_per_token_s=st["median"] / (args.batch * n), repeats=st["n"],
-                         gflops=flops and flops / 1e9, gflop_per_s=flops and flops / st["median"] / 1e9,
-                         peak_gflop_per_s=peak_rate / 1e9, frac_of_peak=flops and flops / st["median"] / peak_rate,
-                         best_peak_gflop_per_s=best_rate / 1e9,
-                         frac_of_best_peak=flops and flops / st["median"] / best_rate,
-                         samples=times[c["name"]], peak_samples=times[c["name"] + "@probe"], spec=c["spec"]))
-    del fns
-    gc.collect()
-bar.close()
 
-if not args.no_memory:
-    for r in tqdm(rows, desc="memory (fresh process each)"):
-        m = measure.probe_memory(dict(r["spec"], batch=args.batch, device=device.type, threads=torch.get_num_threads()))
-        r["peak_mem_bytes"] = m["peak_bytes"]
-        r["mem_per_seq_bytes"] = m["peak_bytes"] / args.batch
+def time_runs(args, plan, dims, device, peak_fn, peak_flops):
+    """One row per configuration: interleaved per n, with the matmul probe around every run."""
+    rows = []
+    total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
+    bar = tqdm(total=total, desc="timing", unit="run")
+    for n, configs in plan.items():
+        ids = models.random_ids(args.batch, n, device)
+        fns = {}
+        for c in configs:
+            name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
+            spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
+                        chunk_ff=args.chunk_ff)
+            model = models.build(spec, device)
+            fns[name] = models.inference_step(model, ids)
+            c.update(name=name, spec=spec, attn_implementation=model.config._attn_implementation)
+            del model
+        bar.set_postfix(n=n)
+        times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
+        for c in configs:
+            st = measure.stats(times[c["name"]])
+            peak_rate = peak_flops / measure.stats(times[c["name"] + "@probe"])["median"]
+            best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
+            flops = c["flops"]  # None: not counted (reported as n/a, never as a guess)
+            rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch,
+                             attn_implementation=c["attn_implementation"],
+                             time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], time_min=st["min"],
+                             time_max=st["max"], time_per_seq_s=st["median"] / args.batch,
+                             time_per_token_s=st["median"] / (args.batch * n), repeats=st["n"],
+                             gflops=flops and flops / 1e9, gflop_per_s=flops and flops / st["median"] / 1e9,
+                             peak_gflop_per_s=peak_rate / 1e9, frac_of_peak=flops and flops / st["median"] / peak_rate,
+                             best_peak_gflop_per_s=best_rate / 1e9,
+                             frac_of_best_peak=flops and flops / st["median"] / best_rate,
+                             samples=times[c["name"]], peak_samples=times[c["name"] + "@probe"], spec=c["spec"]))
+        del fns
+        gc.collect()
+    bar.close()
+    return rows
 
-# ------------------------------------------------ ratios (baseline / Linformer) and the paper's figures
-def lookup(n, model):
+
+def add_ratios(rows, baselines):
+    """baseline / Linformer time and memory, and the paper's figures, on every Linformer row."""
+    for r in rows:
+        if r["k"] is None:
+            continue
+        for b, model in baselines:
+            base = lookup(rows, r["n"], model)
+            r[f"time_saved_vs_{b}"] = base["time_s"] / r["time_s"] if base else None
+            if base and "peak_mem_bytes" in r:
+                r[f"mem_saved_vs_{b}"] = base["peak_mem_bytes"] / r["peak_mem_bytes"]
+        r["paper_time_saved"] = PAPER_TIME.get(r["n"], {}).get(r["k"])
+        r["paper_mem_saved"] = PAPER_MEMORY.get(r["n"], {}).get(r["k"])
+
+
+def lookup(rows, n, model):
     return next((r for r in rows if r["n"] == n and r["model"] == model), None)
 
 
@@ -159,19 +168,7 @@ def display(model):
     return {"roberta": "RoBERTa", "modernbert": "ModernBERT", "linformer": "Linformer"}[kind] + f"-{attn}"
 
 
-for r in rows:
-    if r["k"] is None:
-        continue
-    for b, model in baselines:
-        base = lookup(r["n"], model)
-        r[f"time_saved_vs_{b}"] = base["time_s"] / r["time_s"] if base else None
-        if base and "peak_mem_bytes" in r:
-            r[f"mem_saved_vs_{b}"] = base["peak_mem_bytes"] / r["peak_mem_bytes"]
-    r["paper_time_saved"] = PAPER_TIME.get(r["n"], {}).get(r["k"])
-    r["paper_mem_saved"] = PAPER_MEMORY.get(r["n"], {}).get(r["k"])
-
-
-def ratio_table(key, paper, title):
+def ratio_table(rows, plan, ks, key, paper, title):
     used_k = [k for k in ks if any(r["k"] == k for r in rows)]
     lines = [f"**{title}**" + (" (ours, paper in brackets)" if paper else ""), "",
              "| n | " + " | ".join(f"k={k}" for k in used_k) + " |", "|---" * (len(used_k) + 1) + "|"]
@@ -186,7 +183,7 @@ def ratio_table(key, paper, title):
     return "\n".join(lines) + "\n"
 
 
-def per_token_table():
+def per_token_table(rows, plan):
     """Time per token of every model at every n, and how Linformer's grows from the shortest n to the longest:
     the linear-cost promise is that it stays flat (project target: within 1.3x from n=512 to 16384)."""
     names = list(dict.fromkeys((r["model"], r["k"]) for r in rows))
@@ -212,55 +209,48 @@ def fmt_flops(value, fmt):
     return "n/a" if value is None else format(value, fmt)
 
 
-info = harness.machine_info(device)
-names = ", ".join(display(m) for _, m in baselines)
-md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs {names}, {dims['num_hidden_layers']} layers, "
-      f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, FFN {dims['intermediate_size']}, "
-      f"batch {args.batch}, {args.dtype}", "",
-      f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. "
-      f"Median of {args.repeats} interleaved runs after {args.warmup} warm-up. Ratios are baseline / Linformer "
-      "(time per sequence; peak activation memory per sequence, which sets the largest batch that fits).", ""]
-mb = next((m for _, m in baselines if m.startswith("modernbert")), None)
-if mb:
-    md += [f"ModernBERT runs transformers' default attention here, `{mb.partition('-')[2]}`; its local window (128 "
-           "tokens on 2 layers of 3) is then a mask over the full n x n scores, and its GLU MLP (hidden x "
-           "2*intermediate in) does 1.5x RoBERTa's MLP FLOPs at the same intermediate size.", ""]
-for b, model in baselines:
-    paper_t, paper_m = (PAPER_TIME, PAPER_MEMORY) if model.startswith("roberta") else ({}, {})
-    md.append(ratio_table(f"time_saved_vs_{b}", paper_t, f"Time saved vs {display(model)}"))
-    if not args.no_memory:
-        md.append(ratio_table(f"mem_saved_vs_{b}", paper_m, f"Memory saved vs {display(model)}"))
-md.append(per_token_table())
-md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 2048^3 matmul timed right before "
-       "and after each run of that model (median), i.e. the machine's speed at that moment; in brackets, over the "
-       "best matmul of the whole run (a lower bound when neighbours slow the machine down). n/a: FLOPs not counted "
-       "for that attention kernel.", "",
-       "| n | model | k | time/seq (median) | IQR | time/token | GFLOP | GFLOP/s | % of matmul peak | peak mem/seq |",
-       "|---|---|---|---|---|---|---|---|---|---|"]
-for r in rows:
-    mem = harness.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
-    frac = "n/a" if r["frac_of_peak"] is None else f"{100 * r['frac_of_peak']:.0f}%"
-    best = "n/a" if r["frac_of_best_peak"] is None else f"{100 * r['frac_of_best_peak']:.0f}%"
-    md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['time_per_seq_s'] * 1e3:.0f} ms | "
-              f"{r['time_q1'] / r['batch'] * 1e3:.0f}-{r['time_q3'] / r['batch'] * 1e3:.0f} ms | "
-              f"{r['time_per_token_s'] * 1e3:.3g} ms | "
-              f"{fmt_flops(r['gflops'], '.0f')} | {fmt_flops(r['gflop_per_s'], '.0f')} | "
-              f"{frac} of {r['peak_gflop_per_s']:.0f} ({best} of {r['best_peak_gflop_per_s']:.0f}) | {mem} |")
-if skipped:
-    md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
-md = "\n".join(md) + "\n"
-print("\n" + md)
+def render(args, info, dims, baselines, ks, plan, rows, skipped):
+    names = ", ".join(display(m) for _, m in baselines)
+    md = [f"# Inference: Linformer (layerwise, {args.linformer_attn}) vs {names}, {dims['num_hidden_layers']} layers, "
+          f"hidden {dims['hidden_size']}, {dims['num_attention_heads']} heads, FFN {dims['intermediate_size']}, "
+          f"batch {args.batch}, {args.dtype}", "",
+          f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. "
+          f"Median of {args.repeats} interleaved runs after {args.warmup} warm-up. Ratios are baseline / Linformer "
+          "(time per sequence; peak activation memory per sequence, which sets the largest batch that fits).", ""]
+    mb = next((m for _, m in baselines if m.startswith("modernbert")), None)
+    if mb:
+        md += [f"ModernBERT runs transformers' default attention here, `{mb.partition('-')[2]}`; its local window (128 "
+               "tokens on 2 layers of 3) is then a mask over the full n x n scores, and its GLU MLP (hidden x "
+               "2*intermediate in) does 1.5x RoBERTa's MLP FLOPs at the same intermediate size.", ""]
+    for b, model in baselines:
+        paper_t, paper_m = (PAPER_TIME, PAPER_MEMORY) if model.startswith("roberta") else ({}, {})
+        md.append(ratio_table(rows, plan, ks, f"time_saved_vs_{b}", paper_t, f"Time saved vs {display(model)}"))
+        if not args.no_memory:
+            md.append(ratio_table(rows, plan, ks, f"mem_saved_vs_{b}", paper_m, f"Memory saved vs {display(model)}"))
+    md.append(per_token_table(rows, plan))
+    md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 2048^3 matmul timed right before "
+           "and after each run of that model (median), i.e. the machine's speed at that moment; in brackets, over the "
+           "best matmul of the whole run (a lower bound when neighbours slow the machine down). n/a: FLOPs not counted "
+           "for that attention kernel.", "",
+           "| n | model | k | time/seq (median) | IQR | time/token | GFLOP | GFLOP/s | % of matmul peak "
+           "| peak mem/seq |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        mem = harness.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
+        frac = "n/a" if r["frac_of_peak"] is None else f"{100 * r['frac_of_peak']:.0f}%"
+        best = "n/a" if r["frac_of_best_peak"] is None else f"{100 * r['frac_of_best_peak']:.0f}%"
+        md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['time_per_seq_s'] * 1e3:.0f} ms | "
+                  f"{r['time_q1'] / r['batch'] * 1e3:.0f}-{r['time_q3'] / r['batch'] * 1e3:.0f} ms | "
+                  f"{r['time_per_token_s'] * 1e3:.3g} ms | "
+                  f"{fmt_flops(r['gflops'], '.0f')} | {fmt_flops(r['gflop_per_s'], '.0f')} | "
+                  f"{frac} of {r['peak_gflop_per_s']:.0f} ({best} of {r['best_peak_gflop_per_s']:.0f}) | {mem} |")
+    if skipped:
+        md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
+    return "\n".join(md) + "\n"
 
-os.makedirs(args.out, exist_ok=True)
-base_path = os.path.join(args.out, tag)
-harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
-                                for r in rows])
-harness.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, rows=rows, skipped=skipped))
-with open(base_path + ".md", "w") as f:
-    f.write(md)
 
-# ------------------------------------------------ plots: time and memory per sequence vs n
-if not args.no_plots:
+def save_plots(args, rows, plan, device, base_path):
+    """Time and memory per sequence vs n, and Linformer's time per token relative to the shortest n."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -270,7 +260,8 @@ if not args.no_plots:
 
     series = {}
     for r in rows:
-        label = r["model"].replace("linformer-" + args.linformer_attn, "Linformer") + (f", k={r['k']}" if r["k"] else "")
+        label = r["model"].replace("linformer-" + args.linformer_attn, "Linformer")
+        label += f", k={r['k']}" if r["k"] else ""
         series.setdefault(label, []).append(r)
 
     def style_of(label):
@@ -327,4 +318,51 @@ if not args.no_plots:
         fig.tight_layout()
         fig.savefig(f"{base_path}_memory.png", dpi=110)
         plt.close(fig)
-print(f"wrote {base_path}.{{csv,json,md}}" + ("" if args.no_plots else f" and {base_path}_{{time,per_token,memory}}.png"))
+
+
+def main(argv=None):
+    args, ns, ks, baselines, device, dtype, dims = parse_args(argv)
+    tag = args.tag or ("inference_quick" if args.quick else "inference")
+    bytes_per = torch.finfo(dtype).bits // 8
+
+    # the machine's matmul peak, first estimate (for skipping)
+    peak_fn, peak_flops = measure.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
+    peak_est = measure.matmul_rate(device, dtype, size=256 if args.tiny else 2048)
+    free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else measure.available_bytes()
+    budget = args.mem_budget * free
+    print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
+          f"GFLOP/s, memory budget {harness.fmt_bytes(budget)}")
+
+    plan, skipped = plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per)
+    for s in skipped:
+        print(f"skip n={s['n']} {s['model']} k={s['k']}: {s['reason']}")
+    # time, interleaved per n; then memory, one fresh process each
+    rows = time_runs(args, plan, dims, device, peak_fn, peak_flops)
+    if not args.no_memory:
+        for r in tqdm(rows, desc="memory (fresh process each)"):
+            m = measure.probe_memory(dict(r["spec"], batch=args.batch, device=device.type,
+                                          threads=torch.get_num_threads()))
+            r["peak_mem_bytes"] = m["peak_bytes"]
+            r["mem_per_seq_bytes"] = m["peak_bytes"] / args.batch
+    add_ratios(rows, baselines)
+
+    info = harness.machine_info(device)
+    command = harness.command_line("benchmarks.inference", argv)
+    md = render(args, info, dims, baselines, ks, plan, rows, skipped)
+    print("\n" + md)
+    os.makedirs(args.out, exist_ok=True)
+    base_path = os.path.join(args.out, tag)
+    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
+                                          for r in rows])
+    harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims, rows=rows,
+                                                skipped=skipped))
+    with open(base_path + ".md", "w") as f:
+        f.write(md)
+    if not args.no_plots:
+        save_plots(args, rows, plan, device, base_path)
+    plots = "" if args.no_plots else f" and {base_path}_{{time,per_token,memory}}.png"
+    print(f"wrote {base_path}.{{csv,json,md}}{plots}")
+
+
+if __name__ == "__main__":
+    main()

@@ -79,6 +79,13 @@ def matmul_peak(device, dtype, size=2048):
     return (lambda: torch.mm(a, b)), 2 * size ** 3
 
 
+def matmul_rate(device, dtype, size=2048):
+    """A first estimate of the machine's matmul FLOP/s (median of 3 after a warm-up): what an analytic FLOP
+    count is divided by to estimate a run's time before deciding to run it."""
+    fn, flops = matmul_peak(device, dtype, size)
+    return flops / stats(time_interleaved({"mm": fn}, device, 1, 3)["mm"])["median"]
+
+
 # ---------------------------------------------------------------- memory
 
 def status_kb(field):
@@ -114,15 +121,23 @@ def peak_memory(fn, device):
     return (status_kb("VmHWM") - base) * 1024
 
 
+# memory_probe's exit status when the configuration did not fit or ran past the time cap (its last line says which)
+SKIPPED = 3
+
+
 def probe_memory(spec, timeout=3600):
-    """Run benchmarks.memory_probe on `spec` (a dict) in a fresh Python process; returns its JSON answer."""
+    """Run benchmarks.memory_probe on `spec` (a dict) in a fresh Python process; returns its JSON answer.
+    A configuration that did not fit in spec["mem_limit_bytes"] (or the device), or whose step ran past
+    spec["cap_s"], answers {"skip": reason} (also when the kernel killed it for memory) instead of raising."""
     env = dict(os.environ)
     # Fixed mmap threshold: large tensors are mmap'd and go back to the OS when freed, so the
     # resident set follows the live tensors (glibc's dynamic threshold would keep freed blocks).
     env.setdefault("MALLOC_MMAP_THRESHOLD_", "131072")
     cmd = [sys.executable, "-m", "benchmarks.memory_probe", json.dumps(spec)]
     out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO)
-    if out.returncode != 0:
+    if out.returncode == -9:  # SIGKILL: on Linux, the kernel's out-of-memory killer
+        return dict(skip="did not fit: killed by the kernel (out of memory)")
+    if out.returncode not in (0, SKIPPED):
         raise RuntimeError(f"memory probe failed for {spec}:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 

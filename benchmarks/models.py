@@ -96,7 +96,17 @@ def random_ids(batch, n, device="cpu", seed=0, vocab=VOCAB):
 def build(spec, device="cpu"):
     """Model of a spec dict: model in {roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa,
     modernbert-<attn>, modernbert (transformers' default attention)}, n, k (Linformer), dims, dtype,
-    head (None or "mlm"), sharing (Linformer), chunk_ff (RoBERTa and Linformer)."""
+    head (None or "mlm"), sharing (Linformer), chunk_ff (RoBERTa and Linformer), checkpointing (activation
+    checkpointing on every layer: each layer's activations are recomputed in the backward)."""
+    model = _build(spec, device)
+    if spec.get("checkpointing"):
+        # transformers 5.x: activation_checkpointing_enable, formerly (still, deprecated) gradient_checkpointing_enable
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()
+    return model
+
+
+def _build(spec, device):
     kind, _, attn = spec["model"].partition("-")
     dims, dtype = spec.get("dims", BASE), DTYPES[spec.get("dtype", "float32")]
     chunk_ff = spec.get("chunk_ff", 0)
@@ -121,9 +131,27 @@ def inference_step(model, ids):
     return step
 
 
-def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0, amp=None, max_grad_norm=1.0):
+def masked_lm_loss(model, ids, labels, sparse=False):
+    """loss() of a model with an MLM head: its own forward with labels (vocabulary logits at every position,
+    as train_mlm.py computes them), or with `sparse` the logits only at the labelled positions (fairseq
+    RoBERTa's `masked_tokens`, ModernBERT's `sparse_prediction`): the same loss, without the n x vocabulary
+    logits (13 GB in fp32 at n = 65536, more than the encoder's activations), on every model alike."""
+    if not sparse:
+        return lambda: model(input_ids=ids, labels=labels).loss
+    index = (labels.view(-1) != -100).nonzero().squeeze(1)  # once, here: the step reads nothing back
+    targets = labels.view(-1)[index]
+    # RoBERTa and Linformer: lm_head (transform + decoder); ModernBERT: head (transform), then decoder
+    head = model.lm_head if hasattr(model, "lm_head") else (lambda h: model.decoder(model.head(h)))
+
+    def loss():
+        hidden = model.base_model(input_ids=ids).last_hidden_state.flatten(0, 1).index_select(0, index)
+        return torch.nn.functional.cross_entropy(head(hidden), targets)
+    return loss
+
+
+def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0, amp=None, max_grad_norm=1.0, sparse_head=False):
     """One masked-LM update as train_mlm.py takes it: forward, backward, gradient clipping at its default
-    --max_grad_norm 1.0, AdamW; the model needs an MLM head.
+    --max_grad_norm 1.0, AdamW; the model needs an MLM head (`sparse_head`: see masked_lm_loss).
 
     amp ("bfloat16" / "float16", model in float32): the forward runs under autocast with fp32 master
     weights, which is what train_mlm.py's --mixed_precision does through Accelerate; float16 adds
@@ -131,6 +159,7 @@ def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0, amp=None, max_gra
     model.train()
     g = torch.Generator().manual_seed(seed)
     labels = torch.where(torch.rand(ids.shape, generator=g).to(ids.device) < mask_prob, ids, -100)
+    compute_loss = masked_lm_loss(model, ids, labels, sparse_head)
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     if amp is not None and next(model.parameters()).dtype != torch.float32:
         raise ValueError("amp: autocast needs the fp32 master weights; build the model in float32")
@@ -141,7 +170,7 @@ def training_step(model, ids, lr=1e-4, mask_prob=0.15, seed=0, amp=None, max_gra
     def step():
         opt.zero_grad(set_to_none=True)
         with autocast():
-            loss = model(input_ids=ids, labels=labels).loss
+            loss = compute_loss()
         if scaler is None:
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)

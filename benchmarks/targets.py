@@ -11,16 +11,8 @@ import argparse
 import json
 import os
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("result", help="a JSON file written by inference.py")
-p.add_argument("--k", type=int, default=256)
-args = p.parse_args()
-if not os.path.isfile(args.result):
-    p.error(f"{args.result!r}: no such file")
-rows = json.load(open(args.result))["rows"]
 
-
-def row(n, model, k=None):
+def row(rows, n, model, k=None):
     return next((r for r in rows if r["n"] == n and r["model"].startswith(model) and r["k"] == k), None)
 
 
@@ -31,14 +23,28 @@ def check(label, value, goal, fmt):
         print(f"{label}: {fmt(value)} (target {fmt(goal)}) {'met' if value >= goal else 'MISSED'}")
 
 
-x = lambda v: f"{v:.2f}x"  # noqa: E731
-for n, goal in ((512, 1.1), (4096, 2.0), (8192, 3.0)):
-    r = row(n, "linformer", args.k)
-    check(f"time saved vs sdpa, n={n}, k={args.k}", r and r.get("time_saved_vs_sdpa"), goal, x)
-for r in sorted((r for r in rows if r["model"].startswith("linformer") and r["k"] == args.k and r["n"] >= 2048),
-                key=lambda r: r["n"]):
-    check(f"fraction of matmul peak, n={r['n']}, k={args.k}", r["frac_of_peak"], 0.75, lambda v: f"{100 * v:.0f}%")
-    if "frac_of_best_peak" in r:
-        check("  (vs the best matmul of the run)", r["frac_of_best_peak"], 0.75, lambda v: f"{100 * v:.0f}%")
-r = row(4096, "linformer", args.k)
-check(f"memory saved vs eager, n=4096, k={args.k}", r and r.get("mem_saved_vs_eager"), 14.0, x)
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("result", help="a JSON file written by inference.py")
+    p.add_argument("--k", type=int, default=256)
+    args = p.parse_args(argv)
+    if not os.path.isfile(args.result):
+        p.error(f"{args.result!r}: no such file")
+    with open(args.result) as f:
+        rows = json.load(f)["rows"]
+
+    x = lambda v: f"{v:.2f}x"  # noqa: E731
+    for n, goal in ((512, 1.1), (4096, 2.0), (8192, 3.0)):
+        r = row(rows, n, "linformer", args.k)
+        check(f"time saved vs sdpa, n={n}, k={args.k}", r and r.get("time_saved_vs_sdpa"), goal, x)
+    for r in sorted((r for r in rows if r["model"].startswith("linformer") and r["k"] == args.k and r["n"] >= 2048),
+                    key=lambda r: r["n"]):
+        check(f"fraction of matmul peak, n={r['n']}, k={args.k}", r["frac_of_peak"], 0.75, lambda v: f"{100 * v:.0f}%")
+        if "frac_of_best_peak" in r:
+            check("  (vs the best matmul of the run)", r["frac_of_best_peak"], 0.75, lambda v: f"{100 * v:.0f}%")
+    r = row(rows, 4096, "linformer", args.k)
+    check(f"memory saved vs eager, n=4096, k={args.k}", r and r.get("mem_saved_vs_eager"), 14.0, x)
+
+
+if __name__ == "__main__":
+    main()

@@ -7,11 +7,23 @@ as Accelerate does it. The models run interleaved in one process, after warm-up 
 step is reported with its spread. Peak memory is measured per configuration in a fresh process
 (CPU: peak RSS; CUDA: max_memory_allocated) over one step taken after a first step created the
 gradients and optimizer state, so it is the activation memory a step adds on top of the resident
-weights, gradients and Adam moments (reported too).
+weights, gradients and Adam moments (reported too, and their sum: the process peak).
 
     python -m benchmarks.training --quick       # n=512: a couple of minutes on 2 CPU cores
     python -m benchmarks.training --n 512,1024,2048 --k 256
     python -m benchmarks.training --pairs 512:128,4096:256 --baselines sdpa --dtype bf16
+
+Long inputs: --checkpointing (activation checkpointing, every layer), --chunk-ff (chunked feed-forward,
+RoBERTa and Linformer; ModernBERT has none), --sparse-head (vocabulary logits at the labelled positions
+only). --mem-limit and --max-step-s bound each model: the fresh process that measures its memory (run
+before any timing) stops as soon as its resident set passes the limit or a step passes the cap, and the
+model is listed as "did not fit" or "past the cap" at that n and not tried at larger n; a step whose
+FLOPs at the machine's matmul peak would already pass the cap is not started ("est."). --repeats 0 takes
+each step's time from that process (its second step, alone) instead of timing again, interleaved: for
+steps of minutes.
+
+    python -m benchmarks.training --n 512,32768,65536 --k 256 --baselines sdpa,modernbert --checkpointing \\
+        --chunk-ff 512 --sparse-head --mem-limit 24 --max-step-s 1800 --repeats 0 --threads 1 --dtype bf16
 
 On CUDA a model that runs out of memory at some n is listed as skipped and the others go on, so a
 long --n list finds the largest n that trains.
@@ -26,56 +38,108 @@ from tqdm import tqdm
 
 from benchmarks import flop_counts, harness, measure, models
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("--n", default="512,1024,2048")
-p.add_argument("--k", default="256", help="Linformer projected lengths (layerwise sharing), each run at every n >= k")
-p.add_argument("--pairs", default=None, metavar="N:K,...",
-               help="(n, k) pairs instead of the --n x --k grid, e.g. 512:128,4096:256")
-p.add_argument("--batch", type=int, default=1)
-p.add_argument("--baselines", default="eager,sdpa",
-               help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default attention")
-p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
-harness.add_run_args(p, repeats=3)
-p.add_argument("--no-memory", action="store_true")
-p.add_argument("--quick", action="store_true", help="n=512 only")
-args = p.parse_args()
-
-if args.quick:
-    args.n = "512"
-try:
-    if args.pairs:
-        pairs = [tuple(harness.int_list(pair.replace(":", ","))) for pair in args.pairs.split(",") if pair.strip()]
-        if not pairs or any(len(pair) != 2 for pair in pairs):
-            raise ValueError(f"--pairs: expected N:K,N:K,..., got {args.pairs!r}")
-    else:
-        pairs = [(n, k) for n in harness.int_list(args.n) for k in harness.int_list(args.k) if k <= n]
-except ValueError as e:
-    p.error(str(e))
-grid = {}  # n -> the Linformer k's that run at it
-for n, k in pairs:
-    grid.setdefault(n, []).append(k)
-device, _, dims = harness.setup_run(args, p)
-try:
-    baselines = models.baseline_models(args.baselines)
-except ValueError as e:
-    p.error(str(e))
-# weights stay float32 (Accelerate's fp32 master weights); the lower precision is autocast's
-amp = None if args.dtype == "float32" else args.dtype
-tag = args.tag or ("training_quick" if args.quick else "training")
-D, V = dims["hidden_size"], models.VOCAB
+MASK_PROB = 0.15  # models.training_step's share of labelled positions
 
 
-def train_flops(spec):
-    """~3x the forward matmul FLOPs (forward, and two matmuls per matmul in backward), MLM head included;
-    None where the forward is not counted."""
-    fwd = flop_counts.forward_flops(spec["model"], spec["n"], spec["k"], dims, args.batch)
-    head = 2 * args.batch * spec["n"] * D * (D + V)
-    return None if fwd is None else 3 * (fwd + head)
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", default="512,1024,2048")
+    p.add_argument("--k", default="256",
+                   help="Linformer projected lengths (layerwise sharing), each run at every n >= k")
+    p.add_argument("--pairs", default=None, metavar="N:K,...",
+                   help="(n, k) pairs instead of the --n x --k grid, e.g. 512:128,4096:256")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--baselines", default="eager,sdpa",
+                   help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default "
+                        "attention")
+    p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
+    p.add_argument("--checkpointing", action="store_true",
+                   help="activation checkpointing on every layer of every model (recomputed in the backward)")
+    p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
+                   help="chunk_size_feed_forward of RoBERTa and Linformer (0: off); ModernBERT has no chunking")
+    p.add_argument("--sparse-head", action="store_true",
+                   help="MLM logits at the labelled positions only (not n x vocabulary), the same loss")
+    p.add_argument("--mem-limit", type=float, default=None, metavar="GIB",
+                   help="a model whose measuring process passes this resident set did not fit (CPU default and "
+                        "ceiling: the memory available at the start; CUDA: the device's)")
+    p.add_argument("--max-step-s", type=float, default=None, metavar="SECONDS",
+                   help="a model whose step runs longer is past the cap (default: no cap)")
+    harness.add_run_args(p, repeats=3)
+    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--quick", action="store_true", help="n=512 only")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.n = "512"
+    if args.batch < 1 or args.repeats < 0 or args.warmup < 0 or args.chunk_ff < 0:
+        p.error("--batch must be >= 1; --repeats, --warmup and --chunk-ff >= 0")
+    if args.repeats == 0 and args.no_memory:
+        p.error("--repeats 0 takes each step's time from the memory probe: leave out --no-memory")
+    try:
+        if args.pairs:
+            pairs = [tuple(harness.int_list(pair.replace(":", ","))) for pair in args.pairs.split(",") if pair.strip()]
+            if not pairs or any(len(pair) != 2 for pair in pairs):
+                raise ValueError(f"--pairs: expected N:K,N:K,..., got {args.pairs!r}")
+        else:
+            pairs = [(n, k) for n in harness.int_list(args.n) for k in harness.int_list(args.k) if k <= n]
+        baselines = models.baseline_models(args.baselines)
+    except ValueError as e:
+        p.error(str(e))
+    grid = {}  # n -> the Linformer k's that run at it
+    for n, k in pairs:
+        grid.setdefault(n, []).append(k)
+    device, dtype, dims = harness.setup_run(args, p)
+    return args, grid, baselines, device, dtype, dims
 
 
-def fits(spec, step):
+def step_flops(spec, args, bound=False):
+    """~Matmul FLOPs of one update: forward and backward (two matmuls per matmul) of encoder and MLM head (at
+    every position, or the labelled ones with --sparse-head), plus the encoder's forward again under
+    activation checkpointing. None where the forward is not counted; bound: then full attention, an upper bound."""
+    n, dims, batch = spec["n"], spec["dims"], args.batch
+    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch)
+    if fwd is None and bound:
+        fwd = flop_counts.flops_modernbert(n, dims, batch)
+    if fwd is None:
+        return None
+    positions = batch * n * (MASK_PROB if args.sparse_head else 1)
+    head = 2 * positions * dims["hidden_size"] * (dims["hidden_size"] + models.VOCAB)
+    return 3 * (fwd + head) + (fwd if args.checkpointing else 0)
+
+
+def memory_limit(args, device):
+    """The resident-set limit of each measuring process (bytes), or None (CUDA without --mem-limit)."""
+    asked = args.mem_limit * 2**30 if args.mem_limit else None
+    if device.type == "cuda":
+        return asked
+    return min(asked or float("inf"), measure.available_bytes())
+
+
+def specs_at(n, ks, args, baselines, dims, amp):
+    specs = [dict(model=m, n=n, k=None) for _, m in baselines]
+    specs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks]
+    for s in specs:
+        chunk = 0 if s["model"].startswith("modernbert") else args.chunk_ff  # ModernBERT's MLP has no chunking
+        s.update(dims=dims, dtype="float32", amp=amp, head="mlm", chunk_ff=chunk, checkpointing=args.checkpointing,
+                 sparse_head=args.sparse_head, name=f"{s['model']}-k{s['k']}" if s["k"] else s["model"])
+    return specs
+
+
+def why_not(spec, args, rate, stopped):
+    """Why a model is not run at this n (None: it runs): it stopped at a smaller n, or its estimated step
+    time at the machine's matmul peak (a lower bound on the real one) already passes --max-step-s."""
+    if spec["name"] in stopped:
+        n, reason = stopped[spec["name"]]
+        return f"{reason} at n={n}: not tried at a larger n"
+    if rate and args.max_step_s:
+        est = step_flops(spec, args, bound=True) / rate
+        if est > args.max_step_s:
+            return f"past the cap: est. {est:.3g} s per step at the matmul peak > --max-step-s {args.max_step_s:g}"
+    return None
+
+
+def fits(step, device):
     """On CUDA, whether one step runs without running out of memory (it is not timed); on CPU the kernel
-    would kill the process instead, so there --n must stay within the machine."""
+    would kill the process instead: there the memory probe (run first) or --n keeps it within the machine."""
     if device.type != "cuda":
         return True
     try:
@@ -86,18 +150,14 @@ def fits(spec, step):
         return False
 
 
-rows, skipped = [], []
-for n, n_ks in grid.items():
-    specs = [dict(model=m, n=n, k=None) for _, m in baselines]
-    specs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in n_ks]
-    ids = models.random_ids(args.batch, n, device)
+def time_steps(specs, args, device, skip):
+    """{name: [seconds]} of the specs that fit, interleaved; skip(spec, reason) for those that do not."""
+    ids = models.random_ids(args.batch, specs[0]["n"], device)
     fns = {}
     for s in specs:
-        s.update(dims=dims, dtype="float32", amp=amp, head="mlm")
-        s["name"] = f"{s['model']}-k{s['k']}" if s["k"] else s["model"]
         try:
-            step = models.training_step(models.build(s, device), ids, amp=amp)
-            ok = fits(s, step)
+            step = models.training_step(models.build(s, device), ids, amp=s["amp"], sparse_head=s["sparse_head"])
+            ok = fits(step, device)
         except torch.OutOfMemoryError:
             ok = False
         if ok:
@@ -106,64 +166,133 @@ for n, n_ks in grid.items():
             step = None
             gc.collect()
             torch.cuda.empty_cache()
-            skipped.append(dict(n=n, model=s["model"], k=s["k"], reason="out of memory at batch " + str(args.batch)))
-            print(f"skip n={n} {s['model']} k={s['k']}: out of memory")
-    specs = [s for s in specs if s["name"] in fns]
+            skip(s, f"did not fit: out of memory at batch {args.batch}")
     if not fns:
-        continue
-    with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"training steps n={n}") as bar:
+        return {}
+    with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"training steps n={specs[0]['n']}") as bar:
         times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar)
     del fns, step
     gc.collect()
-    for s in specs:
-        st = measure.stats(times[s["name"]])
-        flops = train_flops(s)
-        row = dict(n=n, model=s["model"], k=s["k"], batch=args.batch, dtype=args.dtype, step_s=st["median"],
-                   step_q1=st["q1"], step_q3=st["q3"], tokens_per_s=args.batch * n / st["median"],
-                   approx_tflops=flops and flops / 1e12, gflop_per_s=flops and flops / st["median"] / 1e9,
-                   samples=times[s["name"]])
+    return times
+
+
+def run(args, grid, baselines, device, dtype, dims):
+    """The rows (one per model and n that trained) and the skipped models with their reasons."""
+    amp = None if args.dtype == "float32" else args.dtype  # fp32 weights (Accelerate's master weights), autocast
+    limit = memory_limit(args, device)
+    rate = measure.matmul_rate(device, dtype, 256 if args.tiny else 2048) if args.max_step_s else None
+    rows, skipped, stopped = [], [], {}  # stopped: name -> (n, reason), measured there
+
+    def skip(spec, reason, measured=True):
+        skipped.append(dict(n=spec["n"], model=spec["model"], k=spec["k"], reason=reason))
+        if measured:
+            stopped[spec["name"]] = (spec["n"], reason.partition(":")[0])
+        print(f"skip n={spec['n']} {spec['name']}: {reason}")
+
+    for n, ks in grid.items():
+        specs = []
+        for s in specs_at(n, ks, args, baselines, dims, amp):
+            reason = why_not(s, args, rate, stopped)
+            if reason:
+                skip(s, reason, measured=False)
+            else:
+                specs.append(s)
         if not args.no_memory:
-            m = measure.probe_memory(dict(s, mode="train", batch=args.batch, device=device.type,
-                                    threads=torch.get_num_threads()))
-            row.update(step_peak_bytes=m["peak_bytes"], resident_bytes=m["resident_bytes"])
-        rows.append(row)
+            for s in list(specs):
+                m = measure.probe_memory(dict(s, mode="train", batch=args.batch, device=device.type,
+                                              threads=torch.get_num_threads(), mem_limit_bytes=limit,
+                                              cap_s=args.max_step_s),
+                                         timeout=3 * args.max_step_s + 600 if args.max_step_s else 3600)
+                if "skip" in m:
+                    skip(s, m["skip"])
+                    specs.remove(s)
+                else:
+                    s["memory"] = m
+        if not specs:
+            continue
+        if args.repeats:
+            times = time_steps(specs, args, device, skip)
+        else:
+            times = {s["name"]: [s["memory"]["step_s"]] for s in specs}
+        for s in (s for s in specs if s["name"] in times):
+            st = measure.stats(times[s["name"]])
+            flops = step_flops(s, args)
+            row = dict(n=n, model=s["model"], k=s["k"], batch=args.batch, dtype=args.dtype, chunk_ff=s["chunk_ff"],
+                       checkpointing=args.checkpointing, sparse_head=args.sparse_head, step_s=st["median"],
+                       step_q1=st["q1"], step_q3=st["q3"], tokens_per_s=args.batch * n / st["median"],
+                       approx_tflops=flops and flops / 1e12, gflop_per_s=flops and flops / st["median"] / 1e9,
+                       timed="interleaved" if args.repeats else "fresh process, one step", samples=times[s["name"]])
+            if "memory" in s:
+                m = s["memory"]
+                row.update(step_peak_bytes=m["peak_bytes"], resident_bytes=m["resident_bytes"],
+                           process_peak_bytes=m["peak_bytes"] + m["resident_bytes"])
+            rows.append(row)
+    for r in rows:
+        if r["k"] is None:
+            continue
+        for b, model in baselines:
+            base = next((x for x in rows if x["n"] == r["n"] and x["model"] == model), None)
+            if base:
+                r[f"speedup_vs_{b}"] = base["step_s"] / r["step_s"]
+                if "step_peak_bytes" in r:
+                    r[f"mem_saved_vs_{b}"] = base["step_peak_bytes"] / r["step_peak_bytes"]
+    return rows, skipped, limit
 
-for r in rows:
-    if r["k"] is None:
-        continue
-    for b, model in baselines:
-        base = next((x for x in rows if x["n"] == r["n"] and x["model"] == model), None)
-        if base:
-            r[f"speedup_vs_{b}"] = base["step_s"] / r["step_s"]
-            if "step_peak_bytes" in r:
-                r[f"mem_saved_vs_{b}"] = base["step_peak_bytes"] / r["step_peak_bytes"]
 
-info = harness.machine_info(device)
-labels = [b for b, _ in baselines]
-precision = f"autocast {args.dtype}, fp32 weights" if amp else "float32"
-md = [f"# Training step (MLM, AdamW): Linformer vs {', '.join(m for _, m in baselines)}, {dims['num_hidden_layers']} "
-      f"layers, hidden {dims['hidden_size']}, batch {args.batch}, {precision}", "",
-      f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. Median of "
-      f"{args.repeats} interleaved steps after {args.warmup} warm-up. One step = one train_mlm.py update (clip "
-      "1.0, AdamW). Peak = memory one step adds on top of weights + gradients + Adam state (resident).", "",
-      "| n | model | k | step (median) | IQR | tokens/s | ~GFLOP/s | speed-up vs " + " / ".join(labels)
-      + " | step peak | resident | memory saved vs " + " / ".join(labels) + " |",
-      "|---" * 10 + "|"]
-for r in rows:
-    sp = " / ".join(harness.fmt_ratio(r.get(f"speedup_vs_{b}")) for b in labels) if r["k"] else "-"
-    ms = " / ".join(harness.fmt_ratio(r.get(f"mem_saved_vs_{b}")) for b in labels) if r["k"] else "-"
-    peak = harness.fmt_bytes(r["step_peak_bytes"]) if "step_peak_bytes" in r else "-"
-    res = harness.fmt_bytes(r["resident_bytes"]) if "resident_bytes" in r else "-"
-    rate = "n/a" if r["gflop_per_s"] is None else f"{r['gflop_per_s']:.0f}"
-    md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['step_s']:.2f} s | {r['step_q1']:.2f}-{r['step_q3']:.2f} s "
-              f"| {r['tokens_per_s']:.0f} | {rate} | {sp} | {peak} | {res} | {ms} |")
-if skipped:
-    md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
-md = "\n".join(md) + "\n"
-print("\n" + md)
-base_path = os.path.join(args.out, tag)
-harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
-harness.save_json(base_path + ".json", dict(args=vars(args), machine=info, dims=dims, rows=rows, skipped=skipped))
-with open(base_path + ".md", "w") as f:
-    f.write(md)
-print(f"wrote {base_path}.{{csv,json,md}}")
+def render(args, command, info, dims, baselines, rows, skipped, limit):
+    labels = [b for b, _ in baselines]
+    precision = f"autocast {args.dtype}, fp32 weights" if args.dtype != "float32" else "float32"
+    timing = (f"Median of {args.repeats} interleaved steps after {args.warmup} warm-up" if args.repeats else
+              "One step per model, timed alone in the fresh process that measured its memory, after a first step")
+    md = [f"# Training step (MLM, AdamW): Linformer vs {', '.join(m for _, m in baselines)}, "
+          f"{dims['num_hidden_layers']} layers, hidden {dims['hidden_size']}, batch {args.batch}, {precision}", "",
+          f"Command: `{command}`", "",
+          f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. {timing}. "
+          "One step = one train_mlm.py update (clip 1.0, AdamW). Step peak = memory one step adds on top of weights "
+          "+ gradients + Adam state (resident); process peak = both.", "",
+          f"Activation checkpointing: {'every layer' if args.checkpointing else 'off'}. Chunked feed-forward: "
+          + (f"{args.chunk_ff} tokens (RoBERTa and Linformer; ModernBERT has none)" if args.chunk_ff else "off")
+          + ". MLM logits: " + ("at the labelled positions only" if args.sparse_head else "at every position")
+          + f". Memory limit: {harness.fmt_bytes(limit) if limit else 'the device'}"
+          + (f" (--mem-limit {args.mem_limit:g} GiB, at most the memory available at the start)"
+             if args.mem_limit and info["device"] == "cpu" else "")
+          + ". Time cap: " + (f"{args.max_step_s:g} s per step" if args.max_step_s else "none") + ".", "",
+          "| n | model | k | step (median) | IQR | tokens/s | ~GFLOP/s | speed-up vs " + " / ".join(labels)
+          + " | step peak | resident | process peak | memory saved vs " + " / ".join(labels) + " |",
+          "|---" * 11 + "|"]
+    for r in rows:
+        sp = " / ".join(harness.fmt_ratio(r.get(f"speedup_vs_{b}")) for b in labels) if r["k"] else "-"
+        ms = " / ".join(harness.fmt_ratio(r.get(f"mem_saved_vs_{b}")) for b in labels) if r["k"] else "-"
+        mem = [harness.fmt_bytes(r[key]) if key in r else "-"
+               for key in ("step_peak_bytes", "resident_bytes", "process_peak_bytes")]
+        rate = "n/a" if r["gflop_per_s"] is None else f"{r['gflop_per_s']:.0f}"
+        md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['step_s']:.2f} s | {r['step_q1']:.2f}-"
+                  f"{r['step_q3']:.2f} s | {r['tokens_per_s']:.0f} | {rate} | {sp} | {' | '.join(mem)} | {ms} |")
+    for k in sorted({r["k"] for r in rows if r["k"]}):
+        rs = sorted((r for r in rows if r["k"] == k), key=lambda r: r["n"])
+        if len(rs) > 1:
+            md += ["", f"Linformer k={k}: time per token at n={rs[-1]['n']} over n={rs[0]['n']}: "
+                   f"{rs[0]['tokens_per_s'] / rs[-1]['tokens_per_s']:.2f}x (linear cost: 1.0x)."]
+    if skipped:
+        md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
+    return "\n".join(md) + "\n"
+
+
+def main(argv=None):
+    args, grid, baselines, device, dtype, dims = parse_args(argv)
+    command = harness.command_line("benchmarks.training", argv)
+    rows, skipped, limit = run(args, grid, baselines, device, dtype, dims)
+    info = harness.machine_info(device)
+    md = render(args, command, info, dims, baselines, rows, skipped, limit)
+    print("\n" + md)
+    base_path = os.path.join(args.out, args.tag or ("training_quick" if args.quick else "training"))
+    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
+    harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims,
+                                                mem_limit_bytes=limit, rows=rows, skipped=skipped))
+    with open(base_path + ".md", "w") as f:
+        f.write(md)
+    print(f"wrote {base_path}.{{csv,json,md}}")
+
+
+if __name__ == "__main__":
+    main()

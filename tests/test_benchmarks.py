@@ -5,6 +5,7 @@ Never asserts speed or memory savings: those are measured by the benchmark scrip
 
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 
@@ -13,7 +14,8 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-from benchmarks import flop_counts, gpu_check, harness, measure, models, spectrum, theorem
+import benchmarks
+from benchmarks import flop_counts, gpu_check, harness, measure, models, spectrum, theorem, training
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -164,6 +166,76 @@ def test_training_tiny(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     rows = json.load(open(tmp_path / "t.json"))["rows"]
     assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"] and rows[1]["tokens_per_s"] > 0
+
+
+def test_importing_a_benchmark_starts_nothing():
+    """Every module of benchmarks/ imports without parsing arguments, running or printing (issue 21): under an
+    argv that any script would refuse, importing them all prints nothing and exits 0; each script has a main."""
+    names = sorted(m.name for m in pkgutil.iter_modules(benchmarks.__path__))
+    assert {"inference", "training", "peers", "targets"} <= set(names)
+    code = ("import importlib, sys; sys.argv = ['x', '--no-such-flag']; "
+            f"mods = [importlib.import_module('benchmarks.' + n) for n in {names!r}]; "
+            "print([m.__name__ for m in mods if not callable(getattr(m, 'main', None))], end='')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert (out.returncode, out.stderr) == (0, "")
+    no_main = ["benchmarks.flop_counts", "benchmarks.harness", "benchmarks.measure", "benchmarks.models"]
+    assert out.stdout == repr(no_main)  # the shared modules have none; every script has one
+
+
+@pytest.mark.parametrize("model", ["roberta-sdpa", "modernbert-sdpa", "linformer-sdpa"])
+def test_sparse_head_is_the_same_loss_and_checkpointing_reaches_every_layer(model):
+    """--sparse-head computes the logits only at the labelled positions: the loss of the model's own forward.
+    --checkpointing turns activation checkpointing on in every layer, and the step still trains."""
+    spec = dict(model=model, n=64, k=16, dims=TINY, head="mlm", checkpointing=True)
+    net = models.build(spec)
+    layers = [m for m in net.modules() if hasattr(m, "gradient_checkpointing") and m is not net]
+    assert layers and all(m.gradient_checkpointing for m in layers)
+    ids = models.random_ids(2, 64)
+    labels = torch.where(torch.rand(ids.shape, generator=torch.Generator().manual_seed(0)) < 0.15, ids, -100)
+    full, sparse = models.masked_lm_loss(net, ids, labels)(), models.masked_lm_loss(net, ids, labels, sparse=True)()
+    torch.testing.assert_close(sparse, full)
+    assert torch.isfinite(models.training_step(net, ids, sparse_head=True)())
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_training_long_input_flags_tiny(tmp_path):
+    """Issue 22 item 6's command at n = 64: checkpointing, chunked feed-forward (not ModernBERT's: it has none),
+    sparse head, memory limit and time cap, step times from the measuring process (--repeats 0)."""
+    training.main(["--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa,modernbert", "--checkpointing", "--chunk-ff",
+                   "16", "--sparse-head", "--mem-limit", "8", "--max-step-s", "600", "--repeats", "0", "--threads", "1",
+                   "--out", str(tmp_path), "--tag", "t"])
+    res = json.load(open(tmp_path / "t.json"))
+    rows = {r["model"]: r for r in res["rows"]}
+    assert set(rows) == {"roberta-sdpa", "modernbert-sdpa", "linformer-sdpa"} and not res["skipped"]
+    chunks = {m: r["chunk_ff"] for m, r in rows.items()}
+    assert chunks == {"roberta-sdpa": 16, "modernbert-sdpa": 0, "linformer-sdpa": 16}
+    for r in rows.values():
+        assert r["checkpointing"] and r["sparse_head"] and r["timed"] == "fresh process, one step"
+        assert r["step_s"] > 0 and r["process_peak_bytes"] == r["resident_bytes"] + r["step_peak_bytes"]
+    assert 0 < res["mem_limit_bytes"] <= 8 * 2**30
+    assert res["command"].startswith("python -m benchmarks.training --tiny --n 64")
+    md = open(tmp_path / "t.md").read()
+    assert res["command"] in md and "Activation checkpointing: every layer. Chunked feed-forward: 16 tokens" in md
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_training_records_did_not_fit_and_past_the_cap(tmp_path):
+    """A model over --mem-limit is "did not fit" at that n and not tried at larger n; a step whose FLOPs alone
+    pass --max-step-s is "past the cap" (est.) without running; a measured step past the cap ends its process."""
+    training.main(["--tiny", "--n", "64,128", "--k", "16", "--baselines", "sdpa", "--mem-limit", "0.01", "--repeats",
+                   "1", "--warmup", "0", "--threads", "1", "--out", str(tmp_path), "--tag", "mem"])
+    res = json.load(open(tmp_path / "mem.json"))
+    assert res["rows"] == [] and [(s["n"], s["model"]) for s in res["skipped"]] == [
+        (64, "roberta-sdpa"), (64, "linformer-sdpa"), (128, "roberta-sdpa"), (128, "linformer-sdpa")]
+    assert all(s["reason"].startswith("did not fit: resident set passed") for s in res["skipped"][:2])
+    assert all(s["reason"] == "did not fit at n=64: not tried at a larger n" for s in res["skipped"][2:])
+    training.main(["--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa", "--max-step-s", "1e-9", "--no-memory",
+                   "--threads", "1", "--out", str(tmp_path), "--tag", "cap"])
+    skipped = json.load(open(tmp_path / "cap.json"))["skipped"]
+    assert len(skipped) == 2 and all(s["reason"].startswith("past the cap: est.") for s in skipped)
+    m = measure.probe_memory(dict(model="linformer-sdpa", n=2048, k=16, dims=TINY, threads=1, mode="train", cap_s=0.01))
+    assert m == {"skip": "past the cap: taking the first step ran over 0.01 s"}
 
 
 @pytest.mark.slow
