@@ -74,6 +74,18 @@ def test_unknown_flags_and_keys(tmp_path, capsys):
     assert "unknown key `max_train_steps` (did you mean `max_steps`?)" in parse_error(["--config", recipe], capsys)
 
 
+def test_an_error_is_two_lines_and_help_starts_with_what_the_script_does(capsys):
+    """A one-line usage, not every flag, before an error; the same usage, then the description, heads --help."""
+    with pytest.raises(SystemExit):
+        parse(["--max_step", "3"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith("usage: demo [--config RECIPE.yaml]") and "--help" in err[0]
+    with pytest.raises(SystemExit):
+        parse(["--help"])
+    head = [line for line in capsys.readouterr().out.splitlines() if line.strip()][:2]
+    assert head[0].startswith("usage: demo [--config") and head[1] == "A demo."
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--max_steps", "2.5"], "argument --max_steps/--max-steps: invalid int value: '2.5'"),
     (["--learning_rate", "fast"], "invalid float value: 'fast'"),

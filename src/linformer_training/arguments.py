@@ -9,6 +9,7 @@ data is read, whether the arguments come from the command line or from Python), 
 naming the closest known flag for an unknown one.
 """
 
+import argparse
 import dataclasses
 import difflib
 import math
@@ -155,8 +156,11 @@ def _recipe_to_argv(recipe):
 
 def parse_args(cls, argv=None, prog=None):
     """A `cls` instance from `--config` (YAML) and flags; any error exits with one line (status 2)."""
-    parser = HfArgumentParser(cls, prog=prog, description=(cls.__doc__ or "").strip().split("\n\n")[0],
-                              allow_abbrev=False)
+    # A one-line usage: argparse would print every flag (40+ lines) before a one-line error, and as the head
+    # of --help; the description (the class docstring) follows it there, the flags after.
+    parser = HfArgumentParser(cls, prog=prog, description=(cls.__doc__ or "").strip(), allow_abbrev=False,
+                              usage="%(prog)s [--config RECIPE.yaml] [--FLAG VALUE ...]   (--help lists every flag)",
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", help="YAML recipe whose keys are these flags; flags given here win")
     argv = list(sys.argv[1:] if argv is None else argv)
     fields = {f.name for f in dataclasses.fields(cls)}
