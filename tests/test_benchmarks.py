@@ -278,7 +278,8 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     assert "--use_fsdp --fsdp_version 2" in fsdp["commands"][0]["command"]
     assert "--resume_from_checkpoint latest" in fsdp["commands"][1]["command"]
     tables = steps["benchmarks"]["tables"]
-    assert [os.path.basename(t["readme_command"].split()[1]) for t in tables] == ["inference.py", "training.py"]
+    assert [t["readme_command"].split()[1:3] for t in tables] == [["-m", "benchmarks.inference"],
+                                                                   ["-m", "benchmarks.training"]]
     assert all(t["rows"] > 0 and "--device cuda" in t["readme_command"] for t in tables)
     md = open(tmp_path / "gpu_check.md").read()
     assert md.startswith("# GPU check (dry run") and md.count(" ok (") == 4
