@@ -535,10 +535,16 @@ class LinformerEncoder(nn.Module):
         key_mask = key_index = None
         if attention_mask is not None:
             real = attention_mask.bool()
-            # Stable sort of "is padding": real tokens first, in their order. Identity for right padding.
-            key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
-            key_mask = real.gather(1, key_index)
-            key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
+            on_host = real.device.type == "cpu" and not torch.compiler.is_compiling()
+            if on_host and bool(real.all()):
+                pass  # no padding: nothing to mask or move (read on CPU only, where a read costs nothing)
+            elif on_host and bool((real[:, :-1] >= real[:, 1:]).all()):
+                key_mask = real  # right padding: real tokens already come first
+            else:
+                # Stable sort of "is padding": real tokens first, in their order.
+                key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
+                key_mask = real.gather(1, key_index)
+                key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
 
         # Real lengths, for `full_attention_short_inputs`. On CPU one read tells whether any sequence is short
         # (<= the layer's exact_length) and whether all are, so a batch of one kind computes only that kind. On
