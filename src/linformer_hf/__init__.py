@@ -18,6 +18,7 @@ from transformers import (
 )
 
 from .configuration_linformer import LinformerConfig
+from .modeling_linformer import __all__ as modeling_names
 from .modeling_linformer import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
@@ -46,13 +47,4 @@ for auto_class, model_class in AUTO_CLASSES.items():
     # Makes save_pretrained copy the modeling files next to the weights (remote code).
     model_class.register_for_auto_class(auto_class.__name__)
 
-__all__ = [
-    "LinformerConfig",
-    "LinformerForMaskedLM",
-    "LinformerForMultipleChoice",
-    "LinformerForQuestionAnswering",
-    "LinformerForSequenceClassification",
-    "LinformerForTokenClassification",
-    "LinformerModel",
-    "LinformerPreTrainedModel",
-]
+__all__ = ["LinformerConfig", *(name for name in modeling_names if name != "LinformerProjections")]
