@@ -26,6 +26,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+from linformer_training import checkpoints, outputs
 from linformer_training.tracking import read_jsonl
 
 # Files of the run folder that describe the run rather than the model.
@@ -65,25 +66,13 @@ def shortfalls(results_json):
 
 
 def card(run, config, train_config, facts, results_md, hardware, missed):
+    """The release's model card (outputs.model_card, as every folder the scripts write): intro, use, recipe with
+    its shortfalls, then the report's results."""
     n, k = config["max_seq_length"], config["projected_dim"]
     exact = config.get("short_input_max_length") or k
     window = config.get("local_attention_window")
     teacher = "sentence-transformers/all-MiniLM-L6-v2"
-    return f"""---
-license: apache-2.0
-base_model: {teacher}
-library_name: transformers
-pipeline_tag: sentence-similarity
-tags:
-- linformer
-- linformer-hf
-- sentence-transformers
-- long-context
----
-
-# all-MiniLM-L6-v2 as a Linformer for inputs of up to {n} tokens
-
-[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
+    intro = f"""[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
 can read), and a document reader for longer ones, up to {n} tokens in one pass. A longer input is read as the
 source reads each of its {window}-token windows, exactly, plus, in every layer, attention to k = {k} slots
 projected from the whole document by a learned E (Linformer, Wang et al. 2020; `projection_sharing=
@@ -95,8 +84,8 @@ a sequence takes is decided per sequence, so a padded batch may mix both.
 
 **Source and licence:** {teacher} (Apache-2.0); these weights are derived from it, under the same licence.
 
-## Use
-
+"""
+    use = f"""
 ```python
 from sentence_transformers import SentenceTransformer
 
@@ -109,8 +98,8 @@ The weights are stored in float16 and load as such; on CPU, where float16 is slo
 `AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)` gives the encoder (mean-pool its
 last hidden state over real tokens, then L2-normalise, to get the same embeddings).
 
-## How it was made
-
+"""
+    made = f"""
 ```bash
 {BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, train, evaluate, this folder
 ```
@@ -134,8 +123,11 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
 
 {missed}
 
-{results_section(results_md)}
 """
+    return outputs.model_card(f"all-MiniLM-L6-v2 as a Linformer for inputs of up to {n} tokens", intro,
+                              {"Use": use, "How it was made": made + results_section(results_md)},
+                              pipeline_tag="sentence-similarity", tags=["linformer", "sentence-transformers",
+                                                                         "long-context"], base_model=teacher)
 
 
 def main(argv=None):
@@ -170,13 +162,7 @@ def main(argv=None):
                                                 args.results, args.hardware,
                                                 shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")
         os.chmod(staging, 0o755)
-        if args.out.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.old-", dir=args.out.parent))
-            os.rename(args.out, old / "previous")
-            os.rename(staging, args.out)
-            shutil.rmtree(old)
-        else:
-            os.rename(staging, args.out)
+        checkpoints.publish(staging, args.out, whole=True)  # manifest, then one rename over the old folder
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
