@@ -515,7 +515,7 @@ def predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_l
     report(accelerator, results)
     write_results(args, accelerator, out, {"eval_results.json": results, **predictions})
     accelerator.print(f"Done: results in {out}")
-    accelerator.end_training()
+    outputs.end(accelerator)
     return results
 
 
