@@ -140,3 +140,23 @@ def end(accelerator):
     a process that tears the group down while a peer is still working can leave that peer hanging at exit."""
     accelerator.wait_for_everyone()
     accelerator.end_training()
+
+
+def push_folder(run, folder, message):
+    """Upload the saved folder (not the checkpoints) to `--hub_model_id`; a failure keeps the local save."""
+    if not run.accelerator.is_main_process:
+        return
+    from huggingface_hub import HfApi
+
+    repo_id = run.args.hub_model_id
+    try:
+        api = HfApi()
+        api.create_repo(repo_id, private=run.args.hub_private_repo, exist_ok=True)
+        api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
+                          ignore_patterns=[f"{checkpoints.CHECKPOINTS_DIR}/**", ".*", "logs/**"])
+    except Exception as error:  # noqa: BLE001  offline, no token, no rights: the local save stands
+        raise UsageError(f"--push_to_hub: uploading to {repo_id} failed ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''}). Nothing is lost: the model is "
+                         f"saved in {folder}; upload it later with `hf upload {repo_id} {folder}`") from None
+    run.say(f"Pushed to https://huggingface.co/{repo_id}")
+
