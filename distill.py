@@ -48,6 +48,12 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     exclude_ids_file: str | None = arg(None, "ids of documents never to read, one per line (default: the held-out "
                                              "news list, where the corpus has --id_column; `none`: nothing)")
     id_column: str = arg("id", "column holding the document ids that --exclude_ids_file lists")
+    inputs: Literal["blocks", "documents"] = arg(
+        "blocks", "what one input is cut from: `blocks` (documents packed back to back into --block_size blocks) or "
+                  "`documents` (one document each, a longer one cut into consecutive inputs of --block_size)")
+    min_document_length: int = arg(0, "with --inputs documents: documents of at most this many tokens are not "
+                                      "read (how many inputs remain is printed); e.g. the student's exact length, so "
+                                      "that every input takes the long path")
     min_length: int = arg(16, "shortest training span, in tokens (special tokens included)")
     short_max_length: int | None = arg(None, "longest `short` span (default: the student's k, where it is exact)")
     short_fraction: float = arg(0.25, "fraction of spans drawn short; the rest are log-uniform up to --block_size")
@@ -80,7 +86,7 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     checkpointing_steps: int = arg(250, "save a resumable checkpoint every N updates (0: none)")
     output_dir: str = arg("outputs/distill", "folder for the final student, checkpoints and logs")
 
-    bounds = {"min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
+    bounds = {"min_document_length": "[0, inf)", "min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
               "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
               "projection_learning_rate": "(0, inf)", "gate_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
               "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
@@ -96,6 +102,9 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
         if self.document_loss_weight and self.negative_bank_blocks and self.streaming:
             raise UsageError(f"--negative_bank_blocks {self.negative_bank_blocks}: the bank is held back from a "
                              f"counted training set, which --streaming has not; pass --negative_bank_blocks 0")
+        if self.min_document_length and self.inputs != "documents":
+            raise UsageError(f"--min_document_length {self.min_document_length} applies to --inputs documents "
+                             f"only (a packed block mixes documents); pass --inputs documents or 0")
         if self.piece_min_length > self.piece_max_length:
             raise UsageError(f"--piece_min_length {self.piece_min_length} is above --piece_max_length "
                              f"{self.piece_max_length}")
@@ -136,13 +145,18 @@ def excluded_ids(args):
 
 
 def prepare_data(args, accelerator, pair, block_size):
-    """Corpus without the excluded documents, packed into blocks holding text; the main process goes first."""
+    """Corpus without the excluded documents, cut into blocks holding text (and, with --min_document_length, more
+    tokens than that); the main process goes first."""
     exclude = excluded_ids(args)
     with processes.main_process_first(accelerator, "preparing the data"):
         corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                              args.text_column_name, args.validation_split_percentage, args.streaming,
                              args.streaming_validation_docs, args.mix_probabilities, args.seed, exclude=exclude)
-        blocks = pack_corpus(corpus, pair.tokenizer, block_size, args, keep=distillation.has_text(pair.tokenizer))
+        blocks = pack_corpus(corpus, pair.tokenizer, block_size, args, documents=args.inputs == "documents",
+                             keep=distillation.has_text(pair.tokenizer, more_than=args.min_document_length))
+    if args.min_document_length and not args.streaming:
+        accelerator.print(f"--inputs documents: {len(blocks['train'])} training and {len(blocks['validation'])} "
+                          f"validation inputs of more than {args.min_document_length} tokens")
     bank = None
     if args.document_loss_weight and args.negative_bank_blocks:
         # The bank's blocks are held back from training: a bank piece is never a piece of a trained input.

@@ -187,8 +187,11 @@ def test_document_objective_trains_the_long_path_and_leaves_short_inputs_the_tea
     run(models, data, out, "--teacher_long_inputs", "windows", "--train_only_long_path", "--document_loss_weight",
         "0.5", "--short_fraction", "0", "--short_max_length", str(TEACHER_LIMIT), "--negative_bank_blocks", "2",
         "--piece_min_length", "2", "--piece_max_length", "6", "--eval_steps", "2", "--learning_rate", "1e-2",
-        student="long")
-    assert "Document objective: 16 bank pieces from 2 held-back training blocks" in capsys.readouterr().out
+        "--inputs", "documents", "--min_document_length", str(TEACHER_LIMIT), student="long")
+    printed = capsys.readouterr().out
+    assert "Document objective: 16 bank pieces from 2 held-back training blocks" in printed
+    assert re.search(rf"--inputs documents: \d+ training and \d+ validation inputs of more than {TEACHER_LIMIT} tokens",
+                     printed)
     before, after = weights(models["long"]), weights(out)
     changed = {k for k in before if not torch.equal(before[k], after[k])}
     assert changed and all(distillation.is_long_path(k) for k in changed)
@@ -314,6 +317,7 @@ def test_release_recipe_parses():
     args = parse_args(distill.DistillArguments, ["--config", str(REPO / "configs" / "distill" / "minilm_n4096.yaml")])
     assert args.block_size == 4096 and args.teacher_long_inputs == "windows" and args.text_column_name == "text"
     assert args.train_file == ["../shared/data/news/train.jsonl.gz"] and args.exclude_ids_file is None
+    assert args.inputs == "documents" and args.min_document_length == args.short_max_length == 512
 
 
 # --- bad input and faults: one table ---------------------------------------------------------------
@@ -350,6 +354,9 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
     ("bank larger than the corpus", ["--document_loss_weight", "1", "--negative_bank_blocks", "100000"],
      "--negative_bank_blocks 100000: the training set has only"),
     ("unknown flag", ["--model_name_or_path", "x"], "unknown flag `model_name_or_path`"),
+    ("document length with packed blocks", ["--min_document_length", "32"],
+     "--min_document_length 32 applies to --inputs documents only"),
+    ("unknown kind of input", ["--inputs", "pages"], "--inputs.*pages.*blocks.*documents"),
 ]
 
 

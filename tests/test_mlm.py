@@ -6,6 +6,7 @@ import torch
 
 from conftest import write_jsonl
 from linformer_training import mlm
+from linformer_training.arguments import UsageError
 
 
 # --- packing and masking ---------------------------------------------------------------------------
@@ -20,6 +21,24 @@ def test_packing_keeps_every_token(tok, docs):
     for doc in docs:  # blank documents carry no text and are skipped
         expected += tok(doc, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
     assert [t for b in blocks for t in b[1:]] == expected
+
+
+def test_document_blocks_hold_one_document_each_and_keep_every_token(tok, docs):
+    """`documents=True`: a block never mixes two documents; a long one continues in the next blocks, each of at most
+    block_size - 2 tokens after <s> (a span adds </s>), and nothing is dropped."""
+    split = datasets.Dataset.from_dict({"text": docs + ["", "   "]})
+    blocks = list(mlm.pack(split, tok, block_size=16, documents=True)["input_ids"])
+    assert all(b[0] == tok.bos_token_id and 1 < len(b) <= 15 for b in blocks)
+    rebuilt, at = [], 0
+    for doc in docs:
+        ids = tok(doc, add_special_tokens=False)["input_ids"]
+        count = -(-len(ids) // 14)
+        assert [t for b in blocks[at:at + count] for t in b[1:]] == ids
+        assert all(len(b) == 15 for b in blocks[at:at + count - 1])
+        at += count
+    assert at == len(blocks) and any(len(tok(d, add_special_tokens=False)["input_ids"]) > 14 for d in docs)
+    with pytest.raises(UsageError, match="--block_size 2: must be at least 3"):
+        mlm.pack(split, tok, block_size=2, documents=True)
 
 
 def test_packing_is_cached_and_parallel(tmp_path, tok, docs):

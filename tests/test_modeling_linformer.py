@@ -18,7 +18,7 @@ from linformer_hf import (
     LinformerForTokenClassification,
     LinformerModel,
 )
-from linformer_hf.modeling_linformer import LinformerSelfAttention
+from linformer_hf.modeling_linformer import LinformerSelfAttention, resample_columns
 
 SHARING = ["none", "headwise", "key_value", "layerwise"]
 TYPES = ["linear", "mean_pool", "max_pool", "conv"]
@@ -543,11 +543,11 @@ def test_bad_short_path_settings_are_refused(overrides, message):
 # ---- local_attention_window: each window exactly, the whole sequence through gated slots --------------------
 
 
-def windowed_pair(impl, n=32, k=8, window=16, **overrides):
+def windowed_pair(impl, n=32, k=8, window=16, sharing="layerwise", **overrides):
     """RoBERTa and a Linformer with its weights, exact up to `window` tokens, whose longer inputs read windows of
     `window` tokens; position rows repeat every `window` (as conversion repeats the source's table), so a
     window's tokens sit where they would in an input of their own."""
-    roberta, model = roberta_and_linformer("layerwise", "linear", impl, n=n, k=k, short_input_max_length=window,
+    roberta, model = roberta_and_linformer(sharing, "linear", impl, n=n, k=k, short_input_max_length=window,
                                            local_attention_window=window, **overrides)
     with torch.no_grad():
         table = model.embeddings.position_embeddings.weight
@@ -607,6 +607,42 @@ def test_open_gates_add_the_whole_sequence_to_long_rows_only(impl):
     twin.load_state_dict(model.state_dict())
     torch.testing.assert_close(twin(ids, attention_mask=mask).last_hidden_state,
                                model(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("sharing", ["layerwise", "none"])
+@pytest.mark.parametrize("length", [32, 27])
+@torch.no_grad()
+def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
+    """One attention layer with open gates, random adapters and E/F, against the formula written out: softmax
+    attention inside each window of 16, plus gate times softmax(Q (E K)^T) (E V) with K, V the adapted maps of the
+    whole row (E stretched to the row's length by `resample_columns`). Whatever route the layer takes to the k
+    slots (E x before the maps, or E on the mapped keys), it must equal this."""
+    _, model = windowed_pair("sdpa", sharing=sharing, long_input_adapter_rank=4,
+                             projection_length_scaling="resample")
+    with_random_adapters(model).double()
+    attention = model.encoder.layer[0].attention.self
+    attention.global_gate.normal_(0.0, 1.0)
+    proj_key, proj_value = model.encoder.projections.for_layer(0)
+    x = torch.randn(1, length, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    out, _ = attention(x, None, None, proj_key, proj_value, None)
+
+    def mapped(name):
+        weight, bias = attention._long_map(name)
+        return attention._heads(F.linear(x, weight, bias))[0]  # (H, L, D)
+
+    def attend(q, k, v):
+        return torch.softmax(q @ k.transpose(-1, -2) * attention.scaling, -1) @ v
+
+    adapters = attention.long_input_adapters
+    query = attention._heads(adapters["query"](x, attention.query, True))[0]
+    key, value = mapped("key"), mapped("value")
+    lengths = torch.tensor([length])
+    e_key, e_value = (resample_columns(p, lengths, length)[0] for p in (proj_key, proj_value))  # (G, k, L)
+    far = attend(query, e_key @ key, e_value @ value)
+    near = torch.cat([attend(query[:, w], key[:, w], value[:, w])
+                      for w in torch.arange(length).split(16)], dim=1)
+    expected = (near + attention.global_gate[:, None, None] * far).transpose(0, 1).reshape(length, -1)
+    torch.testing.assert_close(out[0], expected, rtol=0, atol=1e-12)
 
 
 def test_windowed_model_refuses_bad_settings_and_attention_maps_of_long_inputs():

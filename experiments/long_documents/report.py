@@ -20,7 +20,23 @@ from experiments.long_documents.release import training_facts  # the release car
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",
-           "start": "student before training (gates closed)"}
+           "start": "student before training (gates closed)",
+           "blocks": "student trained on packed blocks (the recipe otherwise the same)"}
+# The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired.
+ABLATIONS = {
+    "start": ("What the training did (ablation: the same student before it)",
+              "The student against its own starting point, the converted model with its gates closed (each 512-token "
+              "window read exactly as the teacher reads it alone, no global slots; it differs from the windows "
+              "baseline only in that windows after the first carry no [CLS]/[SEP] and pooling weighs every token "
+              "once): the effect of the recipe's updates (document objective + windows anchor). Without the "
+              "document objective (weight 0) the recipe would not move the student at all: with the gates closed "
+              "its states are the windows teacher's, so the anchor losses and their gradients are zero (validation "
+              "at step 0: cosine 1.0, every layer's error 0); this column is that ablation."),
+    "blocks": ("What whole documents did (ablation: the same recipe on packed blocks)",
+               "The student against the same recipe trained on inputs cut from packed blocks (documents back to "
+               "back, so one input holds the ends and starts of several articles) instead of one document per "
+               "input (`--inputs documents`): the effect of training on text whose whole is one document."),
+}
 RETRIEVAL = {"news_retrieval": "news retrieval (held-out articles > 1,024 tokens)",
              "moby_retrieval": "Moby-Dick chapter retrieval (chapters > 1,024 tokens; never trained on)"}
 SYNTHETIC = ("passkey", "needle")
@@ -50,9 +66,8 @@ def outcomes(result, task):
 def paired_bootstrap(a, b, clusters, resamples=10_000, seed=0):
     """Mean of a - b and its 95% percentile interval, resampling clusters with replacement."""
     rng = np.random.default_rng(seed)
-    ids = np.unique(clusters)
-    sums = np.array([(a - b)[clusters == c].sum() for c in ids])
-    counts = np.array([(clusters == c).sum() for c in ids])
+    ids, which = np.unique(clusters, return_inverse=True)
+    sums, counts = np.bincount(which, weights=a - b), np.bincount(which)
     picks = rng.integers(0, len(ids), size=(resamples, len(ids)))
     stats = sums[picks].sum(1) / counts[picks].sum(1)
     return float((a - b).mean()), float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
@@ -113,6 +128,32 @@ def goals(results, cost):
     return rows
 
 
+def verdicts(results, ours, theirs):
+    """One sentence: the tasks on which `ours` beats, ties or trails `theirs`, each with its difference and
+    interval (rt_probe in points; short_fidelity is a goal row, not a comparison)."""
+    groups = {"beats": [], "ties": [], "trails": []}
+    for task in results[ours]["tasks"]:
+        if task == "short_fidelity" or task not in results[theirs]["tasks"]:
+            continue
+        c = compare(results, task, ours, theirs)
+        groups[c["verdict"]].append(f"{task} ({c['ours']:.3f} vs {c['theirs']:.3f}, {c['diff']:+.3f} "
+                                    f"[{c['low']:+.3f}, {c['high']:+.3f}])")
+    parts = [f"{verb} on {', '.join(items)}" for verb, items in
+             (("beats them", groups["beats"]), ("ties", groups["ties"]), ("trails", groups["trails"])) if items]
+    return "; ".join(parts) if parts else "no task in common"
+
+
+def summary(results, rows):
+    """The paragraph under the goals table in README.md and model_card.md: every comparison in words, generated,
+    so that no figure there is typed by hand."""
+    met = [r for r in rows if r["met"]]
+    text = [f"{len(met)} of {len(rows)} goals met. Against the windows, the student {verdicts(results, 'student', 'windows')}."]
+    for name in ABLATIONS:
+        if name in results:
+            text.append(f"Against the {SYSTEMS[name]}, it {verdicts(results, 'student', name)}.")
+    return " ".join(text) + " (Difference [95% paired-bootstrap interval]; an interval holding 0 is a tie.)"
+
+
 def table(header, rows):
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows])
@@ -148,6 +189,8 @@ def render(results, cost, facts, along=()):
         table(["goal", "measured (student vs windows)", "status"],
               [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows]),
         "",
+        summary(results, rows),
+        "",
     ]
     lines += ["## Tasks", "", table(
         ["task", "items (documents)"] + [SYSTEMS[s] for s in results if s in SYSTEMS],
@@ -169,24 +212,17 @@ def render(results, cost, facts, along=()):
                   f"{facts['updates']} updates in {facts['hours']:.2f} h on this CPU (2 cores, bf16 autocast), "
                   f"{facts['tokens']:,} tokens. Validation (news blocks, not held out from the recipe's split): "
                   f"recall@1 of each input for one of its own pieces among all validation inputs: {curve}.", ""]
-    if "start" in results:
-        lines += ["## What the training did (ablation: the same student before it)", "",
-                  "The student against its own starting point, the converted model with its gates closed (each "
-                  "512-token window read exactly as the teacher reads it alone, no global slots; it differs from "
-                  "the windows baseline only in that windows after the first carry no [CLS]/[SEP] and pooling "
-                  "weighs every token once), paired as above: the effect of the recipe's updates (document "
-                  "objective + windows anchor).",
-                  "", table(["task", "after vs before training; difference [95% interval]", "verdict"],
+    for name, (title, why) in ABLATIONS.items():
+        if name in results:
+            lines += [f"## {title}", "", why + " Paired as above.", "",
+                      table(["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "verdict"],
                             [[task, fmt_compare(c), c["verdict"]] for task in student["tasks"]
-                             if task != "short_fidelity" and task in results["start"]["tasks"]
-                             for c in [compare(results, task, "student", "start")]]), ""]
+                             if task != "short_fidelity" and task in results[name]["tasks"]
+                             for c in [compare(results, task, "student", name)]]), ""]
     if along:
         lines += ["News retrieval (recall@1) along training, from checkpoints (`evaluate.py --tasks news_retrieval`): "
                   + "; ".join(f"{name}: {value:.3f}" for name, value in along) + ".", ""]
-    lines += ["Without the document objective (weight 0) the recipe would not move the student: with the gates "
-              "closed its states are the windows teacher's, so the anchor losses and their gradients are zero "
-              "(validation at step 0: cosine 1.0, every layer's error 0). That ablation is the column before "
-              "training. Not run, for lack of CPU time: other k, other sharing, other gate rates, more updates.", ""]
+    lines += ["Not run, for lack of CPU time: other k, other sharing, other gate rates, more updates.", ""]
     if cost:
         lines += ["## Cost", "", f"One {cost['tokens']}-token document (held-out articles back to back), batch 1, "
                   f"{cost['threads']} thread(s), "
@@ -204,8 +240,9 @@ def render(results, cost, facts, along=()):
 BEGIN, END = "<!-- long-documents goals: generated by experiments/long_documents/report.py -->", "<!-- end -->"
 
 
-def update_goals_block(path, rows):
-    """Replace the goals table between the markers of `path` (README.md, model_card.md) with this report's."""
+def update_goals_block(path, rows, words=""):
+    """Replace what lies between the markers of `path` (README.md, model_card.md) with this report's goals table
+    and `words`, its summary."""
     text = Path(path).read_text(encoding="utf-8")
     if BEGIN not in text:
         raise SystemExit(f"report.py: {path} has no goals block (a line {BEGIN!r}, then the table, then {END!r})")
@@ -213,6 +250,8 @@ def update_goals_block(path, rows):
     tail = rest.split(END, 1)[1]
     block = table(["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"],
                   [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows])
+    if words:
+        block += "\n\n" + words
     Path(path).write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
 
 
@@ -229,9 +268,11 @@ def main(argv=None):
     facts = training_facts(args.run) if args.run and (Path(args.run) / "metrics.jsonl").is_file() else None
     text, rows = render(results, cost, facts, along_training(args.results))
     (Path(args.out) / "results.md").write_text(text)
-    (Path(args.out) / "results.json").write_text(json.dumps({"goals": rows, "training": facts}, indent=1) + "\n")
+    (Path(args.out) / "results.json").write_text(json.dumps({"goals": rows, "summary": summary(results, rows),
+                                                             "training": facts}, indent=1) + "\n")
+    words = summary(results, rows)
     for path in args.update:
-        update_goals_block(path, rows)
+        update_goals_block(path, rows, words)
     print(f"wrote {Path(args.out) / 'results.md'}" + "".join(f", {p}" for p in args.update))
 
 

@@ -374,10 +374,9 @@ class LinformerSelfAttention(nn.Module):
         mapped = [getattr(self, name)(x) if adapters is None else adapters[name](x, getattr(self, name), long)
                   for name in ("key", "value")]
         key, value = self._heads(mapped[0]), self._heads(mapped[1])  # (B, H, L, D), real tokens first
-        mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
-        far_key, valid = project_sequence(key, proj_key, self.kind, self.stride, mask, self.length_scaling)
-        far_value, _ = project_sequence(value, proj_value, self.kind, self.stride, mask, self.length_scaling)
-        blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        # The k slots come from the projected path's own route (E x first where that is cheaper: one
+        # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
+        far_key, far_value, blocked = self._projected(x, key_mask, proj_key, proj_value)
         far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
 
         batch, length = x.shape[:2]

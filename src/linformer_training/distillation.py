@@ -232,10 +232,11 @@ class SpanCollator:
         return {"input_ids": ids, "attention_mask": mask}
 
 
-def has_text(tokenizer):
-    """A batched filter keeping packed blocks that hold at least one non-special token."""
+def has_text(tokenizer, more_than=0):
+    """A batched filter keeping blocks that hold at least one non-special token, and more than `more_than` tokens
+    with the two special tokens a span adds (so `more_than` = the student's exact length keeps long inputs only)."""
     special = set(tokenizer.all_special_ids)
-    return lambda batch: [any(t not in special for t in ids) for ids in batch["input_ids"]]
+    return lambda batch: [any(t not in special for t in ids) and len(ids) + 1 > more_than for ids in batch["input_ids"]]
 
 
 # ---------------------------------------------------------------------------------------------------

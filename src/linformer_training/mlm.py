@@ -21,20 +21,29 @@ from transformers import DataCollatorForLanguageModeling
 from .arguments import UsageError
 
 
-def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packing"):
+def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packing", documents=False):
     """Tokenize documents, end each with </s>, and cut the stream into blocks of `block_size` that each
     start with <s>. Nothing is dropped: the tail of every 1000-document batch is a shorter block.
-    Map-style datasets cache the result (keyed by tokenizer and block size) and use `num_proc` workers."""
+    Map-style datasets cache the result (keyed by tokenizer and block size) and use `num_proc` workers.
+
+    `documents=True` packs nothing: each document is its own block, `<s>` and its tokens, and one longer than
+    `block_size - 2` tokens is cut into consecutive blocks of that many (room for the `</s>` a span adds), so
+    nothing is dropped and no block mixes two documents: what a model must learn to read whole."""
     bos = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id
     eos = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id
     if bos is None or eos is None:
         raise UsageError(f"tokenizer {tokenizer.name_or_path}: needs bos/eos (or cls/sep) tokens to pack documents")
-    if block_size < 2:
-        raise UsageError(f"--block_size {block_size}: must be at least 2")
+    if block_size < (3 if documents else 2):
+        raise UsageError(f"--block_size {block_size}: must be at least {3 if documents else 2}")
     body = block_size - 1
 
     def pack_batch(batch):
         texts = [t for t in batch["text"] if t and not t.isspace()]
+        if documents:
+            size = block_size - 2
+            return {"input_ids": [[bos] + ids[i:i + size]
+                                  for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
+                                  for i in range(0, len(ids), size)]}
         stream = []
         for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend(ids)
@@ -48,11 +57,11 @@ def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packi
     return split.map(pack_batch, batched=True, batch_size=1000, remove_columns=["text"], **kwargs)
 
 
-def pack_corpus(corpus, tokenizer, block_size, args, keep=None):
+def pack_corpus(corpus, tokenizer, block_size, args, keep=None, documents=False):
     """Both splits of `corpus` packed into blocks (`pack`), only those `keep` (a batched filter) accepts; the
     training blocks shuffled in a buffer when streaming, at most --max_eval_samples validation blocks. A split
     left without a block is refused."""
-    blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers)
+    blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers, documents=documents)
               for split, docs in corpus.items()}
     if keep is not None:
         blocks = {split: split_blocks.filter(keep, batched=True) for split, split_blocks in blocks.items()}
