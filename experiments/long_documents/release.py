@@ -99,6 +99,9 @@ The weights are stored in float16 and load as such; on CPU, where float16 is slo
 last hidden state over real tokens, then L2-normalise, to get the same embeddings).
 
 """
+    inputs = ("each input one article (`--inputs documents`, articles of more than "
+              f"{train_config.get('min_document_length')} tokens)" if train_config.get("inputs") == "documents"
+              else "each input cut from articles packed back to back")
     made = f"""
 ```bash
 {BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, train, evaluate, this folder
@@ -109,10 +112,11 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
   zero, adapters as no change, E as window means, position rows repeating every {exact}).
 - Training (`distill.py --config configs/distill/minilm_n4096.yaml`, long path only: E, gates, adapters): on
   spans of {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news
-  (held-out articles excluded by id), a document objective, weight {train_config.get('document_loss_weight')}: each
+  (held-out articles excluded by id), {inputs},
+  a document objective, weight {train_config.get('document_loss_weight')}: each
   input's embedding must pick out its own {train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token
   pieces, embedded by the teacher, among the pieces of the other inputs of the batch and a fixed bank of
-  pieces from held-back blocks (InfoNCE, temperature {train_config.get('document_temperature')}, both directions);
+  pieces from held-back inputs (InfoNCE, temperature {train_config.get('document_temperature')}, both directions);
   and the teacher's 512-token windows as an anchor (hidden states, weight {train_config.get('hidden_loss_weight')};
   pooled embedding, weight {train_config.get('cosine_loss_weight')}).
 - {facts['updates']} updates of {train_config.get('total_batch_size')} spans, {facts['tokens']:,} tokens,
@@ -136,7 +140,7 @@ def main(argv=None):
     p.add_argument("--results", type=Path, default=HERE / "results.md",
                    help="report.py's results.md (its results.json, beside it, is read too)")
     p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
-    p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()}), one torch thread",
+    p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()})",
                    help="where the run trained, for the card")
     args = p.parse_args(argv)
     for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
