@@ -345,7 +345,6 @@ def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumula
     optimizer = loop.build_optimizer(model, args)
     model, optimizer, train_loader, *eval_loaders = accelerator.prepare(
         model, optimizer, train_loader, *(eval_loader(args, splits.data[s], tokenizer) for s in splits.evaluated))
-    loop.check_one_update(args, splits.data[splits.train], accelerator.num_processes, accumulation)
     updates_per_epoch = len(train_loader) // accumulation
     max_steps = args.max_steps or args.num_train_epochs * updates_per_epoch
     scheduler = accelerator.prepare(loop.build_scheduler(optimizer, args, max_steps))

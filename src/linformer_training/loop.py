@@ -329,7 +329,6 @@ def log_window(run):
 def train(run):
     """Train until `run.max_steps` updates (or early stopping); evaluates every `eval_steps` and at the end."""
     args, state = run.args, run.state
-    check_one_update(args, run.train_loader.dataset, run.accelerator.num_processes, run.accumulation)
     per_update = args.per_device_train_batch_size * run.accelerator.num_processes * run.accumulation
     run.say(f"{sum(p.numel() for p in run.model.parameters()):,} parameters, {run.accelerator.num_processes} "
             f"process(es), {per_update} sequences per update ({run.accumulation} accumulation steps), "
@@ -366,6 +365,7 @@ def fit(run, checkpoint=None, evaluate_start=True, **run_facts):
     """A run from start (or `checkpoint`) to its last update: resume, trim the log to the resumed step,
     write train_config.yaml (with `run_facts`), evaluate the starting point (unless not `evaluate_start`:
     a finetuning run's new head is no candidate for its best model), train."""
+    check_one_update(run.args, run.train_loader.dataset, run.accelerator.num_processes, run.accumulation)
     if checkpoint is not None:
         checkpoints.resume_run(run, checkpoint)
     run.log.keep_until(run.state.step)
