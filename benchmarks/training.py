@@ -150,8 +150,22 @@ def fits(step, device):
         return False
 
 
-def time_steps(specs, args, device, skip):
-    """{name: [seconds]} of the specs that fit, interleaved; skip(spec, reason) for those that do not."""
+class Skips:
+    """The models left out, with why; `stopped` (name -> (n, reason)) holds those measured not to fit or to pass
+    the cap, so that no longer n is tried for them."""
+
+    def __init__(self):
+        self.skipped, self.stopped = [], {}
+
+    def add(self, spec, reason, measured=True):
+        self.skipped.append(dict(n=spec["n"], model=spec["model"], k=spec["k"], reason=reason))
+        if measured:
+            self.stopped[spec["name"]] = (spec["n"], reason.partition(":")[0])
+        print(f"skip n={spec['n']} {spec['name']}: {reason}")
+
+
+def time_steps(specs, args, device, skips):
+    """{name: [seconds]} of the specs that fit, interleaved; those that do not go to `skips`."""
     ids = models.random_ids(args.batch, specs[0]["n"], device)
     fns = {}
     for s in specs:
@@ -166,7 +180,7 @@ def time_steps(specs, args, device, skip):
             step = None
             gc.collect()
             torch.cuda.empty_cache()
-            skip(s, f"did not fit: out of memory at batch {args.batch}")
+            skips.add(s, f"did not fit: out of memory at batch {args.batch}")
     if not fns:
         return {}
     with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"training steps n={specs[0]['n']}") as bar:
@@ -181,20 +195,13 @@ def run(args, grid, baselines, device, dtype, dims):
     amp = None if args.dtype == "float32" else args.dtype  # fp32 weights (Accelerate's master weights), autocast
     limit = memory_limit(args, device)
     rate = measure.matmul_rate(device, dtype, 256 if args.tiny else 2048) if args.max_step_s else None
-    rows, skipped, stopped = [], [], {}  # stopped: name -> (n, reason), measured there
-
-    def skip(spec, reason, measured=True):
-        skipped.append(dict(n=spec["n"], model=spec["model"], k=spec["k"], reason=reason))
-        if measured:
-            stopped[spec["name"]] = (spec["n"], reason.partition(":")[0])
-        print(f"skip n={spec['n']} {spec['name']}: {reason}")
-
+    rows, skips = [], Skips()
     for n, ks in grid.items():
         specs = []
         for s in specs_at(n, ks, args, baselines, dims, amp):
-            reason = why_not(s, args, rate, stopped)
+            reason = why_not(s, args, rate, skips.stopped)
             if reason:
-                skip(s, reason, measured=False)
+                skips.add(s, reason, measured=False)
             else:
                 specs.append(s)
         if not args.no_memory:
@@ -204,14 +211,14 @@ def run(args, grid, baselines, device, dtype, dims):
                                               cap_s=args.max_step_s),
                                          timeout=3 * args.max_step_s + 600 if args.max_step_s else 3600)
                 if "skip" in m:
-                    skip(s, m["skip"])
+                    skips.add(s, m["skip"])
                     specs.remove(s)
                 else:
                     s["memory"] = m
         if not specs:
             continue
         if args.repeats:
-            times = time_steps(specs, args, device, skip)
+            times = time_steps(specs, args, device, skips)
         else:
             times = {s["name"]: [s["memory"]["step_s"]] for s in specs}
         for s in (s for s in specs if s["name"] in times):
@@ -236,7 +243,7 @@ def run(args, grid, baselines, device, dtype, dims):
                 r[f"speedup_vs_{b}"] = base["step_s"] / r["step_s"]
                 if "step_peak_bytes" in r:
                     r[f"mem_saved_vs_{b}"] = base["step_peak_bytes"] / r["step_peak_bytes"]
-    return rows, skipped, limit
+    return rows, skips.skipped, limit
 
 
 def render(args, command, info, dims, baselines, rows, skipped, limit):
