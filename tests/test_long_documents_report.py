@@ -2,6 +2,7 @@
 goals block of README.md / model_card.md, from synthetic result files (nothing is measured here)."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -68,7 +69,8 @@ def test_goals_verdicts_ablations_and_summary_come_from_the_files():
     words = report.summary(results, rows)
     assert words.startswith(f"{sum(r['met'] for r in rows)} of {len(rows)} goals met.")
     assert "Against the windows, the student beats them on news_retrieval" in words
-    assert "Against the student before training (gates closed), it ties on" in words  # the same outcomes
+    # The same outcomes: an ablation's ties are counted, not listed.
+    assert re.search(r"Against the student before training \(gates closed\), it ties on all \d+ tasks\.", words)
     assert "trails" not in words.split("Against the student before")[1]
 
 

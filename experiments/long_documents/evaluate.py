@@ -34,6 +34,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import os
 import random
 import time
 from pathlib import Path
@@ -309,12 +310,18 @@ def fingerprint(path):
     return hashlib.sha256(weights.read_bytes()).hexdigest()[:16] if weights.is_file() else None
 
 
-def evaluate(system, model_path, data_dir, tasks_wanted):
+def evaluate(system, model_path, data_dir, tasks_wanted, path):
+    """Measure the tasks and write `path` after each one, so that a run cut short keeps what it finished; tasks
+    measured earlier on the same weights stay in the file (measured again only when asked for)."""
     model, tokenizer, model_path = load_system(system, model_path)
     embedder = Embedder(system, model, tokenizer, getattr(model.config, "max_seq_length", None))
     tasks = build_tasks(tokenizer, data_dir)
     result = {"system": system, "model": str(model_path), "weights_sha256": fingerprint(model_path), "tasks": {},
               "torch": torch.__version__, "threads": torch.get_num_threads()}
+    if path.is_file():
+        earlier = json.loads(path.read_text())
+        if earlier.get("weights_sha256") == result["weights_sha256"] and earlier["model"] == result["model"]:
+            result["tasks"] = earlier["tasks"]
     for name, task in tasks.items():
         if tasks_wanted and name not in tasks_wanted:
             continue
@@ -341,7 +348,15 @@ def evaluate(system, model_path, data_dir, tasks_wanted):
         score = (np.min(outcome["cosine"]) if name == "short_fidelity" else np.mean(outcome["correct"])
                  if "correct" in outcome else np.mean(np.array(outcome["ranks"]) == 1))
         print(f"{system} {name}: {score:.3f} ({outcome['seconds']} s)", flush=True)
+        write_json(path, result)
     return result
+
+
+def write_json(path, result):
+    """Whole or not at all: a run killed while writing leaves the previous file."""
+    partial = path.with_suffix(".json.partial")
+    partial.write_text(json.dumps(result) + "\n")
+    os.replace(partial, path)
 
 
 @torch.inference_mode()
@@ -389,18 +404,13 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if (args.system == "student" or args.cost) and not args.model:
         parser.error("--system student and --cost need --model (the student folder)")
-    result = cost(args.model, args.data_dir, args.repeats) if args.cost else \
-        evaluate(args.system, args.model, args.data_dir, args.tasks)
-    if args.cost:
-        args.name = args.name or "cost"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{args.name or args.system}.json"
-    if not args.cost and path.is_file():  # tasks measured earlier on the same weights are kept
-        earlier = json.loads(path.read_text())
-        if earlier.get("weights_sha256") == result["weights_sha256"] and earlier["model"] == result["model"]:
-            result["tasks"] = {**earlier["tasks"], **result["tasks"]}
-    path.write_text(json.dumps(result) + "\n")
+    path = out / f"{args.name or ('cost' if args.cost else args.system)}.json"
+    if args.cost:
+        write_json(path, cost(args.model, args.data_dir, args.repeats))
+    else:
+        evaluate(args.system, args.model, args.data_dir, args.tasks, path)
     print(f"wrote {path}")
 
 

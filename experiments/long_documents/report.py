@@ -22,8 +22,10 @@ HERE = Path(__file__).resolve().parent
 SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",
            "start": "student before training (gates closed)",
            "blocks": "student trained on packed blocks (the recipe otherwise the same)",
-           "k64": "student with k = 64 slots (the recipe otherwise the same)"}
-# The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired.
+           "k64": "student with k = 64 slots (the recipe otherwise the same)",
+           "kv": "student with one E per layer instead of one for all layers (the recipe otherwise the same)"}
+# The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired:
+# name -> (title, what it isolates, how it was made: the flags that differ from the recipe, or None).
 ABLATIONS = {
     "start": ("What the training did (ablation: the same student before it)",
               "The student against its own starting point, the converted model with its gates closed (each 512-token "
@@ -32,15 +34,23 @@ ABLATIONS = {
               "once): the effect of the recipe's updates (document objective + windows anchor). Without the "
               "document objective (weight 0) the recipe would not move the student at all: with the gates closed "
               "its states are the windows teacher's, so the anchor losses and their gradients are zero (validation "
-              "at step 0: cosine 1.0, every layer's error 0); this column is that ablation."),
+              "at step 0: cosine 1.0, every layer's error 0); this column is that ablation.",
+              None),
     "blocks": ("What whole documents did (ablation: the same recipe on packed blocks)",
                "The student against the same recipe trained on inputs cut from packed blocks (documents back to "
                "back, so one input holds the ends and starts of several articles) instead of one document per "
-               "input (`--inputs documents`): the effect of training on text whose whole is one document."),
+               "input (`--inputs documents`): the effect of training on text whose whole is one document.",
+               "distill.py ... --inputs blocks"),
     "k64": ("How many global slots (ablation: k = 64 instead of 128)",
             "The student against the same recipe converted with `--projected_dim 64`: half the slots each window "
             "reads of the whole document (about half the cost of the global path), on the tasks it was measured "
-            "on."),
+            "on.",
+            "convert_to_linformer.py ... --projected_dim 64"),
+    "kv": ("How much sharing (ablation: one projection per layer instead of one for all)",
+           "The student against the same recipe converted with `--projection_sharing key_value` (each layer its own "
+           "E, shared by keys and values and by every head) instead of `layerwise` (one E for all six layers): six "
+           "times the projection parameters at the same cost, on the tasks it was measured on.",
+           "convert_to_linformer.py ... --projection_sharing key_value"),
 }
 RETRIEVAL = {"news_retrieval": "news retrieval (held-out articles > 1,024 tokens)",
              "moby_retrieval": "Moby-Dick chapter retrieval (chapters > 1,024 tokens; never trained on)"}
@@ -140,9 +150,10 @@ def goals(results, cost):
     return rows
 
 
-def verdicts(results, ours, theirs):
+def verdicts(results, ours, theirs, them="them", list_ties=True):
     """One sentence: the tasks on which `ours` beats, ties or trails `theirs`, each with its difference and
-    interval (rt_probe in points; short_fidelity is a goal row, not a comparison)."""
+    interval (rt_probe in points; short_fidelity is a goal row, not a comparison). Without `list_ties`, ties are
+    counted, not listed (the ablations: what matters there is where they differ)."""
     groups = {"beats": [], "ties": [], "trails": []}
     for task in results[ours]["tasks"]:
         if task == "short_fidelity" or task not in results[theirs]["tasks"]:
@@ -150,8 +161,14 @@ def verdicts(results, ours, theirs):
         c = compare(results, task, ours, theirs)
         groups[c["verdict"]].append(f"{task} ({c['ours']:.3f} vs {c['theirs']:.3f}, {c['diff']:+.3f} "
                                     f"[{c['low']:+.3f}, {c['high']:+.3f}])")
-    parts = [f"{verb} on {', '.join(items)}" for verb, items in
-             (("beats them", groups["beats"]), ("ties", groups["ties"]), ("trails", groups["trails"])) if items]
+    n_ties, other = len(groups["ties"]), "the other" if groups["beats"] or groups["trails"] else "all"
+    ties = ", ".join(groups["ties"]) if list_ties else f"{other} {n_ties} task" + "s" * (n_ties != 1)
+    parts = []
+    for verb, items in ((f"beats {them} on", ", ".join(groups["beats"])),
+                        ("trails on", ", ".join(groups["trails"])),
+                        ("ties on", ties if groups["ties"] else "")):
+        if items:
+            parts.append(f"{verb} {items}")
     return "; ".join(parts) if parts else "no task in common"
 
 
@@ -159,10 +176,12 @@ def summary(results, rows):
     """The paragraph under the goals table in README.md and model_card.md: every comparison in words, generated,
     so that no figure there is typed by hand."""
     met = [r for r in rows if r["met"]]
-    text = [f"{len(met)} of {len(rows)} goals met. Against the windows, the student {verdicts(results, 'student', 'windows')}."]
+    text = [f"{len(met)} of {len(rows)} goals met. Against the windows, the student "
+            f"{verdicts(results, 'student', 'windows')}."]
     for name in ABLATIONS:
         if name in results:
-            text.append(f"Against the {SYSTEMS[name]}, it {verdicts(results, 'student', name)}.")
+            text.append(f"Against the {SYSTEMS[name]}, it "
+                        f"{verdicts(results, 'student', name, them='it', list_ties=False)}.")
     return " ".join(text) + " (Difference [95% paired-bootstrap interval]; an interval holding 0 is a tie.)"
 
 
@@ -224,7 +243,7 @@ def render(results, cost, facts, along=()):
                   f"{facts['updates']} updates in {facts['hours']:.2f} h on this CPU (2 cores, bf16 autocast), "
                   f"{facts['tokens']:,} tokens. Validation (news blocks, not held out from the recipe's split): "
                   f"recall@1 of each input for one of its own pieces among all validation inputs: {curve}.", ""]
-    for name, (title, why) in ABLATIONS.items():
+    for name, (title, why, _) in ABLATIONS.items():
         if name in results:
             lines += [f"## {title}", "", why + " Paired as above.", "",
                       table(["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "verdict"],
@@ -234,8 +253,10 @@ def render(results, cost, facts, along=()):
     if along:
         lines += ["News retrieval (recall@1) along training, from checkpoints (`evaluate.py --tasks news_retrieval`): "
                   + "; ".join(f"{name}: {value:.3f}" for name, value in along) + ".", ""]
-    lines += ["Not run, for lack of CPU time: " + ("other k, " if "k64" not in results else "")
-              + "other sharing (E is shared by keys, values and every layer), other gate rates, more updates.", ""]
+    missing = [f"{SYSTEMS[name]}" for name in ABLATIONS if name not in results]
+    lines += ["Not run, for lack of CPU time: " + "".join(f"the {m}; " for m in missing)
+              + "other gate rates, more updates, and seeds (each recipe was trained once, so an ablation's interval "
+                "covers the evaluation items, not training noise).", ""]
     if cost:
         lines += ["## Cost", "", f"One {cost['tokens']}-token document (held-out articles back to back), batch 1, "
                   f"{cost['threads']} thread(s), "
@@ -246,7 +267,11 @@ def render(results, cost, facts, along=()):
               "python -m experiments.long_documents.evaluate --system windows",
               "python -m experiments.long_documents.evaluate --system student --model STUDENT",
               "python -m experiments.long_documents.evaluate --cost --model STUDENT",
-              "python -m experiments.long_documents.report --run RUN", "```", ""]
+              "python -m experiments.long_documents.report --run RUN", "```", "",
+              "An ablation is the recipe (`experiments/long_documents/build.sh`) with one change, evaluated as "
+              "`evaluate.py --system student --model ITS_RUN --name NAME` (`--name start` on the converted model):", ""]
+    lines += [f"- `{name}`: `{how}`" for name, (_, _, how) in ABLATIONS.items() if how and name in results]
+    lines += [""]
     return "\n".join(lines), rows
 
 

@@ -27,12 +27,9 @@ ProjectionType = Literal["linear", "mean_pool", "max_pool", "conv"]
 ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
 ClassifierPooling = Literal["cls", "mean"]
 
-PROJECTION_SHARING = get_args(ProjectionSharing)
-PROJECTION_TYPES = get_args(ProjectionType)
 # Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
 # "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
 PROJECTION_LENGTH_SCALING = {"none": 0.0, "sqrt": 0.5, "linear": 1.0}
-CLASSIFIER_POOLING = get_args(ClassifierPooling)
 
 # Every head this package ships, for the `auto_map` written next to saved weights, so that
 # `AutoModelFor*.from_pretrained(folder, trust_remote_code=True)` finds each of them.
@@ -69,9 +66,8 @@ def standard_config_keys() -> frozenset:
     keys = {f.name for f in dataclasses.fields(PreTrainedConfig)}
     keys |= {name for klass in PreTrainedConfig.__mro__ for name, member in vars(klass).items()
              if isinstance(member, property) and member.fset is not None and not name.startswith("_")}
-    # Generation parameters in old config.json files are dropped by PreTrainedConfig, not stored.
-    defaults = getattr(GenerationConfig, "_get_default_generation_params", dict)
-    return frozenset(keys | set(defaults()) | LEGACY_CONFIG_KEYS | CONSUMED_CONFIG_KEYS)
+    # Generation parameters, which old config.json files carry (PreTrainedConfig drops them).
+    return frozenset(keys | set(GenerationConfig().to_dict()) | LEGACY_CONFIG_KEYS | CONSUMED_CONFIG_KEYS)
 
 
 def describe_type(annotation) -> str:
@@ -80,6 +76,18 @@ def describe_type(annotation) -> str:
     if get_origin(annotation) in (typing.Union, types.UnionType):
         return " or ".join(describe_type(arg) for arg in get_args(annotation))
     return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
+
+
+def invalid(field, value, allowed):
+    """The one-line error of every check: the field, its value and what it allows."""
+    raise ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
+
+
+def check(config, field, holds, allowed, optional=False):
+    """`invalid` unless `holds(value)` (or, `optional`, the value is None)."""
+    value = getattr(config, field)
+    if not (value is None and optional) and (value is None or not holds(value)):
+        invalid(field, value, allowed + (" (or None)" if optional else ""))
 
 
 def one_line_field_errors(cls):
@@ -141,6 +149,22 @@ class LinformerConfig(PreTrainedConfig):
             L <= k keys up to k rows saves nothing. Decided per sequence, so a padded batch may mix both
             kinds. A model converted from RoBERTa/BERT then reproduces its source on every such input.
             Off by default: a model pretrained as a Linformer has only ever seen projected keys.
+        short_input_max_length (`int`, *optional*):
+            The longest sequence, in real tokens, that `full_attention_short_inputs` reads exactly; defaults
+            to each layer's k. A model converted from a 512-position encoder sets 512: exact attention over
+            at most 512 keys costs about what k = 256 projected ones do, and the model is then its source on
+            everything the source can read. Needs `full_attention_short_inputs` and k <= it <= n.
+        long_input_adapter_rank (`int`, defaults to 0):
+            Rank r of low-rank adapters (W + B A, as in LoRA) on every linear map of every layer that only
+            sequences read through the projections use; sequences read exactly keep the plain weights. The
+            long-input path can then be trained without moving the short one. 0: no adapters.
+        local_attention_window (`int`, *optional*):
+            How sequences longer than `short_input_max_length` are read: exactly within consecutive windows of this
+            many real tokens, plus the attention to the k projected slots of the whole sequence scaled by a per-head
+            gate (`global_gate`, zero at init). A model converted from a 512-position encoder with 512 here starts
+            as its source reading each 512-token window, and its long path is trained to add what the whole
+            document says. Needs `short_input_max_length` equal to it. Unset: long sequences attend to the k slots
+            only (the paper's Linformer).
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -177,6 +201,9 @@ class LinformerConfig(PreTrainedConfig):
     projection_init_std: float | None = None
     projection_length_scaling: ProjectionLengthScaling = "none"
     full_attention_short_inputs: bool = False
+    short_input_max_length: int | None = None
+    long_input_adapter_rank: int = 0
+    local_attention_window: int | None = None
     classifier_pooling: ClassifierPooling = "cls"
     auto_map: dict | None = None
 
@@ -217,83 +244,75 @@ class LinformerConfig(PreTrainedConfig):
     def validate_architecture(self):
         """Every range and combination check, in one place; also run by `validate()` and `save_pretrained`."""
         super().validate_architecture()
+        self._check_encoder()
+        self._check_projections()
 
-        def fail(field, value, allowed):
-            raise ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
-
-        def at_least(field, low):
-            value = getattr(self, field)
-            if not value >= low:
-                fail(field, value, f"it must be an integer >= {low}")
-
-        def probability(field, optional=False):
-            value = getattr(self, field)
-            if not (value is None and optional) and not (value is not None and 0 <= value < 1):
-                fail(field, value, "a dropout probability must satisfy 0 <= p < 1" + (" (or be None)" if optional else ""))
-
-        def positive(field, optional=False):
-            value = getattr(self, field)
-            if not (value is None and optional) and not (value is not None and value > 0):
-                fail(field, value, "it must be > 0" + (" (or None)" if optional else ""))
-
+    def _check_encoder(self):
+        """RoBERTa's fields: sizes, rates, activation, token ids, the position table; never a decoder."""
         if self.is_decoder or self.add_cross_attention:
-            fail(
-                "is_decoder" if self.is_decoder else "add_cross_attention",
-                True,
-                "Linformer projects keys along the whole sequence, so it cannot be causal or a decoder; "
-                "it must be False",
-            )
+            invalid("is_decoder" if self.is_decoder else "add_cross_attention", True,
+                    "Linformer projects keys along the whole sequence, so it cannot be causal or a decoder; "
+                    "it must be False")
         for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                       "type_vocab_size", "max_seq_length"):
-            at_least(field, 1)
-        at_least("chunk_size_feed_forward", 0)
-        probability("hidden_dropout_prob")
-        probability("attention_probs_dropout_prob")
-        probability("classifier_dropout", optional=True)
-        positive("initializer_range")
-        positive("layer_norm_eps")
-        positive("projection_init_std", optional=True)
+            check(self, field, lambda v: v >= 1, "it must be an integer >= 1")
+        check(self, "chunk_size_feed_forward", lambda v: v >= 0, "it must be an integer >= 0")
+        for field, optional in (("hidden_dropout_prob", False), ("attention_probs_dropout_prob", False),
+                                ("classifier_dropout", True)):
+            check(self, field, lambda v: 0 <= v < 1, "a dropout probability must satisfy 0 <= p < 1", optional)
+        for field, optional in (("initializer_range", False), ("layer_norm_eps", False), ("projection_init_std", True)):
+            check(self, field, lambda v: v > 0, "it must be > 0", optional)
         if self.hidden_size % self.num_attention_heads:
-            fail("hidden_size", self.hidden_size,
-                 f"it must be divisible by num_attention_heads={self.num_attention_heads}")
+            invalid("hidden_size", self.hidden_size,
+                    f"it must be divisible by num_attention_heads={self.num_attention_heads}")
         if self.hidden_act not in ACT2FN:
             close = difflib.get_close_matches(self.hidden_act, list(ACT2FN), n=1)
-            fail("hidden_act", self.hidden_act, "it must name an activation of transformers.activations.ACT2FN"
-                 + (f" (did you mean {close[0]!r}?)" if close else ""))
+            invalid("hidden_act", self.hidden_act, "it must name an activation of transformers.activations.ACT2FN"
+                    + (f" (did you mean {close[0]!r}?)" if close else ""))
         if not isinstance(self.pad_token_id, int):
-            fail("pad_token_id", self.pad_token_id, "an integer is required (positions are numbered after it)")
+            invalid("pad_token_id", self.pad_token_id, "an integer is required (positions are numbered after it)")
         for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
-            for token in value if isinstance(value, list) else [value]:
-                if token is not None and not 0 <= token < self.vocab_size:
-                    fail(field, value, f"token ids must satisfy 0 <= id < vocab_size={self.vocab_size}")
+            if any(token is not None and not 0 <= token < self.vocab_size
+                   for token in (value if isinstance(value, list) else [value])):
+                invalid(field, value, f"token ids must satisfy 0 <= id < vocab_size={self.vocab_size}")
         needed = self.max_seq_length + self.pad_token_id + 1
         if self.max_position_embeddings is None or self.max_position_embeddings < needed:
-            fail("max_position_embeddings", self.max_position_embeddings,
-                 f"it must be at least max_seq_length + pad_token_id + 1 = {needed}")
+            invalid("max_position_embeddings", self.max_position_embeddings,
+                    f"it must be at least max_seq_length + pad_token_id + 1 = {needed}")
 
-        ks = self.projected_dims
+    def _check_projections(self):
+        """Linformer's fields: k per layer, sharing, pooling windows, the exact and windowed short paths."""
+        ks, n = self.projected_dims, self.max_seq_length
         if isinstance(self.projected_dim, list) and len(self.projected_dim) != self.num_hidden_layers:
-            fail("projected_dim", self.projected_dim,
-                 f"a list needs one k per layer (num_hidden_layers={self.num_hidden_layers})")
-        for k in ks:
-            if not 1 <= k <= self.max_seq_length:
-                fail("projected_dim", self.projected_dim,
-                     f"each k must be an integer with 1 <= k <= max_seq_length={self.max_seq_length}")
+            invalid("projected_dim", self.projected_dim,
+                    f"a list needs one k per layer (num_hidden_layers={self.num_hidden_layers})")
+        if not all(1 <= k <= n for k in ks):
+            invalid("projected_dim", self.projected_dim, f"each k must be an integer with 1 <= k <= max_seq_length={n}")
         if self.projection_sharing == "layerwise" and len(set(ks)) > 1:
-            fail("projected_dim", self.projected_dim,
-                 "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
-                 "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)")
-        if self.projection_type != "linear":
-            for k in ks:
-                if self.max_seq_length % k:
-                    fail("projected_dim", self.projected_dim,
-                         f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
-                         f"max_seq_length={self.max_seq_length} must be divisible by every k")
+            invalid("projected_dim", self.projected_dim,
+                    "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
+                    "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)")
+        if self.projection_type != "linear" and any(n % k for k in ks):
+            invalid("projected_dim", self.projected_dim,
+                    f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
+                    f"max_seq_length={n} must be divisible by every k")
+        check(self, "long_input_adapter_rank", lambda v: v >= 0, "it must be an integer >= 0")
+        if self.short_input_max_length is not None:
+            if not self.full_attention_short_inputs:
+                invalid("short_input_max_length", self.short_input_max_length,
+                        "it sets how long an exactly-read input may be, so it needs full_attention_short_inputs=True")
+            if not max(ks) <= self.short_input_max_length <= n:
+                invalid("short_input_max_length", self.short_input_max_length,
+                        f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={n}")
+        if self.local_attention_window is not None and self.local_attention_window != self.short_input_max_length:
+            invalid("local_attention_window", self.local_attention_window,
+                    f"a sequence of one window is read exactly, so it needs short_input_max_length equal to it "
+                    f"(now {self.short_input_max_length}) and full_attention_short_inputs=True")
         if self.projection_length_scaling != "none" and self.projection_type != "linear":
-            fail("projection_length_scaling", self.projection_length_scaling,
-                 f"only learned projections (projection_type='linear') sum over positions; "
-                 f"projection_type={self.projection_type!r} needs 'none'")
+            invalid("projection_length_scaling", self.projection_length_scaling,
+                    f"only learned projections (projection_type='linear') sum over positions; "
+                    f"projection_type={self.projection_type!r} needs 'none'")
 
     @property
     def projected_dims(self) -> list[int]:

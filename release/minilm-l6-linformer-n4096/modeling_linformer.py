@@ -23,9 +23,11 @@ Learned projections are linear maps, so when a projection is shared by all heads
 the layer input before the key/value linear maps (E X W instead of E (X W)): k x n x d + k x d x d
 instead of n x d x d FLOPs. Each layer picks the cheaper order from the actual shapes.
 
-With `config.full_attention_short_inputs`, a sequence of L <= k real tokens skips the projection and
-attends to its own L keys: that costs no more than k projected ones, and it is exactly standard
-attention, so a model converted from RoBERTa keeps its source's outputs on such inputs.
+With `config.full_attention_short_inputs`, a sequence of L <= k real tokens (or L <= short_input_max_length)
+skips the projection and attends to its own L keys: that costs about what k projected ones do, and it is
+exactly standard attention, so a model converted from RoBERTa keeps its source's outputs on such inputs.
+`config.long_input_adapter_rank` adds low-rank adapters that only the projected (long-input) path uses,
+chosen per sequence, so the long path can be trained while the short one stays its source, bit for bit.
 """
 
 import math
@@ -48,6 +50,8 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
+from transformers.conversion_mapping import register_checkpoint_conversion_mapping
+from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import (
     RobertaClassificationHead,
@@ -133,6 +137,24 @@ def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
     return out, count > 0
 
 
+def long_sequences(short):
+    """The sequences that take the projected path and its adapters, from a layer's `short`: True, False or
+    a (batch,) bool tensor."""
+    if short is None:
+        return True
+    if short is True:
+        return False
+    return ~short
+
+
+def pad_slots(key, value, blocked, slots):
+    """Keys and values (B, H, s, D) and their blocked slots (B|1, s) padded with empty slots to `slots`."""
+    missing = slots - key.shape[-2]
+    if not missing:
+        return key, value, blocked
+    return F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing)), F.pad(blocked, (0, missing), value=True)
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -150,6 +172,37 @@ def eager_attention_forward(
     weights = F.dropout(weights, p=dropout, training=module.training)
     output = torch.matmul(weights, value).transpose(1, 2).contiguous()
     return output, weights
+
+
+class LinformerLongInputAdapter(nn.Module):
+    """A low-rank update W + B A (and a bias update) of one linear map, used by long inputs only.
+
+    B starts at zero, so a new adapter changes nothing. Where a whole batch is long, the update is merged
+    into the weight (one matmul, no extra cost per token); in a batch that mixes exact and projected
+    sequences it is added per sequence, and sequences read exactly get the plain map's output untouched.
+    """
+
+    def __init__(self, in_features, out_features, rank):
+        super().__init__()
+        self.down = nn.Parameter(torch.empty(rank, in_features))
+        self.up = nn.Parameter(torch.empty(out_features, rank))
+        self.bias = nn.Parameter(torch.empty(out_features))
+
+    def forward(self, x, linear, long):
+        """`linear(x)` for the sequences `long` selects (True: all, False: none, or a (batch,) bool
+        tensor), with the update; the plain map for the others."""
+        if long is False:
+            return linear(x)
+        if long is True:
+            return F.linear(x, *self.merged(linear))
+        plain = linear(x)
+        update = F.linear(F.linear(x, self.down.to(x.dtype)), self.up.to(x.dtype), self.bias.to(x.dtype))
+        return torch.where(long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
+
+    def merged(self, linear):
+        """(weight, bias) of the adapted map, for the long-only key/value path."""
+        weight = linear.weight + (self.up @ self.down).to(linear.weight.dtype)
+        return weight, linear.bias + self.bias.to(linear.bias.dtype)
 
 
 class LinformerProjections(nn.Module):
@@ -211,6 +264,8 @@ class LinformerSelfAttention(nn.Module):
         self.stride = config.max_seq_length // self.k
         self.groups = self.num_heads if config.projection_sharing == "none" else 1
         self.length_scaling = config.projection_length_scaling
+        # Sequences of at most this many real tokens attend exactly (with `full_attention_short_inputs`).
+        self.exact_length = config.short_input_max_length or self.k
         # Keys and values meet the same projection (F = E, or pooling): it is applied once. Decided from the
         # config, not by `proj_key is proj_value`: FSDP2 hands a layer a fresh view of each parameter per
         # access in forward and the parameter itself in a checkpointed layer's recomputation, so identity
@@ -222,6 +277,23 @@ class LinformerSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+        self.long_input_adapters = None
+        if config.long_input_adapter_rank:
+            d, r = config.hidden_size, config.long_input_adapter_rank
+            self.long_input_adapters = nn.ModuleDict(
+                {name: LinformerLongInputAdapter(d, d, r) for name in ("query", "key", "value")})
+        # Long sequences read their own window exactly and the whole sequence through the k slots, mixed by this
+        # per-head gate. It starts at zero: a converted model then reads a long input as its source reads each
+        # window, and training opens the gate as far as the whole document helps.
+        self.window = config.local_attention_window
+        self.global_gate = nn.Parameter(torch.empty(self.num_heads)) if self.window else None
+
+    def _long_map(self, name):
+        """(weight, bias) that projected (long) sequences use for the key or value map."""
+        linear = getattr(self, name)
+        if self.long_input_adapters is None:
+            return linear.weight, linear.bias
+        return self.long_input_adapters[name].merged(linear)
 
     def project_inputs_first(self, length, shared_kv):
         """Whether projecting X before the key/value maps costs fewer FLOPs than after them."""
@@ -238,21 +310,20 @@ class LinformerSelfAttention(nn.Module):
     def _heads(self, x):
         return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(-3, -2)
 
-    def _map_projected(self, projected, mask_projected, linear):
+    def _map_projected(self, projected, mask_projected, weight, bias):
         """Apply a key/value linear map to projected inputs (B, G, slots, D); bias scaled by E m."""
-        weight = linear.weight.view(self.num_heads, self.head_dim, -1)
-        bias = linear.bias.view(self.num_heads, 1, self.head_dim)
         if projected.shape[1] == 1:
-            out = self._heads(F.linear(projected[:, 0], linear.weight))
+            out = self._heads(F.linear(projected[:, 0], weight))
         else:
-            out = torch.einsum("bhsc,hdc->bhsd", projected, weight)
-        return out + mask_projected * bias
+            out = torch.einsum("bhsc,hdc->bhsd", projected, weight.view(self.num_heads, self.head_dim, -1))
+        return out + mask_projected * bias.view(self.num_heads, 1, self.head_dim)
 
     def _exact(self, x, key_mask):
-        """Keys and values of the first min(L, k) compacted positions, unprojected, and the empty slots."""
-        x = x[:, : self.k]
+        """Keys and values of the first min(L, exact_length) compacted positions, unprojected (the plain
+        maps: exact sequences never use the adapters), and the empty slots."""
+        x = x[:, : self.exact_length]
         key, value = self._heads(self.key(x)), self._heads(self.value(x))
-        return key, value, None if key_mask is None else ~key_mask[:, : self.k]
+        return key, value, None if key_mask is None else ~key_mask[:, : self.exact_length]
 
     def _projected(self, x, key_mask, proj_key, proj_value):
         """Keys and values projected to k slots (windows for pooling), and the slots that hold no token."""
@@ -263,6 +334,7 @@ class LinformerSelfAttention(nn.Module):
             return project_sequence(t, weight, self.kind, self.stride, mask, self.length_scaling)
 
         shared_kv = self.shared_kv
+        (key_weight, key_bias), (value_weight, value_bias) = self._long_map("key"), self._long_map("value")
         if self.project_inputs_first(length, shared_kv):
             ones = x.new_ones(1, 1, length, 1) if mask is None else mask
             xk, valid = project(x[:, None], proj_key)
@@ -272,14 +344,61 @@ class LinformerSelfAttention(nn.Module):
             else:
                 xv, _ = project(x[:, None], proj_value)
                 mv, _ = project(ones, proj_value)
-            key = self._map_projected(xk, mk, self.key)
-            value = self._map_projected(xv, mv, self.value)
+            key = self._map_projected(xk, mk, key_weight, key_bias)
+            value = self._map_projected(xv, mv, value_weight, value_bias)
         else:
-            key, valid = project(self._heads(self.key(x)), proj_key)
-            value, _ = project(self._heads(self.value(x)), proj_value)
+            key, valid = project(self._heads(F.linear(x, key_weight, key_bias)), proj_key)
+            value, _ = project(self._heads(F.linear(x, value_weight, value_bias)), proj_value)
         # Pooling windows past the end of a padded sequence hold no token: they are kept out of the softmax.
         blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
         return key, value, blocked
+
+    def _attend(self, query, key, value, blocked, kwargs):
+        """One call of the configured attention function; `blocked` (B', s) marks keys no query may read."""
+        attention_mask = None
+        if blocked is not None:
+            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
+            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
+        implementation = self.config._attn_implementation or "sdpa"
+        if kwargs.get("output_attentions") and implementation == "sdpa":
+            implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
+        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
+        return attention(self, query, key, value, attention_mask,
+                         dropout=self.dropout.p if self.training else 0.0, scaling=self.scaling, **kwargs)
+
+    def _windowed(self, query, x, key_mask, key_index, proj_key, proj_value, long, kwargs):
+        """Attention of a model with `local_attention_window`: exact inside consecutive windows of `window` real
+        tokens, plus `global_gate` times the attention to the k slots projected from the whole sequence, for the
+        sequences `long` selects. A sequence of at most one window reads it exactly, with the plain maps."""
+        adapters = self.long_input_adapters
+        mapped = [getattr(self, name)(x) if adapters is None else adapters[name](x, getattr(self, name), long)
+                  for name in ("key", "value")]
+        key, value = self._heads(mapped[0]), self._heads(mapped[1])  # (B, H, L, D), real tokens first
+        # The k slots come from the projected path's own route (E x first where that is cheaper: one
+        # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
+        far_key, far_value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+        far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
+
+        batch, length = x.shape[:2]
+        order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
+        near_query = query if order is None else query.gather(2, order)
+        windows = -(-length // self.window)
+        pad = windows * self.window - length
+        real = key_mask if key_mask is not None else x.new_ones(batch, length, dtype=torch.bool)
+        blocked = None if key_mask is None and not pad else ~F.pad(real, (0, pad)).reshape(batch * windows, -1)
+
+        def split(t):  # (B, H, L, D) -> (B * windows, H, window, D)
+            t = F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window))
+            return t.transpose(1, 2).flatten(0, 1)
+
+        near, _ = self._attend(split(near_query), split(key), split(value), blocked, kwargs)
+        near = near.unflatten(0, (batch, windows)).flatten(1, 2)[:, :length]  # (B, L, H, D), real tokens first
+        if order is not None:  # back to input order
+            near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
+        far = far * self.global_gate.to(far.dtype)[:, None]
+        if long is True:
+            return near + far
+        return torch.where(long[:, None, None, None], near + far, near)
 
     def forward(
         self,
@@ -291,49 +410,41 @@ class LinformerSelfAttention(nn.Module):
         short: bool | torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`short`: None (every sequence uses the projection), True (every sequence has at most k real
-        tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
-        query = self._heads(self.query(hidden_states))
+        """`short`: None (every sequence uses the projection), True (every sequence has at most
+        `exact_length` real tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
+        adapters = self.long_input_adapters
+        query = self._heads(self.query(hidden_states) if adapters is None else
+                            adapters["query"](hidden_states, self.query, long_sequences(short)))
 
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
         x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        if self.window and short is not True:
+            if kwargs.get("output_attentions"):
+                raise ValueError(
+                    f"output_attentions=True: with local_attention_window={self.window}, an input longer than "
+                    f"{self.window} tokens has no single attention map (its windows and the k slots are separate); "
+                    f"ask for attentions on inputs of at most {self.window} tokens")
+            output = self._windowed(query, x, key_mask, key_index, proj_key, proj_value, long_sequences(short), kwargs)
+            return output.reshape(*hidden_states.shape[:-1], -1), None
         if short is True:
             key, value, blocked = self._exact(x, key_mask)
         else:
             key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
             if short is not None:
-                # A mixed batch, so the padded length exceeds k and both kinds fill k slots (pooling may
-                # fill fewer: the rest are empty). One attention call serves both, each sequence masked.
+                # A mixed batch, so the padded length exceeds exact_length: exact sequences fill
+                # exact_length slots, projected ones k (pooling may fill fewer). The shorter kind is padded
+                # with empty slots, and one attention call serves both, each sequence masked.
                 exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
                 if blocked is None:
                     blocked = key_mask.new_zeros(1, key.shape[-2])
-                missing = self.k - key.shape[-2]
-                if missing:
-                    key, value = F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing))
-                    blocked = F.pad(blocked, (0, missing), value=True)
+                slots = max(key.shape[-2], exact_key.shape[-2])
+                key, value, blocked = pad_slots(key, value, blocked, slots)
+                exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
                 pick = short[:, None, None, None]
                 key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
                 blocked = torch.where(short[:, None], exact_blocked, blocked)
 
-        attention_mask = None
-        if blocked is not None:
-            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
-            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
-
-        implementation = self.config._attn_implementation or "sdpa"
-        if kwargs.get("output_attentions") and implementation == "sdpa":
-            implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
-        attention: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(implementation, eager_attention_forward)
-        output, weights = attention(
-            self,
-            query,
-            key,
-            value,
-            attention_mask,
-            dropout=self.dropout.p if self.training else 0.0,
-            scaling=self.scaling,
-            **kwargs,
-        )
+        output, weights = self._attend(query, key, value, blocked, kwargs)
         return output.reshape(*hidden_states.shape[:-1], -1), weights
 
 
@@ -342,6 +453,10 @@ class LinformerAttention(nn.Module):
         super().__init__()
         self.self = LinformerSelfAttention(config, layer_idx)
         self.output = RobertaSelfOutput(config)
+        self.long_input_adapter = None
+        if config.long_input_adapter_rank:
+            self.long_input_adapter = LinformerLongInputAdapter(
+                config.hidden_size, config.hidden_size, config.long_input_adapter_rank)
 
     def forward(
         self,
@@ -354,7 +469,11 @@ class LinformerAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
-        return self.output(attended, hidden_states)
+        if self.long_input_adapter is None:
+            return self.output(attended, hidden_states)
+        out = self.output  # RobertaSelfOutput's steps, with the long-input update of its dense map
+        attended = out.dropout(self.long_input_adapter(attended, out.dense, long_sequences(short)))
+        return out.LayerNorm(attended + hidden_states)
 
 
 class LinformerLayer(GradientCheckpointingLayer):
@@ -364,6 +483,20 @@ class LinformerLayer(GradientCheckpointingLayer):
         self.attention = LinformerAttention(config, layer_idx)
         self.intermediate = RobertaIntermediate(config)
         self.output = RobertaOutput(config)
+        self.long_input_adapters = None
+        if config.long_input_adapter_rank:
+            d, ff, r = config.hidden_size, config.intermediate_size, config.long_input_adapter_rank
+            self.long_input_adapters = nn.ModuleDict({"intermediate": LinformerLongInputAdapter(d, ff, r),
+                                                      "output": LinformerLongInputAdapter(ff, d, r)})
+
+    def feed_forward(self, attended, long):
+        """RobertaIntermediate then RobertaOutput, with the long-input updates of their dense maps."""
+        if self.long_input_adapters is None:
+            return self.output(self.intermediate(attended), attended)
+        adapters = self.long_input_adapters
+        inner = self.intermediate.intermediate_act_fn(adapters["intermediate"](attended, self.intermediate.dense, long))
+        out = self.output.dropout(adapters["output"](inner, self.output.dense, long))
+        return self.output.LayerNorm(out + attended)
 
     def forward(
         self,
@@ -376,12 +509,13 @@ class LinformerLayer(GradientCheckpointingLayer):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        long = long_sequences(short)
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
             # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
             # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
-            return torch.cat([self.output(self.intermediate(part), part) for part in attended.split(chunk, dim=1)], 1)
-        return self.output(self.intermediate(attended), attended)
+            return torch.cat([self.feed_forward(part, long) for part in attended.split(chunk, dim=1)], 1)
+        return self.feed_forward(attended, long)
 
 
 class LinformerEncoder(nn.Module):
@@ -400,26 +534,34 @@ class LinformerEncoder(nn.Module):
         key_mask = key_index = None
         if attention_mask is not None:
             real = attention_mask.bool()
-            # Stable sort of "is padding": real tokens first, in their order. Identity for right padding.
-            key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
-            key_mask = real.gather(1, key_index)
-            key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
+            on_host = real.device.type == "cpu" and not torch.compiler.is_compiling()
+            if on_host and bool(real.all()):
+                pass  # no padding: nothing to mask or move (read on CPU only, where a read costs nothing)
+            elif on_host and bool((real[:, :-1] >= real[:, 1:]).all()):
+                key_mask = real  # right padding: real tokens already come first
+            else:
+                # Stable sort of "is padding": real tokens first, in their order.
+                key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
+                key_mask = real.gather(1, key_index)
+                key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
 
-        # Real lengths, for `full_attention_short_inputs`: one device sync per forward tells whether any
-        # sequence is short (<= k) and whether all are; under torch.compile both kinds are prepared.
+        # Real lengths, for `full_attention_short_inputs`. On CPU one read tells whether any sequence is short
+        # (<= the layer's exact_length) and whether all are, so a batch of one kind computes only that kind. On
+        # an accelerator, where a read would stall the device every forward, and under torch.compile, both
+        # kinds are prepared and chosen per sequence; the padded length alone still rules out the long kind.
         lengths = None
         shortest = longest = hidden_states.shape[1]
         if self.config.full_attention_short_inputs and key_mask is not None:
             lengths = key_mask.sum(1)
-            if torch.compiler.is_compiling():
+            if torch.compiler.is_compiling() or lengths.device.type != "cpu":
                 shortest = 0
             else:
                 shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
         for idx, layer in enumerate(self.layer):
             short = None
             if self.config.full_attention_short_inputs:
-                k = layer.attention.self.k
-                short = True if longest <= k else (lengths <= k if shortest <= k else None)
+                limit = layer.attention.self.exact_length
+                short = True if longest <= limit else (lengths <= limit if shortest <= limit else None)
             proj_key, proj_value = self.projections.for_layer(idx)
             hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
@@ -451,7 +593,11 @@ class LinformerPreTrainedModel(PreTrainedModel):
                     init.normal_(param, mean=0.0, std=std)
                 else:  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
-        elif isinstance(module, RobertaLMHead):
+        elif isinstance(module, LinformerSelfAttention) and module.global_gate is not None:
+            init.zeros_(module.global_gate)
+        elif isinstance(module, LinformerLongInputAdapter):
+            init.normal_(module.down, mean=0.0, std=self.config.initializer_range)
+            init.zeros_(module.up)
             init.zeros_(module.bias)
         elif isinstance(module, RobertaEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
@@ -512,10 +658,13 @@ class LinformerModel(LinformerPreTrainedModel):
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
 
-        # Ids outside an embedding table raise an IndexError on CPU and a device-side assert on GPU that
-        # poisons the CUDA context. All ranges are read in one device sync; skipped while compiling or
-        # tracing, where a data-dependent check would break the graph.
+        # Ids outside an embedding table raise a bare IndexError on CPU: their ranges are read and named here.
+        # Only for CPU inputs: on an accelerator the read would stall the device every forward (check ids in
+        # the data path there, as the training scripts do once per batch), and while compiling or tracing it
+        # would break the graph.
         if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            return
+        if any(ids is not None and ids.device.type != "cpu" for ids in (input_ids, token_type_ids, position_ids)):
             return
         bounds = [(name, ids, limit, field) for name, ids, limit, field in (
             ("input_ids", input_ids, self.config.vocab_size, "vocab_size"),
@@ -551,15 +700,16 @@ class LinformerModel(LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(LinformerPreTrainedModel):
-    _tied_weights_keys = {
-        "lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight",
-        "lm_head.decoder.bias": "lm_head.bias",
-    }
+    _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.linformer = LinformerModel(config, add_pooling_layer=False)
         self.lm_head = RobertaLMHead(config)
+        # The output bias has one name, the decoder's. RoBERTa's head also calls it `lm_head.bias`, and torch's
+        # FSDP2 rejects a parameter that two names put in two groups (Accelerate groups the decoder with the
+        # input embeddings, `lm_head.bias` stays in the root). Folders naming it `lm_head.bias` still load: below.
+        del self.lm_head.bias
         self.post_init()
 
     def get_output_embeddings(self):
@@ -587,6 +737,11 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                               attentions=outputs.attentions)
+
+
+# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name.
+register_checkpoint_conversion_mapping(
+    "LinformerForMaskedLM", [WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")], overwrite=True)
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):
