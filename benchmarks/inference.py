@@ -8,7 +8,8 @@ run interleaved in one process on the same random tokens, after warm-up, under t
 A large matmul is timed in the same loop: it is the machine's peak that each model's achieved FLOP/s
 (analytic matmul count / median time) is compared to. Peak activation memory per sequence is measured
 per configuration in a fresh process (CPU: peak RSS; CUDA: max_memory_allocated): the paper's "largest
-batch that fits" is the memory budget over this number.
+batch that fits" is the memory budget over this number. Memory is measured first, and a forward there that
+runs past --max-forward-s is stopped: that model is "past the cap" at that n and not tried at a longer one.
 
     python -m benchmarks.inference --quick             # a few minutes on 2 CPU cores
     python -m benchmarks.inference                      # n = 512..8192, k = 128..2048 (~20-30 min on 2 cores)
@@ -58,7 +59,8 @@ def parse_args(argv=None):
                    help="chunk_size_feed_forward for every model (0: off): bounds the n x intermediate activation")
     harness.add_run_args(p, repeats=3, tag_help="output file prefix (default: inference, inference_quick)")
     p.add_argument("--max-forward-s", type=float, default=60.0,
-                   help="skip configurations whose estimated forward time exceeds this")
+                   help="skip configurations whose estimated forward time exceeds this; with memory measured, a "
+                        "measured forward that runs longer is stopped and listed as past the cap")
     p.add_argument("--mem-budget", type=float, default=0.5,
                    help="skip configurations whose estimated activations exceed this fraction of free memory")
     p.add_argument("--no-memory", action="store_true", help="time only")
@@ -81,28 +83,57 @@ def parse_args(argv=None):
 
 
 def plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per):
-    """{n: configurations that run} and the skipped ones with the reason (estimated time or memory)."""
-    plan, skipped = {}, []
+    """{n: configurations that run}, and measure.Skips holding those left out by estimate (time or memory)."""
+    plan, skips = {}, measure.Skips()
     for n in ns:
         configs = [dict(model=m, n=n, k=None) for _, m in baselines]
         configs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks if k <= n // 2]
         keep = []
         for c in configs:
+            c["name"] = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
+            c["spec"] = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
+                             chunk_ff=args.chunk_ff)
             c["flops"] = flop_counts.forward_flops(c["model"], n, c["k"], dims, args.batch, args.sharing)
             # an uncounted kernel (ModernBERT with flash/flex) is estimated as the full-attention count, an upper bound
             est_t = (c["flops"] or flop_counts.flops_modernbert(n, dims, args.batch)) / peak_est
             est_m = measure.estimate_activation_bytes(c["model"], n, c["k"], dims, args.batch, bytes_per)
             if est_t > args.max_forward_s:
-                reason = f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}"
-                skipped.append(dict(c, reason=reason))
+                skips.add(c, f"est. {est_t:.0f} s per forward > --max-forward-s {args.max_forward_s:.0f}",
+                          measured=False)
             elif est_m > budget:
-                reason = f"est. {harness.fmt_bytes(est_m)} activations > budget {harness.fmt_bytes(budget)}"
-                skipped.append(dict(c, reason=reason))
+                skips.add(c, f"est. {harness.fmt_bytes(est_m)} activations > budget {harness.fmt_bytes(budget)}",
+                          measured=False)
             else:
                 keep.append(c)
         if keep:
             plan[n] = keep
-    return plan, skipped
+    return plan, skips
+
+
+def probe_runs(args, plan, device, skips):
+    """Peak memory of every planned configuration, one fresh process each, before any timing. The estimate
+    behind --max-forward-s assumes the matmul peak; attention kernels at large n can run several times slower,
+    so each probe's forward is stopped once it passes the cap: that model is then listed as past the cap and
+    not tried at a longer n, instead of holding the run for hours. Returns the plan without them."""
+    kept = {}
+    for n, configs in plan.items():
+        keep = []
+        for c in tqdm(configs, desc=f"memory at n={n} (fresh process each)"):
+            reason = skips.stopped_before(c)
+            if reason:
+                skips.add(c, reason, measured=False)
+                continue
+            cap = args.max_forward_s
+            m = measure.probe_memory(dict(c["spec"], batch=args.batch, device=device.type,
+                                          threads=torch.get_num_threads(), cap_s=cap), timeout=3 * cap + 600)
+            if "skip" in m:
+                skips.add(c, m["skip"])
+                continue
+            c["peak_mem_bytes"] = m["peak_bytes"]
+            keep.append(c)
+        if keep:
+            kept[n] = keep
+    return kept
 
 
 def time_runs(args, plan, dims, device, peak_fn, peak_flops):
@@ -114,12 +145,9 @@ def time_runs(args, plan, dims, device, peak_fn, peak_flops):
         ids = models.random_ids(args.batch, n, device)
         fns = {}
         for c in configs:
-            name = f"{c['model']}-k{c['k']}" if c["k"] else c["model"]
-            spec = dict(model=c["model"], n=n, k=c["k"], dims=dims, dtype=args.dtype, sharing=args.sharing,
-                        chunk_ff=args.chunk_ff)
-            model = models.build(spec, device)
-            fns[name] = models.inference_step(model, ids)
-            c.update(name=name, spec=spec, attn_implementation=model.config._attn_implementation)
+            model = models.build(c["spec"], device)
+            fns[c["name"]] = models.inference_step(model, ids)
+            c["attn_implementation"] = model.config._attn_implementation
             del model
         bar.set_postfix(n=n)
         times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
@@ -138,6 +166,8 @@ def time_runs(args, plan, dims, device, peak_fn, peak_flops):
                              best_peak_gflop_per_s=best_rate / 1e9,
                              frac_of_best_peak=flops and flops / st["median"] / best_rate,
                              samples=times[c["name"]], peak_samples=times[c["name"] + "@probe"], spec=c["spec"]))
+            if "peak_mem_bytes" in c:
+                rows[-1].update(peak_mem_bytes=c["peak_mem_bytes"], mem_per_seq_bytes=c["peak_mem_bytes"] / args.batch)
         del fns
         gc.collect()
     bar.close()
@@ -333,29 +363,23 @@ def main(argv=None):
     print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
           f"GFLOP/s, memory budget {harness.fmt_bytes(budget)}")
 
-    plan, skipped = plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per)
-    for s in skipped:
-        print(f"skip n={s['n']} {s['model']} k={s['k']}: {s['reason']}")
-    # time, interleaved per n; then memory, one fresh process each
-    rows = time_runs(args, plan, dims, device, peak_fn, peak_flops)
+    plan, skips = plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per)
+    # memory, one fresh process each (stopping what runs past the cap); then time, interleaved per n
     if not args.no_memory:
-        for r in tqdm(rows, desc="memory (fresh process each)"):
-            m = measure.probe_memory(dict(r["spec"], batch=args.batch, device=device.type,
-                                          threads=torch.get_num_threads()))
-            r["peak_mem_bytes"] = m["peak_bytes"]
-            r["mem_per_seq_bytes"] = m["peak_bytes"] / args.batch
+        plan = probe_runs(args, plan, device, skips)
+    rows = time_runs(args, plan, dims, device, peak_fn, peak_flops)
     add_ratios(rows, baselines)
 
     info = harness.machine_info(device)
     command = harness.command_line("benchmarks.inference", argv)
-    md = render(args, info, dims, baselines, ks, plan, rows, skipped)
+    md = render(args, info, dims, baselines, ks, plan, rows, skips.skipped)
     print("\n" + md)
     os.makedirs(args.out, exist_ok=True)
     base_path = os.path.join(args.out, tag)
     harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
                                           for r in rows])
     harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims, rows=rows,
-                                                skipped=skipped))
+                                                skipped=skips.skipped))
     with open(base_path + ".md", "w") as f:
         f.write(md)
     if not args.no_plots:

@@ -142,6 +142,27 @@ def probe_memory(spec, timeout=3600):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+class Skips:
+    """The configurations a benchmark leaves out, with why. A model measured not to fit or to pass the time cap
+    at some n (`stopped`: name -> (n, reason)) is not tried at a longer n: it would only fail slower."""
+
+    def __init__(self):
+        self.skipped, self.stopped = [], {}
+
+    def add(self, spec, reason, measured=True):
+        self.skipped.append(dict(n=spec["n"], model=spec["model"], k=spec["k"], reason=reason))
+        if measured:
+            self.stopped[spec["name"]] = (spec["n"], reason.partition(":")[0])
+        print(f"skip n={spec['n']} {spec['name']}: {reason}")
+
+    def stopped_before(self, spec):
+        """Why spec's model is not tried at this n (None: it is)."""
+        if spec["name"] in self.stopped:
+            n, reason = self.stopped[spec["name"]]
+            return f"{reason} at n={n}: not tried at a larger n"
+        return None
+
+
 def estimate_activation_bytes(model, n, k=None, dims=BASE, batch=1, bytes_per=4, training=False):
     """Rough peak activation bytes of one forward (training: all layers kept), to skip what cannot fit."""
     D, L, I, H = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"], dims["num_attention_heads"]

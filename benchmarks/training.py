@@ -124,12 +124,9 @@ def specs_at(n, ks, args, baselines, dims, amp):
     return specs
 
 
-def why_not(spec, args, rate, stopped):
-    """Why a model is not run at this n (None: it runs): it stopped at a smaller n, or its estimated step
-    time at the machine's matmul peak (a lower bound on the real one) already passes --max-step-s."""
-    if spec["name"] in stopped:
-        n, reason = stopped[spec["name"]]
-        return f"{reason} at n={n}: not tried at a larger n"
+def why_not(spec, args, rate):
+    """Why a model is not started at this n (None: it is): its estimated step time at the machine's matmul
+    peak (a lower bound on the real one) already passes --max-step-s."""
     if rate and args.max_step_s:
         est = step_flops(spec, args, bound=True) / rate
         if est > args.max_step_s:
@@ -148,20 +145,6 @@ def fits(step, device):
         return True
     except torch.OutOfMemoryError:
         return False
-
-
-class Skips:
-    """The models left out, with why; `stopped` (name -> (n, reason)) holds those measured not to fit or to pass
-    the cap, so that no longer n is tried for them."""
-
-    def __init__(self):
-        self.skipped, self.stopped = [], {}
-
-    def add(self, spec, reason, measured=True):
-        self.skipped.append(dict(n=spec["n"], model=spec["model"], k=spec["k"], reason=reason))
-        if measured:
-            self.stopped[spec["name"]] = (spec["n"], reason.partition(":")[0])
-        print(f"skip n={spec['n']} {spec['name']}: {reason}")
 
 
 def time_steps(specs, args, device, skips):
@@ -195,11 +178,11 @@ def run(args, grid, baselines, device, dtype, dims):
     amp = None if args.dtype == "float32" else args.dtype  # fp32 weights (Accelerate's master weights), autocast
     limit = memory_limit(args, device)
     rate = measure.matmul_rate(device, dtype, 256 if args.tiny else 2048) if args.max_step_s else None
-    rows, skips = [], Skips()
+    rows, skips = [], measure.Skips()
     for n, ks in grid.items():
         specs = []
         for s in specs_at(n, ks, args, baselines, dims, amp):
-            reason = why_not(s, args, rate, skips.stopped)
+            reason = skips.stopped_before(s) or why_not(s, args, rate)
             if reason:
                 skips.add(s, reason, measured=False)
             else:

@@ -15,7 +15,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import benchmarks
-from benchmarks import flop_counts, gpu_check, harness, measure, models, spectrum, theorem, training
+from benchmarks import flop_counts, gpu_check, harness, inference, measure, models, spectrum, theorem, training
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -124,6 +124,44 @@ def test_inference_quick_path_tiny(tmp_path):
     lin = next(r for r in rows if r["k"] == 16)
     assert lin["time_saved_vs_eager"] > 0 and lin["frac_of_peak"] > 0
     assert "Time saved vs RoBERTa-sdpa" in open(tmp_path / "t.md").read()
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_inference_measures_memory_before_timing(tmp_path):
+    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa", "--repeats", "1",
+                     "--warmup", "0", "--threads", "1", "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"]
+    assert all(r["peak_mem_bytes"] >= 0 and r["time_s"] > 0 for r in rows) and rows[1]["mem_saved_vs_sdpa"] is not None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+def test_inference_stops_a_forward_past_the_cap_and_skips_that_model_at_longer_n(monkeypatch):
+    """--max-forward-s is first an estimate at the matmul peak; a kernel slower than that (sdpa with a float
+    mask at 32768 tokens) must be stopped in its memory probe, not time the run out, and not tried again."""
+    slow = measure.probe_memory(dict(model="roberta-eager", n=2048, dims=TINY, threads=1, cap_s=0.01))
+    assert slow == {"skip": "past the cap: taking the measured step ran over 0.01 s"}
+
+    args, ns, ks, baselines, device, _, dims = inference.parse_args(
+        ["--tiny", "--n", "64,128", "--k", "16", "--baselines", "sdpa", "--max-forward-s", "5"])
+    plan, skips = inference.plan_runs(args, ns, ks, baselines, dims, 1e12, 1e12, 4)
+    calls = []
+
+    def probe(spec, timeout):
+        calls.append((spec["model"], spec["n"], spec["cap_s"]))
+        if spec["model"] == "roberta-sdpa":
+            return {"skip": "past the cap: taking the measured step ran over 5 s"}
+        return {"peak_bytes": 7, "resident_bytes": 1, "step_s": 0.1}
+
+    monkeypatch.setattr(measure, "probe_memory", probe)
+    kept = inference.probe_runs(args, plan, device, skips)
+    assert calls == [("roberta-sdpa", 64, 5.0), ("linformer-sdpa", 64, 5.0), ("linformer-sdpa", 128, 5.0)]
+    assert {n: [c["model"] for c in cs] for n, cs in kept.items()} == {64: ["linformer-sdpa"], 128: ["linformer-sdpa"]}
+    assert all(c["peak_mem_bytes"] == 7 for cs in kept.values() for c in cs)
+    assert [(s["n"], s["model"], s["reason"]) for s in skips.skipped] == [
+        (64, "roberta-sdpa", "past the cap: taking the measured step ran over 5 s"),
+        (128, "roberta-sdpa", "past the cap at n=64: not tried at a larger n")]
 
 
 def test_inference_modernbert_bf16_batch_tiny(tmp_path):
