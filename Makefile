@@ -30,6 +30,7 @@ release: setup-dev
 
 # The day a GPU is lent: everything GPU-only on one GPU (benchmarks/gpu_check.py): fp16 and bf16 MLM updates
 # at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one
-# results file, benchmarks/results/gpu_check.{json,md}. Never run on a GPU yet; its CPU dry run is a test.
+# results file, benchmarks/results/gpu_check.{json,md} (asked for with --out: the benchmark scripts alone write to
+# outputs/benchmarks). Never run on a GPU yet; its CPU dry run is a test.
 gpu-check: setup-dev
-	$(PY) -m benchmarks.gpu_check
+	$(PY) -m benchmarks.gpu_check --out benchmarks/results

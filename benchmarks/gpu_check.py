@@ -1,8 +1,9 @@
 """Everything that needs a GPU, in one command for the day one is lent (`make gpu-check`).
 
 No GPU has been lent to this project, so the claims that only a GPU can settle are collected here and
-run in one go on one GPU, into one results file (`results/gpu_check.json` and its rendering
-`results/gpu_check.md`):
+run in one go on one GPU, into one results file (`gpu_check.json` and its rendering `gpu_check.md`, beside the
+benchmark tables' own files, in `--out`: outputs/benchmarks unless asked; `make gpu-check` asks for
+benchmarks/results):
 
 1. a few hundred masked-LM updates with `train_mlm.py` at RoBERTa-base size (the model of
    `configs/linformer_base_n512_k256_layerwise.yaml`, on the bundled Moby Dick: the GPU machine may
@@ -17,7 +18,7 @@ run in one go on one GPU, into one results file (`results/gpu_check.json` and it
 A step that fails is recorded with its error and the next one still runs; the command exits non-zero
 at the end if any failed. Each run's full output is in `--work_dir`/logs.
 
-    python -m benchmarks.gpu_check                # one GPU; writes results/gpu_check.{json,md}
+    python -m benchmarks.gpu_check                # one GPU; writes outputs/benchmarks/gpu_check.{json,md}
     python -m benchmarks.gpu_check --dry_run      # CPU, tiny model, a few steps: what the tests run
 
 `--dry_run` runs the same steps on CPU so that they cannot rot: a tiny model and a few updates, bf16
@@ -250,10 +251,11 @@ def benchmark_tables(plan):
     for argv in commands:
         if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
             raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
-        args = on_cpu(argv[3:], os.path.join(plan["work"], "benchmarks")) if plan["dry_run"] else argv[3:]
+        dry_out = os.path.join(plan["work"], "benchmarks")
+        args = on_cpu(argv[3:], dry_out) if plan["dry_run"] else [*argv[3:], "--out", plan["out"]]
         tag = args[args.index("--tag") + 1]
         ran = run_logged(plan, tag, [sys.executable, "-m", argv[2], *args])
-        base = os.path.join(args[args.index("--out") + 1] if "--out" in args else harness.RESULTS, tag)
+        base = os.path.join(args[args.index("--out") + 1], tag)
         result = json.load(open(base + ".json"))
         tables.append(dict(ran, readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
                            skipped=result.get("skipped", []), table=open(base + ".md").read()))
@@ -318,8 +320,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry_run", action="store_true", help="CPU, tiny model, a few steps (what the tests run)")
     p.add_argument("--mlm_steps", type=int, default=300, help="updates of each MLM run on the GPU")
-    p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} (default: benchmarks/results; "
-                                               "dry run: --work_dir)")
+    p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files (default: "
+                                               "outputs/benchmarks, git-ignored; dry run: --work_dir)")
     p.add_argument("--work_dir", default=None, help="runs and logs (default: runs/gpu_check, runs/gpu_check_dry)")
     args = p.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
@@ -331,7 +333,7 @@ def main(argv=None):
     if plan["dry_run"]:
         with open(MOBY_DICK) as src, open(plan["corpus"], "w") as dst:
             dst.writelines(src.readlines()[:15])
-    out = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.RESULTS))
+    out = plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
     results = dict(command=command.strip(), dry_run=plan["dry_run"],
                    machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")), steps={})

@@ -16,7 +16,12 @@ import torch
 from benchmarks.models import BASE, DTYPES, TINY
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+# A run writes into OUTPUT (git-ignored) unless asked for the committed folder with `--out benchmarks/results`:
+# a newcomer re-running a command must not overwrite the results the docs are generated from.
+OUTPUT = os.path.join(ROOT, "outputs", "benchmarks")
 RESULTS = os.path.join(HERE, "results")
+OUT_HELP = "folder of the result files (default: outputs/benchmarks, git-ignored; benchmarks/results replaces the committed ones)"
 # train_mlm.py's --mixed_precision spells them bf16 / fp16: both spellings are accepted, results say the long one.
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 
@@ -59,7 +64,7 @@ def add_run_args(parser, repeats=3, tag_help=None):
     parser.add_argument("--dtype", default="float32", help="float32, bfloat16 or float16 (or fp32, bf16, fp16)")
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--tiny", action="store_true", help="2 layers, hidden 64 (smoke tests)")
-    parser.add_argument("--out", default=RESULTS)
+    parser.add_argument("--out", default=OUTPUT, help=OUT_HELP)
     parser.add_argument("--tag", default=None, help=tag_help)
 
 
@@ -85,10 +90,9 @@ def machine_info(device):
     info = dict(torch=torch.__version__, device=device.type, threads=torch.get_num_threads(),
                 cpu_count=os.cpu_count())
     try:  # provenance: which commit, and the exact modeling file that was measured
-        root = os.path.dirname(HERE)
-        info["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+        info["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                           text=True).stdout.strip()
-        with open(os.path.join(root, "src", "linformer_hf", "modeling_linformer.py"), "rb") as f:
+        with open(os.path.join(ROOT, "src", "linformer_hf", "modeling_linformer.py"), "rb") as f:
             info["modeling_sha1"] = hashlib.sha1(f.read()).hexdigest()[:12]
     except OSError:
         pass

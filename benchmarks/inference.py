@@ -17,7 +17,8 @@ runs past --max-forward-s is stopped: that model is "past the cap" at that n and
     python -m benchmarks.inference --n 512,16384 --k 256 --baselines sdpa,modernbert --dtype bf16 --batch 4
 
 Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_per_token.png (Linformer's time per token vs n:
-flat is the linear-cost promise), <tag>_memory.png (default out: benchmarks/results).
+flat is the linear-cost promise), <tag>_memory.png (default out: outputs/benchmarks; `--out benchmarks/results` replaces the committed
+results).
 """
 
 import argparse

@@ -126,7 +126,7 @@ def main():
     p.add_argument("--samples", type=int, default=16, help="windows of text averaged over")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--index", type=int, default=128, help="singular-value index of the heatmap (paper: 128)")
-    p.add_argument("--out", default=harness.RESULTS)
+    p.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
     p.add_argument("--tag", default="spectrum")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args()

@@ -76,7 +76,7 @@ def main():
     p.add_argument("--samples", type=int, default=2, help="windows of text")
     p.add_argument("--seeds", type=int, default=3, help="random R per k")
     p.add_argument("--delta", type=float, default=0.1, help="Theorem 2's small constant")
-    p.add_argument("--out", default=harness.RESULTS)
+    p.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
     p.add_argument("--tag", default="theorem")
     p.add_argument("--no-plots", action="store_true")
     args = p.parse_args()

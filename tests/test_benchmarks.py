@@ -15,7 +15,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import benchmarks
-from benchmarks import flop_counts, gpu_check, harness, inference, measure, models, spectrum, theorem, training
+from benchmarks import flop_counts, gpu_check, harness, inference, measure, models, peers, spectrum, theorem, training
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -343,6 +343,20 @@ def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, mo
         with pytest.raises(SystemExit):
             gpu_check.main([])
         assert "no GPU: torch.cuda.is_available() is False" in capsys.readouterr().err
+
+
+def test_results_go_to_an_ignored_folder_unless_asked():
+    """A command copied from the docs writes into outputs/benchmarks, which git ignores; only `--out
+    benchmarks/results` replaces the committed results that the docs are generated from."""
+    for module in (inference, training, peers):
+        parsed = module.parse_args([])
+        args = parsed[0] if isinstance(parsed, tuple) else parsed
+        assert args.out == harness.OUTPUT, module
+    assert harness.OUTPUT == os.path.join(ROOT, "outputs", "benchmarks")
+    ignored = subprocess.run(["git", "check-ignore", "outputs/benchmarks/inference.json",
+                              "benchmarks/results/inference.json"], cwd=ROOT, capture_output=True, text=True)
+    assert ignored.stdout.split() == ["outputs/benchmarks/inference.json"], ignored
+    assert all("--out" not in argv for argv in gpu_check.readme_gpu_commands())  # gpu_check passes its own --out
 
 
 def run_main(module, monkeypatch, *args):
