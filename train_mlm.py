@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from transformers import AutoModelForMaskedLM
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
@@ -53,7 +53,10 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
     tokenizer_name: str | None = arg(None, "existing tokenizer (default: byte-level BPE trained on the corpus)")
     tokenizer_vocab_size: int = arg(4096, "vocabulary of the trained tokenizer")
     tokenizer_train_docs: int | None = arg(None, "train the tokenizer on the first N documents (default: all)")
-    mlm_probability: float = arg(0.15, "fraction of tokens masked")
+    mlm_probability: float = arg(0.15, "fraction of tokens masked in training")
+    eval_mlm_probability: float | None = arg(None, "fraction of tokens masked in validation (default: "
+                                                   "--mlm_probability); fixed, it keeps perplexities comparable "
+                                                   "between runs trained at different rates")
     # The demo's values of shared flags.
     train_file: list[str] | None = arg([str(REPO / "data/moby_dick/chapters.jsonl")], "local text/json(l)/"
                                        "parquet/csv/tsv files or globs, optionally compressed")
@@ -64,7 +67,8 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
     checkpointing_steps: int = arg(100, "save a resumable checkpoint every N updates (0: none)")
     output_dir: str = arg("outputs/tiny", "folder for the final model, checkpoints and logs")
 
-    bounds = {"tokenizer_vocab_size": "[8, inf)", "tokenizer_train_docs": "[1, inf)", "mlm_probability": "(0, 1)"}
+    bounds = {"tokenizer_vocab_size": "[8, inf)", "tokenizer_train_docs": "[1, inf)", "mlm_probability": "(0, 1)",
+              "eval_mlm_probability": "(0, 1)"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -120,15 +124,22 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
     config = model_config(args, tokenizer)
     train_loader, eval_loader = block_loaders(
         args, blocks, BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed),
-        BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed + 1))
+        BlockSeededMLMCollator(tokenizer, args.eval_mlm_probability or args.mlm_probability, seed=args.seed + 1))
     model = AutoModelForMaskedLM.from_config(config)
     optimizer = loop.build_optimizer(model, args)
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         model, optimizer, train_loader, eval_loader, scheduler)
     return loop.Run(args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
-                    objective=MaskedLMObjective(), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
+                    objective=objective(accelerator), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
                     output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=tokenizer)
+
+
+def objective(accelerator):
+    """The masked-LM loss; the vocabulary logits only at the masked positions where the model is not wrapped
+    for several processes (the same loss, faster: see MaskedLMObjective)."""
+    return MaskedLMObjective(sparse_head=accelerator.distributed_type == DistributedType.NO,
+                             autocast=accelerator.autocast)
 
 
 def model_card(run):

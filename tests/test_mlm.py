@@ -100,3 +100,34 @@ def test_masks_depend_on_block_and_epoch_only(tok, blocks):
     assert not torch.equal(collator([b])["labels"][0], alone["labels"][0])  # dynamic masking
     other_seed = mlm.BlockSeededMLMCollator(tok, seed=4)
     assert not torch.equal(other_seed([b])["labels"][0], alone["labels"][0])
+
+
+# --- the objective ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model_type", ["linformer", "roberta"])
+def test_sparse_head_gives_the_full_heads_loss_and_evaluation(model_type, tok, blocks):
+    """Logits at the masked positions only: the loss and the validation metrics of every position's logits,
+    and under autocast the head runs in its precision (the sparse path bypasses the model's own forward)."""
+    from accelerate import Accelerator
+    from transformers import AutoModelForMaskedLM
+
+    from linformer_training import models
+
+    fields = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64}
+    fields.update({"max_seq_length": 64, "projected_dim": 16} if model_type == "linformer"
+                  else {"max_position_embeddings": 66})
+    torch.manual_seed(0)
+    model = AutoModelForMaskedLM.from_config(models.new_config(model_type, fields, tok)).double().eval()
+    collate = mlm.BlockSeededMLMCollator(tok, 0.3, seed=0)
+    batch = collate([blocks[i] for i in range(4)])
+    full, sparse = mlm.MaskedLMObjective(), mlm.MaskedLMObjective(sparse_head=True)
+    assert full.count(batch) == sparse.count(batch) > 0
+    assert torch.allclose(full.loss_sum(model, batch), sparse.loss_sum(model, batch), rtol=1e-12)
+    loader = torch.utils.data.DataLoader([blocks[i] for i in range(6)], batch_size=4, collate_fn=collate)
+    accelerator = Accelerator(cpu=True)
+    assert full.evaluate(model, loader, accelerator) == pytest.approx(sparse.evaluate(model, loader, accelerator),
+                                                                      rel=1e-12)
+    bf16 = mlm.MaskedLMObjective(sparse_head=True, autocast=lambda: torch.autocast("cpu", dtype=torch.bfloat16))
+    assert bf16.masked_logits(model.float(), batch)[0].dtype == torch.bfloat16
+    assert sparse.masked_logits(model.float(), batch)[0].dtype == torch.float32

@@ -435,6 +435,20 @@ def test_short_run_learns_and_saves_a_loadable_model(tmp_path, micro):
     assert len(predictions) == 5 and all(p["sequence"].startswith("Call me") for p in predictions)
 
 
+def test_validation_masks_at_its_own_rate(tmp_path, micro):
+    """--eval_mlm_probability fixes the validation masks whatever the training rate: an untrained model
+    scores the same before any update as one trained at that rate, and not as one validated at the training rate."""
+    def first_eval(name, *flags):
+        run(micro, tmp_path / name, "--max_steps", "3", *flags)
+        return losses(tmp_path / name, "eval_loss")[0]
+
+    at_15 = first_eval("15", "--mlm_probability", "0.15")
+    assert first_eval("40_15", "--mlm_probability", "0.4", "--eval_mlm_probability", "0.15") == at_15
+    assert first_eval("40", "--mlm_probability", "0.4") != at_15
+    with pytest.raises(SystemExit):
+        run(micro, tmp_path / "bad", "--eval_mlm_probability", "1.0")
+
+
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, micro):
     """An update is 8 sequences whether as one batch of 8 or two of 4: the loss is normalised over
     the update's masked tokens, so the two runs follow the same trajectory."""
