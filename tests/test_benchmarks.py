@@ -15,7 +15,8 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 import benchmarks
-from benchmarks import flop_counts, gpu_check, harness, inference, measure, models, peers, spectrum, theorem, training
+from benchmarks import (flop_counts, gpu_check, harness, inference, measure, models, peers, report, spectrum, theorem,
+                        training)
 
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
@@ -357,6 +358,35 @@ def test_results_go_to_an_ignored_folder_unless_asked():
                               "benchmarks/results/inference.json"], cwd=ROOT, capture_output=True, text=True)
     assert ignored.stdout.split() == ["outputs/benchmarks/inference.json"], ignored
     assert all("--out" not in argv for argv in gpu_check.readme_gpu_commands())  # gpu_check passes its own --out
+
+
+def test_docs_figures_are_generated_from_the_committed_results(tmp_path, monkeypatch):
+    """docs/benchmarks.md's tables and the results index are what benchmarks/report.py writes from the committed
+    JSON files: a figure typed by hand, or a result re-run without regenerating them, fails here."""
+    assert report.main(["--check"]) == 0
+    doc = tmp_path / "benchmarks.md"
+    doc.write_text(open(report.DOC).read().replace("| 4096 | fp32 | 14.9 s |", "| 4096 | fp32 | 12.0 s |"))
+    monkeypatch.setattr(report, "DOC", str(doc))
+    assert report.main(["--check"]) == 1
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "inference_old_run.json").write_text("{}")  # refused, not left out of the index
+    with pytest.raises(SystemExit, match="inference_old_run.json in benchmarks/results belong to no sweep"):
+        report.index(report.load(harness.RESULTS), str(tmp_path / "results"))
+
+
+def test_commands_in_the_results_index_rebuild_each_result():
+    """Results older than the recorded command line are listed with a command rebuilt from their arguments: it
+    must parse back to the same arguments, and write into benchmarks/results."""
+    results = report.load(harness.RESULTS)
+    scripts = dict(inference=inference, training=training, peers=peers)
+    for tag, script, _ in report.SWEEPS:
+        line = report.command(results[tag], script)
+        assert line.startswith(f"python -m benchmarks.{script} ") and line.endswith("--out benchmarks/results"), tag
+        if script in scripts and "command" not in results[tag]:
+            parsed = scripts[script].parse_args(line.split()[3:])
+            args = vars(parsed[0] if isinstance(parsed, tuple) else parsed)
+            recorded = {k: v for k, v in results[tag]["args"].items() if k != "out"}
+            assert {k: args[k] for k in recorded} == recorded, tag
 
 
 def run_main(module, monkeypatch, *args):

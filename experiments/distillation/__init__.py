@@ -1,1 +1,0 @@
-"""A distilled long-input Linformer against its teacher (compute.py, then render.py)."""
