@@ -180,6 +180,7 @@ def check_data_files(args):
 def load_model_config(args):
     """The checkpoint's config with --config_overrides, and whether it has a sequence-classification head."""
     name = args.model_name_or_path
+    models.check_local_path(name, "--model_name_or_path")
     try:
         config = AutoConfig.from_pretrained(name, trust_remote_code=args.trust_remote_code)
     except (OSError, ValueError) as error:

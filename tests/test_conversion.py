@@ -1,5 +1,6 @@
 """convert_to_linformer: exactness against the source, short inputs, long positions, files, errors."""
 
+import errno
 import json
 import os
 import subprocess
@@ -25,7 +26,7 @@ from transformers import (
 )
 
 from linformer_hf import LinformerForMaskedLM, LinformerModel
-from linformer_training.arguments import UsageError
+from linformer_training.arguments import ScriptError, UsageError
 from linformer_training.conversion import convert_to_linformer, window_mean_projection
 
 REPO = Path(__file__).resolve().parents[1]
@@ -304,6 +305,17 @@ def broken_sources(tmp_path, bpe_tokenizer):
     save_file(state, tmp_path / "missing" / "model.safetensors", metadata={"format": "pt"})
     (tmp_path / "occupied").mkdir()
     (tmp_path / "occupied" / "keep.txt").write_text("mine")
+    # issue 33: damaged or hostile weights, a path that is not there, a folder that cannot be written
+    make_source("bert", tmp_path / "truncated", tokenizer, max_positions=64)
+    weights = tmp_path / "truncated" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    make_source("bert", tmp_path / "nan", tokenizer, max_positions=64)
+    state = load_file(tmp_path / "nan" / "model.safetensors")
+    state["bert.encoder.layer.0.output.dense.weight"][0, 0] = float("inf")
+    save_file(state, tmp_path / "nan" / "model.safetensors", metadata={"format": "pt"})
+    make_source("bert", tmp_path / "pickled", tokenizer, max_positions=64)
+    torch.save({"weights": Payload(tmp_path / "payload_ran")}, tmp_path / "pickled" / "pytorch_model.bin")
+    (tmp_path / "pickled" / "model.safetensors").unlink()
     return {
         "unsupported": (dict(model_name_or_path=tmp_path / "gpt2"), "--model_name_or_path", "BertModel"),
         "k_above_n": (dict(model_name_or_path=tmp_path / "ok", max_seq_length=64, projected_dim=128), "--projected_dim", "64"),
@@ -317,7 +329,27 @@ def broken_sources(tmp_path, bpe_tokenizer):
                     "--projection_length_scaling", "resample"),
         "pool_scaling": (dict(model_name_or_path=tmp_path / "ok", projection_type="mean_pool",
                               projection_length_scaling="resample"), "--projection_length_scaling", "linear"),
+        "truncated": (dict(model_name_or_path=tmp_path / "truncated"), "--model_name_or_path",
+                      "model.safetensors: Error while deserializing header"),
+        "nan": (dict(model_name_or_path=tmp_path / "nan"), "--model_name_or_path",
+                "tensor bert.encoder.layer.0.output.dense.weight holds NaN/inf"),
+        "pickled": (dict(model_name_or_path=tmp_path / "pickled"), "--model_name_or_path",
+                    "pytorch_model.bin: holds pickled Python objects"),
+        "no_such_folder": (dict(model_name_or_path=tmp_path / "runs" / "lin-k256"), "--model_name_or_path",
+                           "lin-k256: no such folder"),
+        "unwritable": (dict(model_name_or_path=tmp_path / "ok", output_dir=tmp_path / "ok" / "config.json" / "out"),
+                       "--output_dir", "config.json is not a folder this user can write in"),
     }
+
+
+class Payload:
+    """Unpickling this creates `marker`: what a hostile weight file would do with a shell command."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
 
 
 def test_bad_input_gives_one_line_errors_and_writes_nothing(bpe_tokenizer, tmp_path):
@@ -329,8 +361,32 @@ def test_bad_input_gives_one_line_errors_and_writes_nothing(bpe_tokenizer, tmp_p
             convert_to_linformer(**kwargs)
         message = str(error.value)
         assert message.startswith(flag) and mention in message and "\n" not in message, (name, message)
+        assert "weights_only=False" not in message
         assert sorted(p.name for p in tmp_path.iterdir()) == before, name
     assert (tmp_path / "occupied" / "keep.txt").read_text() == "mine"
+    assert not (tmp_path / "payload_ran").exists()
+
+
+@pytest.mark.parametrize("error", [OSError(errno.EACCES, os.strerror(errno.EACCES)),
+                                   OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))], ids=["unwritable", "disk full"])
+def test_a_folder_that_cannot_be_written_gets_one_line_and_nothing(error, tmp_path, monkeypatch):
+    """A parent made read-only after the checks (or a user without rights where os.access cannot tell), or a
+    disk that fills up while the folder is written: one line, no staging folder left, no --output_dir."""
+    from linformer_training import conversion
+
+    tokenizer = AutoTokenizer.from_pretrained(MINILM)
+    make_source("bert", tmp_path / "src", tokenizer, max_positions=64)
+
+    def fails(*args, **kwargs):
+        raise error
+
+    target = "tempfile.mkdtemp" if error.errno == errno.EACCES else "_model_card"
+    monkeypatch.setattr(conversion.tempfile if "." in target else conversion, target.split(".")[-1], fails)
+    with pytest.raises(ScriptError) as failed:
+        convert_to_linformer(tmp_path / "src", tmp_path / "out", max_seq_length=64, projected_dim=16)
+    message = str(failed.value)
+    assert f"{tmp_path / 'out'}" in message and error.strerror in message and "\n" not in message, message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src"]
 
 
 def test_overwrite_replaces_the_folder_only_when_complete(tmp_path, monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
 from linformer_training import distillation
@@ -71,7 +71,13 @@ def models(tokenizer, tmp_path_factory):
                               special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
     other = PreTrainedTokenizerFast(tokenizer_object=other._tokenizer, bos_token="<s>", eos_token="</s>",
                                     unk_token="<unk>", pad_token="<pad>", mask_token="<mask>")
-    return {"teacher": teacher, "student": student, "exact": exact, "long": long, "roberta": roberta, "roberta_exact": roberta_exact,
+    nan_student = root / "nan_student"  # a student whose weights went NaN (a diverged run saved by another tool)
+    shutil.copytree(student, nan_student)
+    state = load_file(nan_student / "model.safetensors")
+    next(iter(state.values())).view(-1)[0] = float("nan")
+    save_file(state, nan_student / "model.safetensors", metadata={"format": "pt"})
+    (nan_student / "manifest.json").unlink()  # saved by a tool that writes none
+    return {"teacher": teacher, "student": student, "nan_student": nan_student, "exact": exact, "long": long, "roberta": roberta, "roberta_exact": roberta_exact,
             "wide": make_teacher(root / "wide", tokenizer, hidden_size=48),
             "deep": make_teacher(root / "deep", tokenizer, layers=3),
             "other_tokenizer": make_teacher(root / "other_tokenizer", other)}
@@ -357,6 +363,11 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
     ("document length with packed blocks", ["--min_document_length", "32"],
      "--min_document_length 32 applies to --inputs documents only"),
     ("unknown kind of input", ["--inputs", "pages"], "--inputs.*pages.*blocks.*documents"),
+    # issue 33
+    ("student with NaN weights", ["--student_name_or_path", "{nan_student}"],
+     r"^--student_name_or_path .*nan_student: model.safetensors: tensor .* holds NaN/inf; these weights cannot be used"),
+    ("student path not made yet", ["--student_name_or_path", "tests/lin-k256"],  # tests/ is a folder in the repo
+     r"^--student_name_or_path tests/lin-k256: no such folder \(read as a local path: ./tests is a folder here\)"),
 ]
 
 

@@ -284,6 +284,26 @@ def damaged_checkpoint(checkpoint, folder, damage):
     return str(folder)
 
 
+class Payload:
+    """Unpickling this creates `marker`: what a hostile weight file would do with a shell command."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return open, (self.marker, "w")
+
+
+def pickled_weights(checkpoint, folder):
+    """A copy of a saved model whose weights are a pytorch_model.bin holding a pickle payload."""
+    import torch
+
+    shutil.copytree(checkpoint, folder)
+    (folder / "model.safetensors").unlink()
+    torch.save({"weights": Payload(folder.parent / "payload_ran")}, folder / "pytorch_model.bin")
+    return str(folder)
+
+
 @pytest.mark.parametrize("change, message", [
     # Flags and their cross-checks: refused before anything is loaded.
     (["--task_name", "sst-2"], r"--task_name.*: invalid choice: 'sst-2' \(choose from 'cola', 'sst2'"),
@@ -347,6 +367,12 @@ def damaged_checkpoint(checkpoint, folder, damage):
     (["--train_file", "INVALID_JSON"], r"cannot read .*broken.jsonl: JSON parse error"),
     (["--output_dir", "A_FILE"], r"--output_dir .*a_file: is a file; pass a folder"),
     (["--lr_scheduler_type", "cosine_with_min_lr"], r"invalid choice: 'cosine_with_min_lr' \(choose from 'linear'"),
+    # issue 33: a pickle in pytorch_model.bin (never unpickled, no advice to unpickle it), a path not made yet
+    (["--model_name_or_path", "PICKLED_BIN"],
+     r"^--model_name_or_path .*pickled: pytorch_model.bin: holds pickled Python objects \(io.open\), which are "
+     r"never unpickled here; use a copy saved as model.safetensors[^\n]*these weights cannot be used$"),
+    (["--model_name_or_path", "tests/lin-k256"],  # tests/ is a folder here: a local path, not a Hub id
+     r"^--model_name_or_path tests/lin-k256: no such folder \(read as a local path: ./tests is a folder here\)"),
 ])
 def test_bad_input_fails_before_training(checkpoints, tokenizer, own_data, tmp_path, capsys, change, message):
     placeholders = {
@@ -373,12 +399,14 @@ def test_bad_input_fails_before_training(checkpoints, tokenizer, own_data, tmp_p
         "FINITE_GARBAGE": lambda: damaged_checkpoint(checkpoints / "linformer", tmp_path / "garbage", "garbage"),
         "INVALID_JSON": lambda: str(Path(tmp_path / "broken.jsonl").write_text('{"text": "a", "label": "pos"}\n{"t') and
                                     tmp_path / "broken.jsonl"),
+        "PICKLED_BIN": lambda: pickled_weights(checkpoints / "linformer", tmp_path / "pickled"),
         "A_FILE": lambda: str(Path(tmp_path / "a_file").write_text("x") and tmp_path / "a_file"),
     }
     change = [placeholders[c]() if c in placeholders else c for c in change]
     out = tmp_path / "out"
-    assert re.search(message, error_of(lambda: main(own_args(checkpoints / "linformer", own_data, out, *change)),
-                                       capsys))
+    error = error_of(lambda: main(own_args(checkpoints / "linformer", own_data, out, *change)), capsys)
+    assert re.search(message, error) and "weights_only=False" not in error, error
+    assert not (tmp_path / "payload_ran").exists()
     assert not (out / "train_config.yaml").exists() and not (out / "model.safetensors").exists()  # no training
 
 

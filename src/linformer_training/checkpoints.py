@@ -32,6 +32,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import socket
 from pathlib import Path
@@ -285,16 +286,38 @@ def check_safetensors(file):
                 raise ValueError(f"tensor {key} holds NaN/inf")
 
 
+def check_torch_weights(file):
+    """Raise unless a torch-saved weight file (`pytorch_model.bin`) holds only tensors, none NaN/inf. It is read
+    as `from_pretrained` reads it (`weights_only`), so a pickled object never runs; such a file is refused
+    here, with a way out that keeps it that way."""
+    try:
+        state = load_plain(file)
+    except Exception as e:  # noqa: BLE001  a pickle of anything but tensors and containers, or a damaged file
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+        if found or "Weights only load failed" in str(e):
+            raise ValueError(f"holds pickled Python objects ({found[1] if found else 'not only tensors'}), which are "
+                             f"never unpickled here; use a copy saved as model.safetensors by whoever can vouch for "
+                             f"the file") from None
+        raise ValueError(f"unreadable ({type(e).__name__}: {first_line(e)})") from None
+    tensors = state.values() if isinstance(state, dict) else []
+    for key, tensor in zip(state, tensors):
+        if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"tensor {key} holds NaN/inf")
+
+
 def check_model_folder(folder, flag):
     """A saved model, before anything is built on it: its weights as its manifest recorded them (where it has
-    one) and finite. `from_pretrained` loads NaN weights without a word and reports a truncated file without
-    its name. (Its card and config may have been edited since: only weight files are compared.)"""
+    one), readable without unpickling objects, and finite. `from_pretrained` loads NaN weights without a word,
+    reports a truncated file without its name, and answers a pickle in `pytorch_model.bin` with advice to
+    unpickle it anyway. (Its card and config may have been edited since: only weight files are compared.)"""
     folder = Path(folder)
+    checks = [(file, check_safetensors) for file in sorted(folder.glob("*.safetensors"))] + \
+             [(file, check_torch_weights) for file in sorted(folder.glob("pytorch_model*.bin"))]
     try:
         check_manifest(folder, complete=False, suffixes=(".safetensors", ".bin"))
-        for file in sorted(folder.glob("*.safetensors")):
+        for file, check in checks:
             try:
-                check_safetensors(file)
+                check(file)
             except Exception as e:  # noqa: BLE001  any decoding error means the same: unusable weights
                 raise ValueError(f"{file.name}: {first_line(e)}") from None
     except ValueError as e:

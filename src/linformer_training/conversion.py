@@ -29,6 +29,7 @@ from typing import Literal
 
 import torch
 import yaml
+from safetensors import SafetensorError
 from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_NAMES,
                                                     MODEL_FOR_PRETRAINING_MAPPING_NAMES, MODEL_MAPPING_NAMES)
 
@@ -38,7 +39,7 @@ from linformer_hf.configuration_linformer import ProjectionLengthScaling, Projec
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
-from .models import OFFSET_POSITIONS, SOURCE_TYPES
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path
 from .tokenization import load_tokenizer
 
 MAX_SEQ_LENGTH = 8192
@@ -153,12 +154,17 @@ def _source_card(source):
 def _check_output_dir(output_dir, overwrite):
     if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not overwrite:
         raise UsageError(f"--output_dir {output_dir}: exists and is not empty; pass --overwrite_output_dir to replace it")
+    existing = next(p for p in (output_dir, *output_dir.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--output_dir {output_dir}: {existing} is not a folder this user can write in; pick "
+                         f"another --output_dir")
 
 
 def _source_config(source):
     """The source's config, refused unless it is an encoder of SOURCE_TYPES with absolute positions."""
     from transformers import AutoConfig
 
+    check_local_path(source, "--model_name_or_path")
     try:
         config = AutoConfig.from_pretrained(source)
     except (OSError, ValueError) as e:
@@ -209,11 +215,18 @@ def _source_model(source, source_config):
     from transformers import AutoModel, AutoModelForMaskedLM
 
     masked_lm = (source_config.architectures or [None])[0] in MLM_ARCHITECTURES
+    if os.path.isdir(source):  # truncated, NaN or pickled weights: named here, not a raw loader error
+        checkpoints.check_model_folder(source, "--model_name_or_path")
     try:
         model, info = (AutoModelForMaskedLM if masked_lm else AutoModel).from_pretrained(
             source, output_loading_info=True, attn_implementation="eager")
-    except (OSError, ValueError, RuntimeError) as e:
-        raise UsageError(f"--model_name_or_path {source}: cannot load its weights ({str(e).splitlines()[0]})") from None
+    except (OSError, ValueError, RuntimeError, SafetensorError) as e:
+        raise UsageError(f"--model_name_or_path {source}: cannot load its weights ({checkpoints.first_line(e)})"
+                         ) from None
+    for name, param in model.named_parameters():  # a Hub source is not checked above
+        if not torch.isfinite(param).all():
+            raise UsageError(f"--model_name_or_path {source}: weight {name} holds NaN/inf, and so would the "
+                             f"converted model; nothing was written")
     missing = sorted(k for k in info["missing_keys"] if not k.startswith("pooler.")) + sorted(info["mismatched_keys"])
     if missing:
         raise UsageError(f"--model_name_or_path {source}: the checkpoint lacks {len(missing)} tensor(s) that "
@@ -406,8 +419,12 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
     offset = config.pad_token_id + 1 if roberta_positions else 0
     positions = {"source": source_config.max_position_embeddings - offset, "roberta": roberta_positions}
 
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
+    try:
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
+    except OSError as e:
+        raise UsageError(f"--output_dir {output_dir}: cannot write there ({e.strerror or e}); pick another "
+                         f"--output_dir") from None
     try:
         target.save_pretrained(staging)
         tokenizer.model_max_length = args.max_seq_length
@@ -420,6 +437,11 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
         os.chmod(staging, 0o755)
         _check_output_dir(output_dir, args.overwrite_output_dir)  # someone may have written there meanwhile
         checkpoints.publish(staging, output_dir, whole=True)
+    except (OSError, SafetensorError) as e:  # a full disk, a quota, a folder made read-only meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else checkpoints.first_line(e)
+        raise checkpoints.WriteFailed(f"could not write the converted model into {output_dir.parent} ({reason}); "
+                                      f"nothing was written to --output_dir {output_dir}") from None
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise

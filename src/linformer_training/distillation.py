@@ -32,7 +32,8 @@ from torch import nn
 
 from .arguments import UsageError
 from .mlm import content_generator
-from .models import OFFSET_POSITIONS, SOURCE_TYPES, input_limit
+from . import checkpoints
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, input_limit
 
 TEACHER_LONG_INPUTS = ("extended", "windows")
 # Tokenizers with equal vocabularies may still split text differently (lower-casing, accents, ...).
@@ -74,8 +75,7 @@ class Pair:
 
 
 def _load(what, flag, path, loader):
-    if str(path).startswith((".", "/", "~")) and not Path(path).expanduser().exists():
-        raise UsageError(f"{flag} {path}: no such folder")
+    check_local_path(path, flag)
     try:
         return loader(path)
     except (OSError, ValueError, TypeError, KeyError) as e:
@@ -119,6 +119,9 @@ def check_pair(teacher_path, student_path):
         if ours != theirs:
             raise UsageError(f"the teacher's {field} is {theirs} but the student's is {ours}: every layer's states "
                              f"are compared, so they must match (convert the student from this teacher)")
+    for flag, path in (("--teacher_name_or_path", teacher_path), ("--student_name_or_path", student_path)):
+        if Path(path).is_dir():  # NaN weights would surface only as "eval_loss is nan" at step 0
+            checkpoints.check_model_folder(path, flag)
     teacher_tokenizer = _load("tokenizer", "--teacher_name_or_path", teacher_path, AutoTokenizer.from_pretrained)
     tokenizer = _load("tokenizer", "--student_name_or_path", student_path, AutoTokenizer.from_pretrained)
     difference = _tokenizer_difference(teacher_tokenizer, tokenizer)

@@ -2,6 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What the scripts need to know about a model config, said once."""
 
+from pathlib import Path
+
 from transformers import CONFIG_MAPPING
 
 from .arguments import UsageError, apply_overrides
@@ -40,3 +42,22 @@ def new_config(model_type, overrides, tokenizer=None):
             if getattr(tokenizer, f"{name}_token_id") is not None:
                 overrides.setdefault(f"{name}_token_id", getattr(tokenizer, f"{name}_token_id"))
     return apply_overrides(CONFIG_MAPPING[model_type], overrides)
+
+
+def check_local_path(name, flag):
+    """A model or tokenizer name that can only mean a local folder, and names none, is refused at once: from
+    `from_pretrained` it would be tried as a Hub id and fail after half a minute of retries with "couldn't
+    connect". Local means absolute, starting with `.` or `~`, more than one `/` (a Hub id has one), or a first
+    part that is a folder here (`runs/lin-k256` while `runs/` exists)."""
+    name = str(name)
+    if not name or Path(name).expanduser().exists():
+        return
+    parts = Path(name).parts
+    if name.startswith((".", "/", "~")) or name.count("/") > 1 or "\\" in name:
+        reason = ""
+    elif len(parts) > 1 and Path(parts[0]).is_dir():
+        reason = f" (read as a local path: ./{parts[0]} is a folder here)"
+    else:
+        return
+    raise UsageError(f"{flag} {name}: no such folder{reason}; check the path, or create it first (a Hub id is "
+                     f"ORG/NAME)")

@@ -8,6 +8,7 @@ from pathlib import Path
 from transformers import AutoTokenizer
 
 from .arguments import UsageError
+from .models import check_local_path
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's ids 0..4
 # A folder holds a tokenizer when it has one of these (from_pretrained builds an empty one from a folder without).
@@ -38,6 +39,7 @@ def train_tokenizer(train_split, vocab_size, max_docs=None, min_frequency=2):
 def load_tokenizer(source, flag="--tokenizer_name", **kwargs):
     """A tokenizer from a folder or Hub id; refused in one line naming `flag` when it cannot load, or when a
     folder has no tokenizer files (from_pretrained would build an empty one, special tokens only, from it)."""
+    check_local_path(source, flag)
     if Path(source).is_dir() and not any((Path(source) / name).is_file() for name in TOKENIZER_FILES):
         raise UsageError(f"{flag} {source}: has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, ...)" + (
             "" if flag == "--tokenizer_name" else "; save the tokenizer it was trained with beside it, or pass "
