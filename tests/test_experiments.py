@@ -1,5 +1,5 @@
-"""experiments/quality/: the study's run table, and run_study -> short_inputs -> render end to end on a
-copy of the folder whose study.py keeps every run but shrinks the model, data and budget to seconds."""
+"""experiments/quality/: the study's run table, and run_study -> render end to end on a copy of the folder whose
+study.py keeps the real helpers but shrinks the model, data and budget to seconds."""
 
 import json
 import os
@@ -31,6 +31,9 @@ def test_study_covers_every_comparison_of_the_issue_under_one_budget():
     assert not any(shared_fields & set(r["config_overrides"]) for r in study.RUNS)
     # The corpora are not bundled: no run reads them from anywhere but --data_dir.
     assert not any(key.endswith("_file") for key in [*study.PRETRAIN, *study.FINETUNE])
+    # Resumable, and validated at one fixed masking rate whatever the training rate.
+    assert study.PRETRAIN["checkpointing_steps"] > 0 and study.PRETRAIN["eval_mlm_probability"] == 0.15
+    assert not any(key in study.PRETRAIN for key in ("resume_from_checkpoint", "output_dir", "tokenizer_name"))
 
 
 TINY_STUDY = '''
@@ -38,27 +41,25 @@ exec(open({real!r}).read())  # the real study's helpers, bound to this module's 
 
 DATA = "data"
 PRETRAIN_DATA = {{"train_file": "news/train.jsonl", "validation_file": "news/validation.jsonl"}}
-TOKENIZER = "experiments/checkpoints/tokenizer"
+RUNS_DIR = "runs"  # relative to where the scripts run: the copy's root
 TOKENIZER_VOCAB_SIZE = 300
 TOKENS_PER_UPDATE = 64
-PRETRAIN = {{**PRETRAIN, "tokenizer_name": TOKENIZER, "warmup_steps": 1, "max_steps": 4, "eval_steps": 2,
-            "logging_steps": 1, "mixed_precision": "no",
+PRETRAIN = {{**PRETRAIN, "warmup_ratio": 0.25, "max_steps": 4, "eval_steps": 2, "checkpointing_steps": 2,
+            "save_total_limit": 2, "logging_steps": 1, "mixed_precision": "no",
             "config_overrides": {{"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
                                  "intermediate_size": 64}}}}
 FINETUNE = {{**FINETUNE, "max_seq_length": 32, "per_device_train_batch_size": 8, "mixed_precision": "no",
             "logging_steps": 1}}
 FINETUNE_SEEDS = (0,)
-RUNS = [run("roberta_n512", roberta(32), 0), run("linformer_n512_k128_layerwise", linformer(32, 8), 0, ["sqrt"])]
+RUNS = [run("roberta_n512", roberta(32), 0), run("linformer_n512_k128_layerwise", linformer(32, 8), 0)]
 '''
 
 
-@pytest.fixture(scope="module")
-def study_copy(tmp_path_factory):
+def make_study_copy(root):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
-    root = tmp_path_factory.mktemp("repo")
     (root / "experiments/quality").mkdir(parents=True)
-    for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/short_inputs.py",
-                 "quality/feature_probes.py", "quality/render.py", "quality/paper_numbers.yaml"):
+    for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
+                 "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -77,6 +78,11 @@ def study_copy(tmp_path_factory):
     return root
 
 
+@pytest.fixture(scope="module")
+def study_copy(tmp_path_factory):
+    return make_study_copy(tmp_path_factory.mktemp("study") / "repo")
+
+
 def run_script(root, module, *args):
     """`python -m experiments.quality.<module> ARGS` in the copy, which shadows the real study."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
@@ -89,14 +95,11 @@ def test_missing_data_is_one_line_naming_data_dir(study_copy, tmp_path):
     to pass and which files the folder must hold, and --list needs no data."""
     empty = tmp_path / "empty"
     empty.mkdir()
-    expected = {"run_study.py": ["news/train.jsonl", "news/validation.jsonl", "rotten_tomatoes/train.csv"],
-                "short_inputs.py": ["news/train.jsonl", "news/validation.jsonl"],
-                "feature_probes.py": ["rotten_tomatoes/train.csv", "rotten_tomatoes/validation.csv"]}
-    for script, files in expected.items():
-        out = run_script(study_copy, script[:-3], "--data_dir", str(empty))
-        assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-3000:]
-        assert f"{script}: error: " in out.stderr and "--data_dir DIR holding" in out.stderr, out.stderr
-        assert all(f in out.stderr for f in files) and "experiments/README.md" in out.stderr, out.stderr
+    out = run_script(study_copy, "run_study", "--data_dir", str(empty))
+    assert out.returncode == 2 and len(out.stderr.strip().splitlines()) == 1, out.stderr[-3000:]
+    assert "run_study.py: error: " in out.stderr and "--data_dir DIR holding" in out.stderr, out.stderr
+    files = ["news/train.jsonl", "news/validation.jsonl", "rotten_tomatoes/train.csv"]
+    assert all(f in out.stderr for f in files) and "experiments/README.md" in out.stderr, out.stderr
     finetune_only = run_script(study_copy, "run_study", "--stage", "finetune", "--data_dir", str(empty))
     assert finetune_only.returncode == 2 and "news/" not in finetune_only.stderr, finetune_only.stderr
     assert run_script(study_copy, "run_study", "--list", "--data_dir", str(empty)).returncode == 0
@@ -116,72 +119,83 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     assert set(results) == {"roberta_n512_s0", "linformer_n512_k128_layerwise_s0"}
     for name, r in results.items():
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
-        assert r["pretrain_command"].startswith("python train_mlm.py") and f"--seed 0" in r["pretrain_command"]
+        tokens = [p["tokens_seen"] for p in r["curve"]]
+        assert tokens[0] == 0 < tokens[1] < tokens[2] <= 4 * 64  # 64 tokens per update at most
+        assert r["pretrain_command"].startswith("python train_mlm.py") and "--seed 0" in r["pretrain_command"]
         assert "--per_device_train_batch_size 2" in r["pretrain_command"]  # 64 tokens per update at n=32
         assert "--train_file data/news/train.jsonl --validation_file data/news/validation" in r["pretrain_command"]
         assert ("--config_overrides hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
                 in r["pretrain_command"])
+        assert f"--tokenizer_name runs/tokenizer" in r["pretrain_command"]
+        assert f"--output_dir runs/{name} --resume_from_checkpoint latest" in r["pretrain_command"]
+        assert r["pretrain_seconds"] > 0 and r["tokens_per_second"] > 0
         assert set(r["finetune"]) == {"0"} and 0 <= r["finetune"]["0"]["accuracy"] <= 1
-        assert (root / "experiments/checkpoints" / name / "model.safetensors").is_file()  # save_pretrained
+        assert (root / "runs" / name / "model.safetensors").is_file()  # save_pretrained, outside the results
+        assert sorted(c.name for c in (root / "runs" / name / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_4"]
     assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise " in \
         results["linformer_n512_k128_layerwise_s0"]["pretrain_command"]
-    variant = results["linformer_n512_k128_layerwise_s0"]["finetune_sqrt"]["0"]
-    assert "--config_overrides projection_length_scaling=sqrt" in variant["command"]
-    finetuned = root / "experiments/checkpoints/linformer_n512_k128_layerwise_s0_rt_sqrt_s0/config.json"
-    assert json.loads(finetuned.read_text())["projection_length_scaling"] == "sqrt"
-    assert "finetune_sqrt" not in results["roberta_n512_s0"]
-    for reference in ("unigram", "rotten_tomatoes_majority"):
-        assert (root / f"experiments/quality/results/reference/{reference}.json").is_file()
+    unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())
+    assert unigram["unigram_perplexity"] > 1 and unigram["vocab_size"] <= 300
+    rt = json.loads((root / "experiments/quality/results/reference/rotten_tomatoes.json").read_text())
+    assert rt["majority"]["validation_accuracy"] == 0.5  # 8 of each label
+    assert rt["tfidf_logistic_regression"]["validation_accuracy"] == 1.0  # the words give the labels away
     # Finished work is skipped: the second invocation runs no command at all.
     assert again.returncode == 0 and "$ " not in again.stdout
+
+
+def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):
+    """A run cut after its first checkpoint (no results file, no final model, its last checkpoint lost) continues
+    from that checkpoint when run_study is run again, with the same command, and ends with the uncut run's curve."""
+    root = make_study_copy(tmp_path / "repo")
+    name, runs, results = "roberta_n512_s0", tmp_path / "repo/runs", tmp_path / "repo/experiments/quality/results"
+    whole = run_script(root, "run_study", "--only", name, "--stage", "pretrain")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    uncut = json.loads((results / f"{name}.json").read_text())
+    (results / f"{name}.json").unlink()
+    shutil.rmtree(runs / name / "checkpoints" / "checkpoint_4")
+    (runs / name / "model.safetensors").unlink()
+    resumed = run_script(root, "run_study", "--only", name, "--stage", "pretrain")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    log = (runs / f"{name}.pretrain.log").read_text()
+    assert log.count("\n$ ") == 2 and "Resumed from" in log and "checkpoint_2" in log
+    again = json.loads((results / f"{name}.json").read_text())
+    assert again["curve"] == uncut["curve"] and again["pretrain_command"] == uncut["pretrain_command"]
 
 
 def test_run_study_lists_and_rejects_unknown_runs(ran):
     root = ran[0]
     listed = run_script(root, "run_study", "--list")
-    assert "linformer_n512_k128_layerwise_s0" in listed.stdout and "finetune_sqrt [0]" in listed.stdout
+    assert "linformer_n512_k128_layerwise_s0" in listed.stdout and "finetuning seeds: [0]" in listed.stdout
     bad = run_script(root, "run_study", "--only", "roberta_n512_s9")
     assert bad.returncode == 2 and "unknown run(s) roberta_n512_s9" in bad.stderr
 
 
-def test_short_inputs_compares_scalings_on_identical_blocks(ran):
-    root = ran[0]
-    out = run_script(root, "short_inputs", "--lengths", "8", "32", "--tokens", "256")
-    assert out.returncode == 0, out.stderr[-3000:]
-    lin = json.loads((root / "experiments/quality/results/short_inputs/linformer_n512_k128_layerwise_s0.json").read_text())
-    rob = json.loads((root / "experiments/quality/results/short_inputs/roberta_n512_s0.json").read_text())
-    assert set(lin["lengths"]["8"]) == {"none", "sqrt", "linear"} and set(rob["lengths"]["8"]) == {"n/a"}
-    # At L = n the scalings are the identity, so all three score exactly the same; below n they differ.
-    assert len({v["loss"] for v in lin["lengths"]["32"].values()}) == 1
-    assert len({v["loss"] for v in lin["lengths"]["8"].values()}) == 3
-    assert lin["lengths"]["8"]["none"]["masked_tokens"] == rob["lengths"]["8"]["n/a"]["masked_tokens"]
-
-
-def test_feature_probes_score_both_poolings_of_every_checkpoint(ran):
-    root = ran[0]
-    out = run_script(root, "feature_probes", "--train_examples", "40")
-    assert out.returncode == 0, out.stderr[-3000:]
-    lin = json.loads((root / "experiments/quality/results/feature_probes/linformer_n512_k128_layerwise_s0.json").read_text())
-    rob = json.loads((root / "experiments/quality/results/feature_probes/roberta_n512_s0.json").read_text())
-    assert set(lin["accuracy"]) == {"none", "sqrt"} and set(rob["accuracy"]) == {"n/a"}
-    assert lin["train_examples"] == 40 and lin["validation_examples"] == 16
-    for acc in [*lin["accuracy"].values(), *rob["accuracy"].values()]:
-        assert set(acc) == {"first_token", "mean"} and all(0 <= a <= 1 for a in acc.values())
-
-
 def test_report_writes_tables_plots_and_the_model_card_section(ran):
     root = ran[0]
+    pilots = root / "experiments/quality/results/pilots"
+    pilots.mkdir(exist_ok=True)
+    (pilots / "A.json").write_text(json.dumps({
+        "name": "A", "what": "a pilot", "curve": [{"step": 0, "tokens_seen": 0, "perplexity": 300.0}],
+        "tokens_seen": 1000, "tokens_per_second_median": 100, "final_perplexity": 250.0, "final_vs_unigram": 0.2,
+        "finetune": {"1e-4": {"accuracy": 0.7}}, "pretrain_command": "python train_mlm.py --pilot"}))
+    # A second pretraining seed of the baseline, 10 above the first: the interval over two seeds is
+    # mean ± t(0.975, 1) s / sqrt(2) = ± 12.706 x 7.071 / 1.414 = ± 63.5.
+    first = json.loads((root / "experiments/quality/results/roberta_n512_s0.json").read_text())
+    second = {**first, "name": "roberta_n512_s1", "perplexity": first["perplexity"] + 10}
+    (root / "experiments/quality/results/roberta_n512_s1.json").write_text(json.dumps(second))
     out = run_script(root, "render")
     assert out.returncode == 0, out.stderr[-3000:]
     report = (root / "experiments/quality/results.md").read_text()
+    assert f"| {first['perplexity'] + 5:.1f} ± 63.5 |" in report
     for text in ("## Every configuration", "| roberta_n512 | 32 |", "| linformer_n512_k128_layerwise | 32 | 8 |",
-                 "## Targets", "## Commands", "finetune sqrt, seed 0", "not pretrained yet (0 of 2)",
-                 "## Short inputs", "| linformer_n512_k128_layerwise_s0 | sqrt |", "Linear probes"):
+                 "## Targets (issue 34)", "roberta_n512 perplexity <= 0.3 x unigram", "TF-IDF features",
+                 "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",
+                 "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):
         assert text in report, text
     assert (root / "experiments/quality/perplexity_curves.png").stat().st_size > 10_000
     card = (root / "model_card.md").read_text()
     assert "old" not in card and "### Every configuration" in card and card.endswith("## Limitations\n")
-    assert "experiments/quality/perplexity_curves.png" in card
+    assert "experiments/quality/perplexity_curves.png" in card and "## Pilots" not in card
     (root / "model_card.md").write_text("# card without markers\n")
     broken = run_script(root, "render")
     assert broken.returncode != 0 and "lacks the markers" in broken.stderr
