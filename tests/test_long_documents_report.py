@@ -1,5 +1,5 @@
 """experiments/long_documents/report.py: paired intervals, verdicts, goal rows, ablation sections and the generated
-goals block of README.md / model_card.md, from synthetic result files (nothing is measured here)."""
+goals block of model_card.md, from synthetic result files (nothing is measured here)."""
 
 import json
 import re
