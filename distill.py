@@ -62,7 +62,7 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
                                                        "(default: --learning_rate)")
     gate_learning_rate: float | None = arg(None, "peak learning rate of the global-slot gates of a model with "
-                                                 "local_attention_window (default: --learning_rate)")
+                                                 "attention_type='windowed' (default: --learning_rate)")
     train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F, the "
                                             "long-input adapters and gates): every input the student reads exactly stays "
                                             "the teacher's, bit for bit")

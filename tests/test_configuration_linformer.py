@@ -64,7 +64,8 @@ def test_auto_map_names_every_head():
         (dict(vocab_size=100, eos_token_id=100), "eos_token_id"),
         (dict(hidden_act="gleu"), "hidden_act"),
         (dict(vocab_size="big"), "vocab_size"),  # wrong types are reworded from @strict's error
-        (dict(full_attention_short_inputs="yes"), "full_attention_short_inputs"),
+        (dict(exact_attention_length="all"), "exact_attention_length"),
+        (dict(full_attention_short_inputs="yes"), "full_attention_short_inputs"),  # a field of older configs
         (dict(projected_dims=64), "projected_dims"),  # not a field: unknown keys are rejected
         (dict(position_embedding_type="relative_key"), "position_embedding_type"),  # a legacy BERT key
     ],
@@ -113,10 +114,45 @@ def test_a_checkpoint_of_another_model_type_points_to_conversion():
         LinformerConfig(model_type="bert", vocab_size=30522, max_position_embeddings=512, pad_token_id=0)
 
 
-def test_full_attention_short_inputs_defaults_off_and_round_trips():
-    assert LinformerConfig().full_attention_short_inputs is False
-    config = LinformerConfig(full_attention_short_inputs=True)
-    assert LinformerConfig.from_dict(config.to_dict()).full_attention_short_inputs is True
+def test_long_input_fields_default_to_the_paper_and_round_trip():
+    config = LinformerConfig()
+    assert (config.attention_type, config.exact_attention_length) == ("projected", None)
+    config = LinformerConfig(attention_type="windowed", exact_attention_length=512, max_seq_length=4096)
+    again = LinformerConfig.from_dict(config.to_dict())
+    assert (again.attention_type, again.exact_attention_length) == ("windowed", 512)
+
+
+@pytest.mark.parametrize("old, new", [
+    (dict(full_attention_short_inputs=False), dict(attention_type="projected", exact_attention_length=None)),
+    (dict(full_attention_short_inputs=True), dict(attention_type="projected", exact_attention_length=128)),
+    (dict(full_attention_short_inputs=True, short_input_max_length=512, max_seq_length=4096),
+     dict(attention_type="projected", exact_attention_length=512)),
+    (dict(full_attention_short_inputs=True, short_input_max_length=512, local_attention_window=512,
+          max_seq_length=4096), dict(attention_type="windowed", exact_attention_length=512)),
+    (dict(full_attention_short_inputs=True, num_hidden_layers=2, projected_dim=[32, 64], projection_sharing="none"),
+     dict(attention_type="projected", exact_attention_length=[32, 64])),  # each layer's own k, as before
+])
+def test_configs_saved_before_attention_type_load_as_the_same_model(old, new, tmp_path):
+    """The three fields that older config.json files carry map onto the two that replaced them, and are not
+    written again."""
+    config = LinformerConfig(**old)
+    assert {key: getattr(config, key) for key in new} == new
+    config.save_pretrained(tmp_path)
+    written = (tmp_path / "config.json").read_text()
+    assert "full_attention_short_inputs" not in written and "short_input_max_length" not in written
+    assert "local_attention_window" not in written
+
+
+@pytest.mark.parametrize("old, message", [
+    (dict(short_input_max_length=16), "`short_input_max_length`=16 is invalid; it needs full_attention_short_inputs"),
+    (dict(full_attention_short_inputs=True, short_input_max_length=256, local_attention_window=128),
+     "`local_attention_window`=128 is invalid; it needs short_input_max_length equal to it"),
+    (dict(full_attention_short_inputs=True, exact_attention_length=256), "pass only the new fields"),
+])
+def test_inconsistent_old_long_input_fields_are_one_line_errors(old, message):
+    with pytest.raises(ValueError, match=message) as error:
+        LinformerConfig(**old)
+    assert "\n" not in str(error.value)
 
 
 def test_save_and_load_round_trip(tmp_path):
@@ -125,7 +161,7 @@ def test_save_and_load_round_trip(tmp_path):
     import linformer_hf  # noqa: F401  (registers the model type)
 
     config = LinformerConfig(num_hidden_layers=2, projected_dim=[32, 64], projection_sharing="none",
-                             full_attention_short_inputs=True, finetuning_task="qnli", num_labels=3)
+                             exact_attention_length=[32, 64], finetuning_task="qnli", num_labels=3)
     config.save_pretrained(tmp_path)
     def fields(c):
         return {key: value for key, value in c.to_dict().items() if key != "_name_or_path"}

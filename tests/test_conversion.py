@@ -107,7 +107,7 @@ def test_minilm_identity_projection_is_exact(minilm, tmp_path):
     assert diff <= 1e-5, diff
 
     out = convert_to_linformer(MINILM, tmp_path / "projected", max_seq_length=48, projected_dim=48,
-                               full_attention_short_inputs=False)
+                               exact_attention_length=0)
     converted = AutoModel.from_pretrained(out).eval()
     texts = [" ".join(SENTENCES[i:] + SENTENCES[:i]) for i in range(len(SENTENCES))]
     batch = tokenizer(texts, truncation=True, max_length=48, return_tensors="pt")
@@ -164,7 +164,7 @@ def test_random_masked_lm_sources_convert_exactly(kind, bpe_tokenizer, tmp_path)
     assert real_token_diff(a, b, batch["attention_mask"]) <= 1e-5
 
     identity = convert_to_linformer(tmp_path / "src", tmp_path / "identity", max_seq_length=64, projected_dim=64,
-                                    full_attention_short_inputs=False)
+                                    exact_attention_length=0)
     full = tokenizer([" ".join(["whale"] * 80), "Call me Ishmael. " * 20], truncation=True, max_length=64,
                      return_tensors="pt")
     with torch.no_grad():
@@ -185,7 +185,7 @@ def test_output_folder_round_trip_and_files(minilm_k32):
             "tokenizer.json", "tokenizer_config.json", "vocab.txt", "modules.json", "1_Pooling"} <= names
     assert not any(p.name.startswith(".") for p in out.parent.iterdir())  # no staging folder left behind
     config = json.loads((out / "config.json").read_text())
-    assert config["model_type"] == "linformer" and config["full_attention_short_inputs"] is True
+    assert config["model_type"] == "linformer" and config["exact_attention_length"] == config["projected_dim"]
     assert (config["max_seq_length"], config["projected_dim"], config["max_position_embeddings"]) == (512, 32, 513)
     assert (config["layer_norm_eps"], config["hidden_act"], config["type_vocab_size"]) == (1e-12, "gelu", 2)
     assert json.loads((out / "tokenizer_config.json").read_text())["model_max_length"] == 512
@@ -425,4 +425,4 @@ def test_command_line(tmp_path):
 
     convert_to_linformer.main([*argv, "--projected_dim", "16", "--projection_sharing", "key_value"])
     config = AutoModelForMaskedLM.from_pretrained(tmp_path / "out").config
-    assert (config.projected_dim, config.projection_sharing, config.full_attention_short_inputs) == (16, "key_value", True)
+    assert (config.projected_dim, config.projection_sharing, config.exact_attention_length) == (16, "key_value", 16)

@@ -122,11 +122,11 @@ def grads(model, ids, mask, run=None):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-@pytest.mark.parametrize("full_attention_short_inputs", [False, True])
-def test_gradient_checkpointing_gives_the_same_gradients(full_attention_short_inputs):
+@pytest.mark.parametrize("exact_attention_length", [None, 8])
+def test_gradient_checkpointing_gives_the_same_gradients(exact_attention_length):
     torch.manual_seed(0)
     model = LinformerForMaskedLM(tiny_config(projection_sharing="layerwise",
-                                             full_attention_short_inputs=full_attention_short_inputs)).train()
+                                             exact_attention_length=exact_attention_length)).train()
     ids = torch.randint(5, 300, (2, 20))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0  # 6 <= k real tokens: with the option, an exact row beside a projected one
@@ -138,12 +138,12 @@ def test_gradient_checkpointing_gives_the_same_gradients(full_attention_short_in
         torch.testing.assert_close(checkpointed[name], plain[name], msg=name)
 
 
-@pytest.mark.parametrize("full_attention_short_inputs", [False, True])
-def test_torch_compile_traces_the_whole_model_without_graph_breaks(full_attention_short_inputs):
+@pytest.mark.parametrize("exact_attention_length", [None, 8])
+def test_torch_compile_traces_the_whole_model_without_graph_breaks(exact_attention_length):
     """Input checks and the short-input test read tensor values, which would break the graph: both are
     skipped or made branch-free under compilation."""
     model = LinformerForMaskedLM(tiny_config(projection_sharing="headwise",
-                                             full_attention_short_inputs=full_attention_short_inputs)).train()
+                                             exact_attention_length=exact_attention_length)).train()
     ids = torch.randint(5, 300, (2, 20))
     mask = torch.ones_like(ids)
     mask[0, 5:] = 0

@@ -234,7 +234,7 @@ def test_identity_projections_reproduce_roberta(sharing):
     roberta = RobertaModel(roberta_config).eval()
     model = LinformerModel(tiny_config(max_seq_length=n, projected_dim=n, projection_sharing=sharing)).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
-    assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
+    assert not unexpected and all(key.startswith("encoder.projections.") or ".adapter_" in key
                                   or key.endswith(".global_gate") for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
@@ -380,7 +380,7 @@ def test_hidden_states_and_tuple_outputs():
     torch.testing.assert_close(as_tuple[0], out.logits)
 
 
-# ---- full_attention_short_inputs: exact attention for sequences of at most k real tokens ----------------
+# ---- exact_attention_length: exact attention for sequences of at most that many real tokens -------------
 
 SHORT_INPUT_MODES = [(s, "linear") for s in SHARING] + [(s, "conv") for s in SHARING] + [
     ("layerwise", "mean_pool"), ("layerwise", "max_pool")]  # pooling has no weights to share
@@ -393,11 +393,12 @@ def roberta_and_linformer(sharing, kind, impl, n=32, k=8, **overrides):
                                    intermediate_size=64, max_position_embeddings=n + 2, type_vocab_size=1,
                                    layer_norm_eps=1e-5, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     roberta = RobertaModel._from_config(roberta_config, attn_implementation=impl).eval()
+    overrides.setdefault("exact_attention_length", k)
     config = tiny_config(max_seq_length=n, projected_dim=k, projection_sharing=sharing, projection_type=kind,
-                         full_attention_short_inputs=True, **overrides)
+                         **overrides)
     model = LinformerModel._from_config(config, attn_implementation=impl).eval()
     missing, unexpected = model.load_state_dict(roberta.state_dict(), strict=False)
-    assert not unexpected and all(key.startswith("encoder.projections.") or ".long_input_adapter" in key
+    assert not unexpected and all(key.startswith("encoder.projections.") or ".adapter_" in key
                                   or key.endswith(".global_gate") for key in missing)
     with torch.no_grad():
         for p in model.encoder.projections.parameters():
@@ -436,9 +437,9 @@ def test_short_inputs_reproduce_roberta_and_long_ones_keep_the_projection(sharin
         rows = [seq for seq in sequences if len(seq) <= total]
         ids, mask, spans = padded_batch(rows, total, side)
         out = model(ids, attention_mask=mask).last_hidden_state
-        model.config.full_attention_short_inputs = False
+        model.config.exact_attention_length = None
         projected = model(ids, attention_mask=mask).last_hidden_state
-        model.config.full_attention_short_inputs = True
+        model.config.exact_attention_length = 8
         for row, (seq, span) in enumerate(zip(rows, spans)):
             if len(seq) <= 8:
                 expected = roberta(seq[None]).last_hidden_state[0]
@@ -455,7 +456,7 @@ def test_short_inputs_reproduce_roberta_and_long_ones_keep_the_projection(sharin
 @torch.no_grad()
 def test_short_inputs_use_each_layers_own_k():
     """Per-layer k = [4, 16]: a 10-token input is projected in layer 0 and exact in layer 1, padded or not."""
-    model = model_for("headwise", "linear", projected_dim=[4, 16], full_attention_short_inputs=True)
+    model = model_for("headwise", "linear", projected_dim=[4, 16], exact_attention_length=[4, 16])
     ids = torch.randint(5, 300, (1, 10))
     out = model(ids, output_attentions=True)
     assert [a.shape[-1] for a in out.attentions] == [4, 10]
@@ -468,14 +469,14 @@ def test_short_inputs_use_each_layers_own_k():
     torch.testing.assert_close(padded.attentions[1].sum(-1), torch.ones(2, 4, 24))
 
 
-# ---- short_input_max_length and long-input adapters: the source on what it can read, trainable beyond --------
+# ---- exact_attention_length > k and long-input adapters: the source on what it can read, trainable beyond ----
 
 
 def with_random_adapters(model, std=0.2):
     """Non-zero adapter updates (a new adapter starts as no change), so that a test can see them act."""
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if ".long_input_adapter" in name:
+            if ".adapter_" in name:
                 p.normal_(0.0, std)
     return model
 
@@ -483,11 +484,11 @@ def with_random_adapters(model, std=0.2):
 @pytest.mark.parametrize("impl", ["sdpa", "eager"])
 @pytest.mark.parametrize("side", ["right", "left"])
 @torch.no_grad()
-def test_inputs_up_to_short_input_max_length_are_roberta_and_only_longer_ones_use_the_adapters(impl, side):
+def test_inputs_up_to_exact_attention_length_are_roberta_and_only_longer_ones_use_the_adapters(impl, side):
     """k = 8, exact up to 16 tokens, n = 32, rank-4 adapters with random updates: rows of <= 16 real tokens are
     RoBERTa (alone and beside longer rows, padded either side), longer rows take the adapted projected path,
     which in a mixed batch is what the same row gives alone (the update merged into the weights)."""
-    roberta, model = roberta_and_linformer("layerwise", "linear", impl, short_input_max_length=16,
+    roberta, model = roberta_and_linformer("layerwise", "linear", impl, exact_attention_length=16,
                                            long_input_adapter_rank=4)
     with_random_adapters(model)
     generator = torch.Generator().manual_seed(2)
@@ -509,14 +510,13 @@ def test_inputs_up_to_short_input_max_length_are_roberta_and_only_longer_ones_us
 
 @torch.no_grad()
 def test_new_adapters_change_nothing_and_eager_equals_sdpa():
-    config = tiny_config(max_seq_length=32, projected_dim=8, full_attention_short_inputs=True,
-                         short_input_max_length=16, long_input_adapter_rank=4)
+    config = tiny_config(max_seq_length=32, projected_dim=8, exact_attention_length=16, long_input_adapter_rank=4)
     torch.manual_seed(0)
     model = LinformerModel._from_config(config, attn_implementation="sdpa").eval()
     plain = LinformerModel._from_config(tiny_config(**{**config.to_dict(), "long_input_adapter_rank": 0}),
                                         attn_implementation="sdpa").eval()
     missing, unexpected = plain.load_state_dict(model.state_dict(), strict=False)
-    assert not missing and all(".long_input_adapter" in key for key in unexpected)
+    assert not missing and all(".adapter_" in key for key in unexpected)
     ids = torch.randint(5, 300, (2, 30))
     mask = torch.ones_like(ids)
     mask[0, 12:] = 0
@@ -530,9 +530,13 @@ def test_new_adapters_change_nothing_and_eager_equals_sdpa():
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (dict(short_input_max_length=16), "needs full_attention_short_inputs=True"),
-    (dict(short_input_max_length=4, full_attention_short_inputs=True), "max\\(k\\)=8 <= it <= max_seq_length=32"),
-    (dict(short_input_max_length=64, full_attention_short_inputs=True), "max_seq_length=32"),
+    (dict(exact_attention_length=4), "`exact_attention_length`=4.*max\\(k\\)=8 <= it <= max_seq_length=32"),
+    (dict(exact_attention_length=64), "`exact_attention_length`=64.*max_seq_length=32"),
+    (dict(exact_attention_length=[8, 40]), "a list needs one length per layer"),
+    (dict(exact_attention_length=[16]), "a list needs one length per layer"),
+    (dict(attention_type="windowed"), "`attention_type`='windowed'.*needs exact_attention_length"),
+    (dict(attention_type="windowed", exact_attention_length=[16, 16]), "set to one integer"),
+    (dict(attention_type="sliding"), "`attention_type`='sliding'.*'projected', 'windowed'"),
     (dict(long_input_adapter_rank=-1), "long_input_adapter_rank"),
 ])
 def test_bad_short_path_settings_are_refused(overrides, message):
@@ -540,15 +544,15 @@ def test_bad_short_path_settings_are_refused(overrides, message):
         tiny_config(max_seq_length=32, projected_dim=8, **overrides)
 
 
-# ---- local_attention_window: each window exactly, the whole sequence through gated slots --------------------
+# ---- attention_type="windowed": each window exactly, the whole sequence through gated slots ----------------
 
 
 def windowed_pair(impl, n=32, k=8, window=16, sharing="layerwise", **overrides):
     """RoBERTa and a Linformer with its weights, exact up to `window` tokens, whose longer inputs read windows of
     `window` tokens; position rows repeat every `window` (as conversion repeats the source's table), so a
     window's tokens sit where they would in an input of their own."""
-    roberta, model = roberta_and_linformer(sharing, "linear", impl, n=n, k=k, short_input_max_length=window,
-                                           local_attention_window=window, **overrides)
+    roberta, model = roberta_and_linformer(sharing, "linear", impl, n=n, k=k, exact_attention_length=window,
+                                           attention_type="windowed", **overrides)
     with torch.no_grad():
         table = model.embeddings.position_embeddings.weight
         first = model.config.pad_token_id + 1
@@ -633,8 +637,7 @@ def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
     def attend(q, k, v):
         return torch.softmax(q @ k.transpose(-1, -2) * attention.scaling, -1) @ v
 
-    adapters = attention.long_input_adapters
-    query = attention._heads(adapters["query"](x, attention.query, True))[0]
+    query = attention._heads(F.linear(x, *attention.query.long_weights()))[0]
     key, value = mapped("key"), mapped("value")
     lengths = torch.tensor([length])
     e_key, e_value = (resample_columns(p, lengths, length)[0] for p in (proj_key, proj_value))  # (G, k, L)
@@ -646,18 +649,15 @@ def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
 
 
 def test_windowed_model_refuses_bad_settings_and_attention_maps_of_long_inputs():
-    with pytest.raises(ValueError, match="local_attention_window.*short_input_max_length equal to it"):
-        tiny_config(max_seq_length=32, projected_dim=8, full_attention_short_inputs=True,
-                    short_input_max_length=16, local_attention_window=8)
     _, model = windowed_pair("sdpa")
     assert model(torch.randint(5, 300, (1, 16)), output_attentions=True).attentions[0].shape == (1, 4, 16, 16)
-    with pytest.raises(ValueError, match="output_attentions=True: with local_attention_window=16"):
+    with pytest.raises(ValueError, match="output_attentions=True: with attention_type='windowed' \\(windows of 16 tokens\\)"):
         model(torch.randint(5, 300, (1, 17)), output_attentions=True)
 
 
 def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
     """Batches with every row longer than k never compute the unprojected keys."""
-    model = model_for("layerwise", "linear", full_attention_short_inputs=True)
+    model = model_for("layerwise", "linear", exact_attention_length=8)
     calls = []
     original = LinformerSelfAttention._exact
     monkeypatch.setattr(LinformerSelfAttention, "_exact", lambda self, *a: calls.append(1) or original(self, *a))
@@ -679,11 +679,11 @@ def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
     (lambda: dict(input_ids=torch.tensor([[5, -1, 7]])), r"`input_ids` holds values from -1 to 7"),
     (lambda: dict(input_ids=torch.zeros(2, 0, dtype=torch.long)), "empty"),
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 7)),
-     r"`attention_mask` has 7 positions, more than the 5 tokens"),
+     r"`attention_mask` must be \(batch, sequence\) = \(2, 5\).*got shape \(2, 7\)"),
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(2, 3)),
-     r"`attention_mask` has 3 positions, fewer than the 5 tokens"),
+     r"`attention_mask` must be \(batch, sequence\) = \(2, 5\).*got shape \(2, 3\)"),
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), attention_mask=torch.ones(3, 5)),
-     r"`attention_mask` is for a batch of 3 sequences but the input has 2"),
+     r"`attention_mask` must be \(batch, sequence\) = \(2, 5\).*got shape \(3, 5\)"),
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), token_type_ids=torch.ones(2, 5, dtype=torch.long)),
      r"`token_type_ids` holds values from 1 to 1.*type_vocab_size=1"),
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), token_type_ids=torch.zeros(2, 4, dtype=torch.long)),
@@ -719,7 +719,7 @@ def test_forward_kwargs_are_typed_for_transformers():
 # ---- half precision, torch.compile, FSDP-style parameter views -------------------------------------------
 
 # Each extra setting has its own masking path: exact attention for short rows, per-sequence resampled E.
-PRECISION_SETTINGS = [{}, {"full_attention_short_inputs": True}, {"projection_length_scaling": "resample"}]
+PRECISION_SETTINGS = [{}, {"exact_attention_length": 8}, {"projection_length_scaling": "resample"}]
 
 
 def awkward_batch():
@@ -825,7 +825,7 @@ def test_forward_with_a_mask_traces_as_one_graph(kind, short, scaling):
     """Dynamo traces LinformerModel's forward with a padding mask (SDPA) as one graph, no break: the input
     range checks and the short-input `.tolist()` sync are skipped under compilation, where short rows are
     chosen per sequence with `torch.where` instead."""
-    model, ids, mask = compile_case(projection_type=kind, full_attention_short_inputs=short,
+    model, ids, mask = compile_case(projection_type=kind, exact_attention_length=8 if short else None,
                                     projection_length_scaling=scaling)
     explained = torch._dynamo.explain(model)(ids, attention_mask=mask)
     assert (explained.graph_count, explained.graph_break_count) == (1, 0), explained.break_reasons
@@ -838,8 +838,8 @@ def test_compiled_model_matches_eager():
     in fp32, on a batch mixing short (<= k, exact attention) and projected rows, padded left and right;
     and again on a second mask of the same shape, without recompiling. Slow: Inductor builds C++ kernels
     (12-35 s on a busy 2-core machine, depending on its cache)."""
-    model, ids, mask = compile_case(full_attention_short_inputs=True, projection_length_scaling="resample",
-                                    short_input_max_length=8, long_input_adapter_rank=4)
+    model, ids, mask = compile_case(exact_attention_length=8, projection_length_scaling="resample",
+                                    long_input_adapter_rank=4)
     with_random_adapters(model)
     compiled = torch.compile(model, fullgraph=True)
     for recompile, batch_mask in ((True, mask), (False, mask.flip(0))):
@@ -852,10 +852,10 @@ def test_compiled_model_matches_eager():
 # ---- no host reads in the forward: on an accelerator a read stalls the device every step -------------------
 
 
-@pytest.mark.parametrize("overrides", [{}, dict(full_attention_short_inputs=True, short_input_max_length=16,
+@pytest.mark.parametrize("overrides", [{}, dict(exact_attention_length=16,
                                                 long_input_adapter_rank=4, projection_length_scaling="resample"),
-                                       dict(full_attention_short_inputs=True, short_input_max_length=16,
-                                            local_attention_window=16, long_input_adapter_rank=4)])
+                                       dict(exact_attention_length=16, attention_type="windowed",
+                                            long_input_adapter_rank=4)])
 def test_forward_and_loss_read_nothing_back_from_the_device(overrides):
     """On the meta device every value read (`.item()`, `.tolist()`, `bool(tensor)`, `nonzero`) raises, so a full
     forward, loss and backward there prove the model reads nothing back when its inputs are not on the CPU."""

@@ -15,11 +15,12 @@ import torch
 from safetensors import safe_open
 
 from conftest import REPO, write_jsonl
+from linformer_hf import LinformerConfig
 
 TEACHER = str(gt_minilm.get_model_path())
 RELEASE = REPO / "release" / "minilm-l6-linformer-n4096"
 SHORT = ["Shares fell.", "Rain is expected over the weekend in the north of the country."]
-EXACT_RELEASE = RELEASE.is_dir() and bool(json.loads((RELEASE / "config.json").read_text()).get("short_input_max_length"))
+EXACT_RELEASE = RELEASE.is_dir() and bool(LinformerConfig.from_json_file(RELEASE / "config.json").exact_attention_length)
 
 
 def check_loading_paths(folder, n, tmp_path, short_cosine):
@@ -70,7 +71,7 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path)
     from linformer_training.conversion import convert_to_linformer
 
     student = convert_to_linformer(TEACHER, tmp_path / "student", max_seq_length=1024, projected_dim=64,
-                                   short_input_max_length=512, long_input_adapter_rank=4)
+                                   exact_attention_length=512, long_input_adapter_rank=4)
     text = " ".join(moby_text)
     write_jsonl(tmp_path / "docs.jsonl", [{"id": i, "text": text[i * 3000:(i + 1) * 3000]} for i in range(12)])
     run = tmp_path / "run"
@@ -117,7 +118,7 @@ def test_committed_release_loads_everywhere(tmp_path):
 
 
 @pytest.mark.skipif(not EXACT_RELEASE, reason="the committed release predates the exact short path "
-                                              "(short_input_max_length): it distilled every weight")
+                                              "(exact_attention_length): it distilled every weight")
 @torch.no_grad()
 def test_committed_release_is_its_teacher_on_everything_the_teacher_reads():
     """Up to 512 tokens, per sequence in a padded batch beside a longer one: hidden states within 1e-5 of the
@@ -150,3 +151,40 @@ def test_committed_release_is_its_teacher_on_everything_the_teacher_reads():
         assert cosine >= 0.9999, (len(tokens), cosine)
     long = out[3]
     assert (long[:512] - same_weights(input_ids=batch["input_ids"][3:, :512]).last_hidden_state[0]).abs().max() > 1e-2
+
+
+@pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
+def test_committed_release_code_is_src():
+    """The remote code a user of the release runs is the package's, byte for byte (release.py writes it)."""
+    from experiments.long_documents.release import CODE_FILES
+
+    package = REPO / "src" / "linformer_hf"
+    stale = [name for name in CODE_FILES if (RELEASE / name).read_bytes() != (package / name).read_bytes()]
+    assert not stale, (f"{stale} in {RELEASE} differ from src/linformer_hf; regenerate them: python -m "
+                       f"experiments.long_documents.release --code_only --out {RELEASE.relative_to(REPO)}")
+
+
+@pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
+@torch.no_grad()
+def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_classes():
+    """tests/data/release_reference.safetensors holds the release's fp32 mean-pooled hidden states, one thread,
+    computed by the modeling code of commit 60efd70 (one attention class with four routes, adapters beside the
+    maps, three long-input config fields), on a short input, an exact padded batch, a 1,500-token input and
+    padded batches mixing exact and windowed rows on either side. Today's code, reading the same committed
+    config.json (the old fields) and weights (the old adapter names), must give them bit for bit."""
+    from safetensors.torch import load_file
+    from transformers import AutoModel
+
+    reference = load_file(REPO / "tests" / "data" / "release_reference.safetensors")
+    model = AutoModel.from_pretrained(RELEASE, dtype=torch.float32).eval()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for case in sorted({key.split(".")[0] for key in reference}):
+            mask = reference[f"{case}.attention_mask"].long()
+            hidden = model(input_ids=reference[f"{case}.input_ids"].long(), attention_mask=mask).last_hidden_state
+            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+            assert torch.equal(pooled, reference[f"{case}.embeddings"]), (
+                case, (pooled - reference[f"{case}.embeddings"]).abs().max().item())
+    finally:
+        torch.set_num_threads(threads)

@@ -14,8 +14,10 @@ the tester says so instead, as transformers' own testers do for their models:
 * The config rejects keys that are none of its fields: the suite's `set_config_for_less_flaky_test` sets
   seven differently named epsilons on every config before saving and reloading it; here it sets the one
   LinformerConfig has (`layer_norm_eps`).
-* The MLM head's weight conversion (a folder's `lm_head.bias` is the decoder's bias) is tested by
-  `test_reverse_loading_mapping`, which first sets four MoE fields on the config: they are not saved.
+* The weight conversions (a folder's `lm_head.bias` is the decoder's bias; long-input adapters are stored
+  in one dict per block, as before they moved onto the maps they update) are tested by
+  `test_reverse_loading_mapping`, on a config with adapters, which first sets four MoE fields on the config:
+  they are not saved.
 * Positions follow RoBERTa, numbered by skipping pad ids, which `inputs_embeds` cannot see: real tokens
   never carry the pad id (as from a tokenizer), or ids and embeddings would legitimately disagree.
 * A registered model is absent from transformers' Auto*_MAPPING_NAMES tables, from which the mixin reads
@@ -27,7 +29,7 @@ tests (encoder only: no decoder, cache or cross-attention; GenerationTesterMixin
 too), RoPE, MoE, composite-model and tensor-parallel tests, and those needing a GPU,
 flash attention, kernels or DeepSpeed. NOT_RUN lists the few left out only to keep the runtime short.
 `LinformerShortInputsModelTest` repeats the numerics tests with per-head projections and
-`full_attention_short_inputs=True`, where random masks make batches that mix exact and projected rows.
+`exact_attention_length=projected_dim`, where random masks make batches that mix exact and projected rows.
 """
 
 import importlib
@@ -209,13 +211,14 @@ class LinformerModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
         # fields it does not have, so here they are left out of the saved config (as the epsilons above).
         moe = {"first_k_dense_replace", "moe_layer_start_index", "mlp_only_layers", "num_dense_layers"}
         to_dict = LinformerConfig.to_dict
+        self.model_tester = LinformerModelTester(self, long_input_adapter_rank=2)  # every renaming applies
         with mock.patch.object(LinformerConfig, "to_dict",
                                lambda config: {k: v for k, v in to_dict(config).items() if k not in moe}):
             super().test_reverse_loading_mapping()
 
 
 class LinformerShortInputsModelTest(LinformerModelTest):
-    """The numerics tests again, with per-head projections and `full_attention_short_inputs`: random masks
+    """The numerics tests again, with per-head projections and `exact_attention_length`: random masks
     leave some of the 7-token rows with at most k = 4 real tokens, so batches mix exact and projected rows."""
 
     RUN = ("test_eager_matches_sdpa_inference_08_fp32", "test_eager_matches_sdpa_inference_09_fp32",
@@ -227,4 +230,4 @@ class LinformerShortInputsModelTest(LinformerModelTest):
         if not self._testMethodName.startswith(self.RUN) or self._testMethodName.startswith("test_training_"):
             self.skipTest("configuration-independent: run once, by LinformerModelTest")
         super().setUp()
-        self.model_tester = LinformerModelTester(self, projection_sharing="none", full_attention_short_inputs=True)
+        self.model_tester = LinformerModelTester(self, projection_sharing="none", exact_attention_length=4)

@@ -24,7 +24,7 @@ E's first L columns for an input of L < n tokens, `projection_length_scaling="no
 (window-mean E with `projection_length_scaling="resample"`: E resampled to each input's real length L,
 E_L = adaptive_avg_pool(E, L) * n / L, so that all k rows hold tokens; convert_to_linformer.py's default
 for learned projections, chosen from this report). `window_mean_no_short_path` turns
-`full_attention_short_inputs` off, to show what the exact
+no exact path (`exact_attention_length` unset), to show what the exact
 path for inputs of at most k tokens is worth. Each result is a file under results/; existing ones are
 kept (delete one to redo it).
 At the end it runs render.py, which writes results.json, results.md and the plots from those files alone.
@@ -63,7 +63,7 @@ def converted(source_path, workdir, n, k, init):
                          projection_init="random" if init == "random" else "window_mean",
                          projection_type="mean_pool" if pooling else "linear",
                          projection_length_scaling="none" if pooling or init != "resample" else "resample",
-                         full_attention_short_inputs=init != "window_mean_no_short_path")
+                         exact_attention_length=0 if init == "window_mean_no_short_path" else None)
     return AutoModel.from_pretrained(folder, attn_implementation="sdpa").eval()
 
 

@@ -50,14 +50,14 @@ def write_report(out, results):
     lines += ["Projections (`README.md` here): `window_mean` (convert_to_linformer.py's default E, reading E's "
               "first L columns for an input of L tokens) and `random` (the paper's N(0, 1/n)) as converted; `mean_pool` (projection_type, empty windows masked); `resample` "
               "(window_mean's E resampled to each input's length, `projection_length_scaling=\"resample\"`); "
-              "`window_mean_no_short_path` (every input through E, `full_attention_short_inputs` off).", ""]
+              "`window_mean_no_short_path` (every input through E: no `exact_attention_length`).", ""]
     findings = findings_lines(source, by_key, get, results.get("speed_memory"))
     if findings:
         lines += ["## Findings", ""] + findings + [""]
 
     lines += ["## Cosine of mean-pooled embeddings to the source", "",
               "Per text; mean (min) over the texts in each length bucket (tokens, specials included). Texts of at "
-              "most k tokens take the exact path (`full_attention_short_inputs`), so their cosine is 1. Texts "
+              "most k tokens take the exact path (`exact_attention_length`), so their cosine is 1. Texts "
               "longer than 512 are compared with the source whose position table was repeated to n, with full "
               "attention.", "",
               "| n | k | init | <= k | k..512 | > 512 |", "|---|---|---|---|---|---|"]

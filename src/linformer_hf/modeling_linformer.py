@@ -23,11 +23,13 @@ Learned projections are linear maps, so when a projection is shared by all heads
 the layer input before the key/value linear maps (E X W instead of E (X W)): k x n x d + k x d x d
 instead of n x d x d FLOPs. Each layer picks the cheaper order from the actual shapes.
 
-With `config.full_attention_short_inputs`, a sequence of L <= k real tokens (or L <= short_input_max_length)
-skips the projection and attends to its own L keys: that costs about what k projected ones do, and it is
-exactly standard attention, so a model converted from RoBERTa keeps its source's outputs on such inputs.
-`config.long_input_adapter_rank` adds low-rank adapters that only the projected (long-input) path uses,
-chosen per sequence, so the long path can be trained while the short one stays its source, bit for bit.
+Two attention algorithms, each its own class, chosen per layer from `config.attention_type`:
+`LinformerSelfAttention` (the paper's; with `config.exact_attention_length`, a sequence of at most that many
+real tokens attends exactly instead, which is what a model converted from RoBERTa needs to keep its source's
+outputs) and `LinformerWindowedSelfAttention` (exact windows plus gated global slots, for long inputs read by a
+converted 512-token encoder). `config.long_input_adapter_rank` swaps every linear map of a layer for
+`LinformerLongInputLinear`, whose low-rank update only sequences read through the projections use, so the long
+path can be trained while the short one stays its source, bit for bit.
 """
 
 import math
@@ -174,35 +176,52 @@ def eager_attention_forward(
     return output, weights
 
 
-class LinformerLongInputAdapter(nn.Module):
-    """A low-rank update W + B A (and a bias update) of one linear map, used by long inputs only.
+class LinformerLongInputLinear(nn.Linear):
+    """`nn.Linear` plus a low-rank update W + B A (and a bias update) that only long inputs use.
 
-    B starts at zero, so a new adapter changes nothing. Where a whole batch is long, the update is merged
-    into the weight (one matmul, no extra cost per token); in a batch that mixes exact and projected
-    sequences it is added per sequence, and sequences read exactly get the plain map's output untouched.
+    Swapped in for every linear map of a layer when `long_input_adapter_rank` > 0, so the blocks calling it
+    (RoBERTa's SelfOutput, Intermediate and Output, the attention's query/key/value) stay as they are. The layer
+    sets `long` before each forward: True (every sequence is read through the projections), False (none) or a
+    (batch,) bool tensor. B starts at zero, so a new adapter changes nothing. A whole long batch uses the merged
+    weight (one matmul, no cost per token); in a mixed batch the update is added per sequence and the others get
+    the plain map's output untouched, so training the long path never moves the short one.
     """
 
     def __init__(self, in_features, out_features, rank):
-        super().__init__()
-        self.down = nn.Parameter(torch.empty(rank, in_features))
-        self.up = nn.Parameter(torch.empty(out_features, rank))
-        self.bias = nn.Parameter(torch.empty(out_features))
+        super().__init__(in_features, out_features)
+        self.adapter_down = nn.Parameter(torch.empty(rank, in_features))
+        self.adapter_up = nn.Parameter(torch.empty(out_features, rank))
+        self.adapter_bias = nn.Parameter(torch.empty(out_features))
+        self.long = True
 
-    def forward(self, x, linear, long):
-        """`linear(x)` for the sequences `long` selects (True: all, False: none, or a (batch,) bool
-        tensor), with the update; the plain map for the others."""
-        if long is False:
-            return linear(x)
-        if long is True:
-            return F.linear(x, *self.merged(linear))
-        plain = linear(x)
-        update = F.linear(F.linear(x, self.down.to(x.dtype)), self.up.to(x.dtype), self.bias.to(x.dtype))
-        return torch.where(long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
+    def forward(self, x):
+        if self.long is False:
+            return super().forward(x)
+        if self.long is True:
+            return F.linear(x, *self.long_weights())
+        plain = super().forward(x)
+        update = F.linear(F.linear(x, self.adapter_down.to(x.dtype)), self.adapter_up.to(x.dtype),
+                          self.adapter_bias.to(x.dtype))
+        return torch.where(self.long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
 
-    def merged(self, linear):
-        """(weight, bias) of the adapted map, for the long-only key/value path."""
-        weight = linear.weight + (self.up @ self.down).to(linear.weight.dtype)
-        return weight, linear.bias + self.bias.to(linear.bias.dtype)
+    def long_weights(self):
+        """(weight, bias) of the adapted map, as long sequences use it."""
+        weight = self.weight + (self.adapter_up @ self.adapter_down).to(self.weight.dtype)
+        return weight, self.bias + self.adapter_bias.to(self.bias.dtype)
+
+
+# On disk, adapters keep the layout of the folders written before they moved onto the maps they update (one
+# `long_input_adapters` dict per block): every saved folder, the release included, has one format. Loading renames
+# them into the modules; saving writes them back (transformers reverses each renaming).
+_ADAPTED_MAPS = {"attention.self.long_input_adapters.query": "attention.self.query",
+                 "attention.self.long_input_adapters.key": "attention.self.key",
+                 "attention.self.long_input_adapters.value": "attention.self.value",
+                 "attention.long_input_adapter": "attention.output.dense",
+                 "long_input_adapters.intermediate": "intermediate.dense",
+                 "long_input_adapters.output": "output.dense"}
+_ADAPTER_RENAMINGS = [
+    WeightRenaming(r"layer\.(\d+)\." + rf"{stored}.{part}".replace(".", r"\."), rf"layer.\1.{live}.adapter_{part}")
+    for stored, live in _ADAPTED_MAPS.items() for part in ("down", "up", "bias")]
 
 
 class LinformerProjections(nn.Module):
@@ -249,7 +268,11 @@ class LinformerProjections(nn.Module):
 
 
 class LinformerSelfAttention(nn.Module):
-    """Multi-head attention over keys and values projected from the sequence length to k."""
+    """The paper's attention: keys and values projected along the sequence from its length to k.
+
+    With `exact_attention_length` set, a sequence of at most that many real tokens attends to its own keys
+    exactly (standard attention) instead: `short` says which, per sequence, and a padded batch may mix both.
+    """
 
     def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
@@ -264,8 +287,6 @@ class LinformerSelfAttention(nn.Module):
         self.stride = config.max_seq_length // self.k
         self.groups = self.num_heads if config.projection_sharing == "none" else 1
         self.length_scaling = config.projection_length_scaling
-        # Sequences of at most this many real tokens attend exactly (with `full_attention_short_inputs`).
-        self.exact_length = config.short_input_max_length or self.k
         # Keys and values meet the same projection (F = E, or pooling): it is applied once. Decided from the
         # config, not by `proj_key is proj_value`: FSDP2 hands a layer a fresh view of each parameter per
         # access in forward and the parameter itself in a checkpointed layer's recomputation, so identity
@@ -277,23 +298,60 @@ class LinformerSelfAttention(nn.Module):
         self.key = nn.Linear(config.hidden_size, config.hidden_size)
         self.value = nn.Linear(config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
-        self.long_input_adapters = None
-        if config.long_input_adapter_rank:
-            d, r = config.hidden_size, config.long_input_adapter_rank
-            self.long_input_adapters = nn.ModuleDict(
-                {name: LinformerLongInputAdapter(d, d, r) for name in ("query", "key", "value")})
-        # Long sequences read their own window exactly and the whole sequence through the k slots, mixed by this
-        # per-head gate. It starts at zero: a converted model then reads a long input as its source reads each
-        # window, and training opens the gate as far as the whole document helps.
-        self.window = config.local_attention_window
-        self.global_gate = nn.Parameter(torch.empty(self.num_heads)) if self.window else None
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_mask: torch.Tensor | None = None,
+        key_index: torch.Tensor | None = None,
+        proj_key: torch.Tensor | None = None,
+        proj_value: torch.Tensor | None = None,
+        short: bool | torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`short`: None (every sequence is projected), True (every sequence has at most `exact_length` real
+        tokens) or a (batch,) bool tensor choosing per sequence. `key_index` moves real tokens first."""
+        query = self._heads(self.query(hidden_states))
+        # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
+        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        key, value, blocked = self._keys_values(x, key_mask, proj_key, proj_value, short)
+        output, weights = self._attend(query, key, value, blocked, kwargs)
+        return output.reshape(*hidden_states.shape[:-1], -1), weights
+
+    @property
+    def exact_length(self):
+        """Sequences of at most this many real tokens attend exactly (None: every sequence is projected). Read from
+        the config at each forward, so the exact path can be switched on or off in a built model."""
+        length = self.config.exact_attention_length
+        return length[self.layer_idx] if isinstance(length, list) else length
+
+    def _keys_values(self, x, key_mask, proj_key, proj_value, short):
+        """Keys and values (B, H, slots, D) and the slots no query may read: exact for the sequences `short`
+        selects, projected for the others."""
+        if short is True:
+            return self._exact(x, key_mask)
+        key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+        if short is None:
+            return key, value, blocked
+        # A mixed batch, so the padded length exceeds exact_length: exact sequences fill exact_length slots,
+        # projected ones k (pooling may fill fewer). The shorter kind is padded with empty slots, and one
+        # attention call serves both, each sequence masked.
+        exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
+        if blocked is None:
+            blocked = key_mask.new_zeros(1, key.shape[-2])
+        slots = max(key.shape[-2], exact_key.shape[-2])
+        key, value, blocked = pad_slots(key, value, blocked, slots)
+        exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
+        pick = short[:, None, None, None]
+        key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
+        return key, value, torch.where(short[:, None], exact_blocked, blocked)
 
     def _long_map(self, name):
         """(weight, bias) that projected (long) sequences use for the key or value map."""
         linear = getattr(self, name)
-        if self.long_input_adapters is None:
-            return linear.weight, linear.bias
-        return self.long_input_adapters[name].merged(linear)
+        if isinstance(linear, LinformerLongInputLinear):
+            return linear.long_weights()
+        return linear.weight, linear.bias
 
     def project_inputs_first(self, length, shared_kv):
         """Whether projecting X before the key/value maps costs fewer FLOPs than after them."""
@@ -322,7 +380,8 @@ class LinformerSelfAttention(nn.Module):
         """Keys and values of the first min(L, exact_length) compacted positions, unprojected (the plain
         maps: exact sequences never use the adapters), and the empty slots."""
         x = x[:, : self.exact_length]
-        key, value = self._heads(self.key(x)), self._heads(self.value(x))
+        key, value = self._heads(F.linear(x, self.key.weight, self.key.bias)), self._heads(
+            F.linear(x, self.value.weight, self.value.bias))
         return key, value, None if key_mask is None else ~key_mask[:, : self.exact_length]
 
     def _projected(self, x, key_mask, proj_key, proj_value):
@@ -366,39 +425,21 @@ class LinformerSelfAttention(nn.Module):
         return attention(self, query, key, value, attention_mask,
                          dropout=self.dropout.p if self.training else 0.0, scaling=self.scaling, **kwargs)
 
-    def _windowed(self, query, x, key_mask, key_index, proj_key, proj_value, long, kwargs):
-        """Attention of a model with `local_attention_window`: exact inside consecutive windows of `window` real
-        tokens, plus `global_gate` times the attention to the k slots projected from the whole sequence, for the
-        sequences `long` selects. A sequence of at most one window reads it exactly, with the plain maps."""
-        adapters = self.long_input_adapters
-        mapped = [getattr(self, name)(x) if adapters is None else adapters[name](x, getattr(self, name), long)
-                  for name in ("key", "value")]
-        key, value = self._heads(mapped[0]), self._heads(mapped[1])  # (B, H, L, D), real tokens first
-        # The k slots come from the projected path's own route (E x first where that is cheaper: one
-        # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
-        far_key, far_value, blocked = self._projected(x, key_mask, proj_key, proj_value)
-        far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
 
-        batch, length = x.shape[:2]
-        order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
-        near_query = query if order is None else query.gather(2, order)
-        windows = -(-length // self.window)
-        pad = windows * self.window - length
-        real = key_mask if key_mask is not None else x.new_ones(batch, length, dtype=torch.bool)
-        blocked = None if key_mask is None and not pad else ~F.pad(real, (0, pad)).reshape(batch * windows, -1)
+class LinformerWindowedSelfAttention(LinformerSelfAttention):
+    """Windows + gated global slots (`attention_type="windowed"`): a sequence is read exactly inside consecutive
+    windows of `exact_attention_length` real tokens, and a long one adds `global_gate` (one per head) times its
+    attention to the k slots projected from the whole sequence.
 
-        def split(t):  # (B, H, L, D) -> (B * windows, H, window, D)
-            t = F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window))
-            return t.transpose(1, 2).flatten(0, 1)
+    The gate starts at zero: a model converted from a 512-token encoder with 512-token windows then reads a long
+    input as its source reads each window, and training opens the gate as far as the whole document helps. A
+    sequence of at most one window is its source exactly.
+    """
 
-        near, _ = self._attend(split(near_query), split(key), split(value), blocked, kwargs)
-        near = near.unflatten(0, (batch, windows)).flatten(1, 2)[:, :length]  # (B, L, H, D), real tokens first
-        if order is not None:  # back to input order
-            near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
-        far = far * self.global_gate.to(far.dtype)[:, None]
-        if long is True:
-            return near + far
-        return torch.where(long[:, None, None, None], near + far, near)
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__(config, layer_idx)
+        self.window = config.exact_attention_length
+        self.global_gate = nn.Parameter(torch.empty(self.num_heads))
 
     def forward(
         self,
@@ -410,53 +451,58 @@ class LinformerSelfAttention(nn.Module):
         short: bool | torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`short`: None (every sequence uses the projection), True (every sequence has at most
-        `exact_length` real tokens and attends exactly) or a (batch,) bool tensor choosing per sequence."""
-        adapters = self.long_input_adapters
-        query = self._heads(self.query(hidden_states) if adapters is None else
-                            adapters["query"](hidden_states, self.query, long_sequences(short)))
-
-        # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
-        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
-        if self.window and short is not True:
-            if kwargs.get("output_attentions"):
-                raise ValueError(
-                    f"output_attentions=True: with local_attention_window={self.window}, an input longer than "
-                    f"{self.window} tokens has no single attention map (its windows and the k slots are separate); "
-                    f"ask for attentions on inputs of at most {self.window} tokens")
-            output = self._windowed(query, x, key_mask, key_index, proj_key, proj_value, long_sequences(short), kwargs)
-            return output.reshape(*hidden_states.shape[:-1], -1), None
+        """`short` as in `LinformerSelfAttention`: True when every sequence fits one window, which is then
+        standard attention over its own tokens (and has attention maps to return)."""
         if short is True:
-            key, value, blocked = self._exact(x, key_mask)
-        else:
-            key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
-            if short is not None:
-                # A mixed batch, so the padded length exceeds exact_length: exact sequences fill
-                # exact_length slots, projected ones k (pooling may fill fewer). The shorter kind is padded
-                # with empty slots, and one attention call serves both, each sequence masked.
-                exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
-                if blocked is None:
-                    blocked = key_mask.new_zeros(1, key.shape[-2])
-                slots = max(key.shape[-2], exact_key.shape[-2])
-                key, value, blocked = pad_slots(key, value, blocked, slots)
-                exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
-                pick = short[:, None, None, None]
-                key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
-                blocked = torch.where(short[:, None], exact_blocked, blocked)
+            return super().forward(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        if kwargs.get("output_attentions"):
+            raise ValueError(
+                f"output_attentions=True: with attention_type='windowed' (windows of {self.window} tokens), an input "
+                f"longer than {self.window} tokens has no single attention map (its windows and the k slots are "
+                f"separate); ask for attentions on inputs of at most {self.window} tokens")
+        long = long_sequences(short)
+        query = self._heads(self.query(hidden_states))
+        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)  # real tokens first
+        key, value = self._heads(self.key(x)), self._heads(self.value(x))  # (B, H, L, D)
+        # The k slots come from the projected path's own route (E x first where that is cheaper: one
+        # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
+        far_key, far_value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+        far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
+        near = self._near(query, key, value, key_mask, key_index, kwargs)
+        far = far * self.global_gate.to(far.dtype)[:, None]
+        if long is True:
+            return (near + far).reshape(*hidden_states.shape[:-1], -1), None
+        return torch.where(long[:, None, None, None], near + far, near).reshape(*hidden_states.shape[:-1], -1), None
 
-        output, weights = self._attend(query, key, value, blocked, kwargs)
-        return output.reshape(*hidden_states.shape[:-1], -1), weights
+    def _near(self, query, key, value, key_mask, key_index, kwargs):
+        """Exact attention inside consecutive windows of `window` real tokens (B, L, H, D), in input order."""
+        batch, _, length, _ = key.shape
+        order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
+        near_query = query if order is None else query.gather(2, order)
+        windows = -(-length // self.window)
+        pad = windows * self.window - length
+        real = key_mask if key_mask is not None else key.new_ones(batch, length, dtype=torch.bool)
+        blocked = None if key_mask is None and not pad else ~F.pad(real, (0, pad)).reshape(batch * windows, -1)
+
+        def split(t):  # (B, H, L, D) -> (B * windows, H, window, D)
+            t = F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window))
+            return t.transpose(1, 2).flatten(0, 1)
+
+        near, _ = self._attend(split(near_query), split(key), split(value), blocked, kwargs)
+        near = near.unflatten(0, (batch, windows)).flatten(1, 2)[:, :length]  # (B, L, H, D), real tokens first
+        if order is not None:  # back to input order
+            near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
+        return near
+
+
+LINFORMER_ATTENTION_CLASSES = {"projected": LinformerSelfAttention, "windowed": LinformerWindowedSelfAttention}
 
 
 class LinformerAttention(nn.Module):
     def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
-        self.self = LinformerSelfAttention(config, layer_idx)
+        self.self = LINFORMER_ATTENTION_CLASSES[config.attention_type](config, layer_idx)
         self.output = RobertaSelfOutput(config)
-        self.long_input_adapter = None
-        if config.long_input_adapter_rank:
-            self.long_input_adapter = LinformerLongInputAdapter(
-                config.hidden_size, config.hidden_size, config.long_input_adapter_rank)
 
     def forward(
         self,
@@ -469,11 +515,7 @@ class LinformerAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
-        if self.long_input_adapter is None:
-            return self.output(attended, hidden_states)
-        out = self.output  # RobertaSelfOutput's steps, with the long-input update of its dense map
-        attended = out.dropout(self.long_input_adapter(attended, out.dense, long_sequences(short)))
-        return out.LayerNorm(attended + hidden_states)
+        return self.output(attended, hidden_states)
 
 
 class LinformerLayer(GradientCheckpointingLayer):
@@ -483,20 +525,12 @@ class LinformerLayer(GradientCheckpointingLayer):
         self.attention = LinformerAttention(config, layer_idx)
         self.intermediate = RobertaIntermediate(config)
         self.output = RobertaOutput(config)
-        self.long_input_adapters = None
         if config.long_input_adapter_rank:
-            d, ff, r = config.hidden_size, config.intermediate_size, config.long_input_adapter_rank
-            self.long_input_adapters = nn.ModuleDict({"intermediate": LinformerLongInputAdapter(d, ff, r),
-                                                      "output": LinformerLongInputAdapter(ff, d, r)})
-
-    def feed_forward(self, attended, long):
-        """RobertaIntermediate then RobertaOutput, with the long-input updates of their dense maps."""
-        if self.long_input_adapters is None:
-            return self.output(self.intermediate(attended), attended)
-        adapters = self.long_input_adapters
-        inner = self.intermediate.intermediate_act_fn(adapters["intermediate"](attended, self.intermediate.dense, long))
-        out = self.output.dropout(adapters["output"](inner, self.output.dense, long))
-        return self.output.LayerNorm(out + attended)
+            for path in _ADAPTED_MAPS.values():
+                owner, name = self.get_submodule(path.rpartition(".")[0]), path.rpartition(".")[2]
+                linear = getattr(owner, name)
+                setattr(owner, name, LinformerLongInputLinear(linear.in_features, linear.out_features,
+                                                              config.long_input_adapter_rank))
 
     def forward(
         self,
@@ -508,14 +542,58 @@ class LinformerLayer(GradientCheckpointingLayer):
         short: bool | torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
+        # Which sequences the adapters update: set here, at the top of the layer, so that a checkpointed layer's
+        # recomputation sets it again before it runs.
+        for module in self.modules():
+            if isinstance(module, LinformerLongInputLinear):
+                module.long = long_sequences(short)
         attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
-        long = long_sequences(short)
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
             # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
             # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
-            return torch.cat([self.feed_forward(part, long) for part in attended.split(chunk, dim=1)], 1)
-        return self.feed_forward(attended, long)
+            return torch.cat([self.feed_forward(part) for part in attended.split(chunk, dim=1)], 1)
+        return self.feed_forward(attended)
+
+    def feed_forward(self, attended):
+        return self.output(self.intermediate(attended), attended)
+
+
+def compact_padding(attention_mask, hidden_size):
+    """(key_mask, key_index): which compacted positions hold real tokens, and the gather that moves each
+    sequence's real tokens to the front in order (None where nothing has to move).
+
+    On CPU one read of the mask skips the work for a batch without padding or right-padded (a read costs
+    nothing there); on an accelerator or under torch.compile, where a read would stall the device or break the
+    graph, every masked batch takes the stable sort."""
+    if attention_mask is None:
+        return None, None
+    real = attention_mask.bool()
+    on_host = real.device.type == "cpu" and not torch.compiler.is_compiling()
+    if on_host and bool(real.all()):
+        return None, None
+    if on_host and bool((real[:, :-1] >= real[:, 1:]).all()):
+        return real, None
+    key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)  # stable sort of "is padding"
+    return real.gather(1, key_index), key_index[..., None].expand(-1, -1, hidden_size)
+
+
+def route_short_sequences(key_mask, length, limit):
+    """`short` for a layer that reads sequences of at most `limit` real tokens exactly: True (all are short),
+    None (none) or a (batch,) bool tensor.
+
+    On CPU one read of the real lengths tells whether all or none are, so a batch of one kind computes only that
+    kind; on an accelerator and under torch.compile both kinds are prepared and chosen per sequence, and the
+    padded length alone still rules out the long kind."""
+    if limit is None:
+        return None
+    if key_mask is None or length <= limit:
+        return True if length <= limit else None
+    lengths = key_mask.sum(1)
+    if torch.compiler.is_compiling() or lengths.device.type != "cpu":
+        return lengths <= limit
+    shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
+    return True if longest <= limit else (lengths <= limit if shortest <= limit else None)
 
 
 class LinformerEncoder(nn.Module):
@@ -531,40 +609,33 @@ class LinformerEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        key_mask = key_index = None
-        if attention_mask is not None:
-            real = attention_mask.bool()
-            on_host = real.device.type == "cpu" and not torch.compiler.is_compiling()
-            if on_host and bool(real.all()):
-                pass  # no padding: nothing to mask or move (read on CPU only, where a read costs nothing)
-            elif on_host and bool((real[:, :-1] >= real[:, 1:]).all()):
-                key_mask = real  # right padding: real tokens already come first
-            else:
-                # Stable sort of "is padding": real tokens first, in their order.
-                key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)
-                key_mask = real.gather(1, key_index)
-                key_index = key_index[..., None].expand(-1, -1, hidden_states.shape[-1])
-
-        # Real lengths, for `full_attention_short_inputs`. On CPU one read tells whether any sequence is short
-        # (<= the layer's exact_length) and whether all are, so a batch of one kind computes only that kind. On
-        # an accelerator, where a read would stall the device every forward, and under torch.compile, both
-        # kinds are prepared and chosen per sequence; the padded length alone still rules out the long kind.
-        lengths = None
-        shortest = longest = hidden_states.shape[1]
-        if self.config.full_attention_short_inputs and key_mask is not None:
-            lengths = key_mask.sum(1)
-            if torch.compiler.is_compiling() or lengths.device.type != "cpu":
-                shortest = 0
-            else:
-                shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
+        key_mask, key_index = compact_padding(attention_mask, hidden_states.shape[-1])
         for idx, layer in enumerate(self.layer):
-            short = None
-            if self.config.full_attention_short_inputs:
-                limit = layer.attention.self.exact_length
-                short = True if longest <= limit else (lengths <= limit if shortest <= limit else None)
+            short = route_short_sequences(key_mask, hidden_states.shape[1], layer.attention.self.exact_length)
             proj_key, proj_value = self.projections.for_layer(idx)
             hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+def out_of_range_ids(config, **ids):
+    """What is wrong with ids outside their embedding table (which raise a bare IndexError on CPU), or None.
+
+    Read only for CPU inputs: on an accelerator the read would stall the device every forward (the training
+    scripts check ids in the data path there, once per batch), and while compiling or tracing it would break the
+    graph."""
+    if torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return None
+    limits = {"input_ids": "vocab_size", "token_type_ids": "type_vocab_size", "position_ids": "max_position_embeddings"}
+    given = [(name, tensor) for name, tensor in ids.items() if tensor is not None]
+    if not given or any(tensor.device.type != "cpu" for _, tensor in given):
+        return None
+    ranges = torch.stack([torch.stack(torch.aminmax(tensor)) for _, tensor in given]).tolist()
+    for (name, _), (low, high) in zip(given, ranges):
+        limit = getattr(config, limits[name])
+        if low < 0 or high >= limit:
+            return (f"`{name}` holds values from {low} to {high}, but each must satisfy 0 <= id < "
+                    f"{limits[name]}={limit} (was the input made by this model's tokenizer?).")
+    return None
 
 
 class LinformerPreTrainedModel(PreTrainedModel):
@@ -577,7 +648,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = False
     _supports_attention_backend = False
     _no_split_modules = ["RobertaEmbeddings", "LinformerLayer"]
-    _can_record_outputs = {"hidden_states": LinformerLayer, "attentions": LinformerSelfAttention}
+    _can_record_outputs = {"hidden_states": LinformerLayer, "attentions": LinformerSelfAttention}  # and subclasses
     # Heads return batch means and take no `num_items_in_batch`: without this, Trainer would multiply
     # the loss by the number of processes under DDP.
     accepts_loss_kwargs = False
@@ -593,12 +664,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
                     init.normal_(param, mean=0.0, std=std)
                 else:  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
-        elif isinstance(module, LinformerSelfAttention) and module.global_gate is not None:
+        elif isinstance(module, LinformerWindowedSelfAttention):
             init.zeros_(module.global_gate)
-        elif isinstance(module, LinformerLongInputAdapter):
-            init.normal_(module.down, mean=0.0, std=self.config.initializer_range)
-            init.zeros_(module.up)
-            init.zeros_(module.bias)
+        elif isinstance(module, LinformerLongInputLinear):
+            init.normal_(module.adapter_down, mean=0.0, std=self.config.initializer_range)
+            init.zeros_(module.adapter_up)
+            init.zeros_(module.adapter_bias)
         elif isinstance(module, RobertaEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
@@ -619,65 +690,40 @@ class LinformerModel(LinformerPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     def _check_inputs(self, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds, kwargs):
-        """Reject inputs that would otherwise crash deep inside (or, on GPU, in a device assert) or be misread."""
-
+        """One-line errors for inputs that would otherwise crash deep inside (or, on GPU, in a device assert) or
+        be misread: which tensor, what it holds, what is allowed."""
         def fail(message):
             raise ValueError(f"LinformerModel: {message}")
 
         if (input_ids is None) == (inputs_embeds is None):
             fail("pass exactly one of `input_ids` or `inputs_embeds`.")
-        if input_ids is not None and input_ids.dim() != 2:
-            fail(f"`input_ids` must be (batch, sequence); got shape {tuple(input_ids.shape)}.")
-        if inputs_embeds is not None and (inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.hidden_size):
-            fail(f"`inputs_embeds` must be (batch, sequence, hidden_size={self.config.hidden_size}); "
-                 f"got shape {tuple(inputs_embeds.shape)}.")
-        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
-        if length == 0:
-            fail("the input is empty (0 tokens per sequence); every sequence needs at least one token.")
-        if length > self.config.max_seq_length:
-            fail(
-                f"the input has {length} tokens but `max_seq_length` (n) is {self.config.max_seq_length}; the "
-                f"projections accept at most n positions. Truncate the input (tokenizer(..., truncation=True, "
-                f"max_length={self.config.max_seq_length})) or use a model configured with a larger `max_seq_length`."
-            )
-        if attention_mask is not None:
-            shape = tuple(attention_mask.shape)
-            if attention_mask.dim() != 2:
-                fail(f"`attention_mask` must be (batch, sequence) with 1 for real tokens and 0 for padding; got "
-                     f"shape {shape}.")
-            if shape[0] != batch:
-                fail(f"`attention_mask` is for a batch of {shape[0]} sequences but the input has {batch}.")
-            if shape[1] != length:
-                fail(f"`attention_mask` has {shape[1]} positions, {'more' if shape[1] > length else 'fewer'} than "
-                     f"the {length} tokens of the input; it needs exactly one entry (1 real, 0 padding) per token.")
-        for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
-            if ids is not None and ids.shape[-1] != length:
-                fail(f"`{name}` has shape {tuple(ids.shape)} but the input has {length} tokens per sequence.")
         for name in ("encoder_hidden_states", "past_key_values", "is_causal"):
             if kwargs.get(name) is not None and kwargs.get(name) is not False:
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
-
-        # Ids outside an embedding table raise a bare IndexError on CPU: their ranges are read and named here.
-        # Only for CPU inputs: on an accelerator the read would stall the device every forward (check ids in
-        # the data path there, as the training scripts do once per batch), and while compiling or tracing it
-        # would break the graph.
-        if torch.compiler.is_compiling() or torch.jit.is_tracing():
-            return
-        if any(ids is not None and ids.device.type != "cpu" for ids in (input_ids, token_type_ids, position_ids)):
-            return
-        bounds = [(name, ids, limit, field) for name, ids, limit, field in (
-            ("input_ids", input_ids, self.config.vocab_size, "vocab_size"),
-            ("token_type_ids", token_type_ids, self.config.type_vocab_size, "type_vocab_size"),
-            ("position_ids", position_ids, self.config.max_position_embeddings, "max_position_embeddings"),
-        ) if ids is not None]
-        if not bounds:
-            return
-        ranges = torch.stack([torch.stack(torch.aminmax(ids)) for _, ids, _, _ in bounds]).tolist()
-        for (name, _, limit, field), (low, high) in zip(bounds, ranges):
-            if low < 0 or high >= limit:
-                fail(f"`{name}` holds values from {low} to {high}, but each must satisfy 0 <= id < {field}={limit} "
-                     "(was the input made by this model's tokenizer?).")
+        source = input_ids if input_ids is not None else inputs_embeds
+        expected = "(batch, sequence)" if input_ids is not None else f"(batch, sequence, hidden_size={self.config.hidden_size})"
+        if source.dim() != (2 if input_ids is not None else 3) or (inputs_embeds is not None and
+                                                                 source.shape[-1] != self.config.hidden_size):
+            fail(f"`{'input_ids' if input_ids is not None else 'inputs_embeds'}` must be {expected}; got shape "
+                 f"{tuple(source.shape)}.")
+        batch, length = source.shape[:2]
+        n = self.config.max_seq_length
+        if not 0 < length <= n:
+            fail("the input is empty (0 tokens per sequence); every sequence needs at least one token." if not length
+                 else f"the input has {length} tokens but `max_seq_length` (n) is {n}; the projections accept at most "
+                      f"n positions. Truncate the input (tokenizer(..., truncation=True, max_length={n})) or use a "
+                      "model configured with a larger `max_seq_length`.")
+        if attention_mask is not None and tuple(attention_mask.shape) != (batch, length):
+            fail(f"`attention_mask` must be (batch, sequence) = ({batch}, {length}), one entry per token (1 real, 0 "
+                 f"padding); got shape {tuple(attention_mask.shape)}.")
+        for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if ids is not None and ids.shape[-1] != length:
+                fail(f"`{name}` has shape {tuple(ids.shape)} but the input has {length} tokens per sequence.")
+        problem = out_of_range_ids(self.config, input_ids=input_ids, token_type_ids=token_type_ids,
+                                   position_ids=position_ids)
+        if problem:
+            fail(problem)
 
     @merge_with_config_defaults
     @capture_outputs
@@ -739,9 +785,12 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
                               attentions=outputs.attentions)
 
 
-# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name.
+register_checkpoint_conversion_mapping("linformer", list(_ADAPTER_RENAMINGS), overwrite=True)
+# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name. (A
+# mapping found by class name replaces the model type's: the adapters' renamings are listed again.)
 register_checkpoint_conversion_mapping(
-    "LinformerForMaskedLM", [WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")], overwrite=True)
+    "LinformerForMaskedLM", [*_ADAPTER_RENAMINGS, WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")],
+    overwrite=True)
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):
@@ -901,4 +950,6 @@ __all__ = [
     "LinformerModel",
     "LinformerPreTrainedModel",
     "LinformerProjections",
+    "LinformerSelfAttention",
+    "LinformerWindowedSelfAttention",
 ]

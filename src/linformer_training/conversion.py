@@ -12,8 +12,8 @@ reproduces its source exactly:
   its learned rows (the recipe Longformer used to go from 512 to 4096 positions): no random rows.
 * The projection E/F. `window_mean` (row i averages a contiguous window of about n/k positions) is the
   identity at k = n; `random` is the paper's N(0, 1/n).
-* Short inputs. A sequence of at most k real tokens is attended exactly
-  (`full_attention_short_inputs`), so the conversion changes nothing for such inputs whatever k is.
+* Short inputs. A sequence of at most k real tokens (or --exact_attention_length) is attended exactly
+  (`exact_attention_length`), so the conversion changes nothing for such inputs whatever k is.
 
 The output folder is written to a temporary sibling and renamed into place only once complete.
 """
@@ -35,7 +35,8 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
-from linformer_hf.configuration_linformer import ProjectionLengthScaling, ProjectionSharing, ProjectionType
+from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengthScaling, ProjectionSharing,
+                                                  ProjectionType)
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
@@ -81,21 +82,20 @@ class ConvertArguments(Arguments):
     projection_length_scaling: ProjectionLengthScaling | None = arg(
         None, "how E/F meet inputs shorter than n (default: resample for linear projections, which keeps the most of "
               "the source: experiments/conversion/results.md; else none)")
-    full_attention_short_inputs: bool = arg(True, "inputs of at most k tokens attend exactly, as in the source")
-    short_input_max_length: int | None = arg(
-        None, "longest input (real tokens) read exactly with --full_attention_short_inputs (default: k); the "
+    attention_type: AttentionType = arg(
+        "projected", "projected: the paper's attention; windowed: a long input reads each window of "
+                     "--exact_attention_length tokens exactly, plus the k slots through a gate that starts closed")
+    exact_attention_length: int | None = arg(
+        None, "longest input (real tokens) read exactly, as the source reads it (default: k; 0: none, every input "
+              "through the projection, as in the paper); the "
               "source's position limit (512 for BERT) keeps the source on everything it can read")
     long_input_adapter_rank: int = arg(0, "rank of low-rank adapters that only projected (long) inputs use; 0: none")
-    local_attention_window: int | None = arg(
-        None, "long inputs read each window of this many tokens exactly, plus the k slots through a gate that "
-              "starts closed (needs --short_input_max_length equal to it)")
     tokenizer_name: str | None = arg(None, "tokenizer to carry over (default: the source's)")
     overwrite_output_dir: bool = arg(False, "replace a non-empty --output_dir, once the new folder is complete")
     seed: int = arg(0, "seed of the random projection init")
 
     bounds = {"max_seq_length": f"[1, {MAX_SEQ_LENGTH}]", "projected_dim": "[1, inf)",
-              "short_input_max_length": "[1, inf)", "long_input_adapter_rank": "[0, inf)",
-              "local_attention_window": "[1, inf)", "seed": "[0, inf)"}
+              "exact_attention_length": "[0, inf)", "long_input_adapter_rank": "[0, inf)", "seed": "[0, inf)"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -188,7 +188,10 @@ def _linformer_config(source_config, args):
     values = {name: getattr(source_config, name) for name in CARRIED_FIELDS if hasattr(source_config, name)}
     linformer = {name: getattr(args, name) for name in (
         "max_seq_length", "projected_dim", "projection_sharing", "projection_type", "projection_length_scaling",
-        "full_attention_short_inputs", "short_input_max_length", "long_input_adapter_rank", "local_attention_window")}
+        "attention_type", "exact_attention_length", "long_input_adapter_rank")}
+    if linformer["exact_attention_length"] is None:  # the default: what projecting cannot make cheaper
+        linformer["exact_attention_length"] = args.projected_dim
+    linformer["exact_attention_length"] = linformer["exact_attention_length"] or None  # 0: the paper's
     try:
         return LinformerConfig(**values, **linformer)
     except ValueError as e:
@@ -245,7 +248,7 @@ def _copy_weights(source, target, roberta_positions, projection_init, seed):
     with torch.no_grad():
         for name, tensor in encoder.state_dict(keep_vars=True).items():
             if (name.startswith("encoder.projections.") or name == "embeddings.position_embeddings.weight"
-                    or ".long_input_adapter" in name or name.endswith(".global_gate")):
+                    or name.rpartition(".")[2].startswith("adapter_") or name.endswith(".global_gate")):
                 continue  # adapters (B = 0) and gates (0) start as no change, from init
             if name not in source_state:
                 raise RuntimeError(f"conversion: no source tensor for {name}")  # a bug here, not bad input
@@ -340,10 +343,13 @@ def _changes(source_config, config, projection_init, positions, sentence_transfo
                                           f"{config.projection_length_scaling!r}`" if linear else "") + ")."
         + (" An input of L < n tokens reads E/F resampled to its own length, so every row still covers a window of "
            "the input." if config.projection_length_scaling == "resample" else ""),
-        f"`full_attention_short_inputs={config.full_attention_short_inputs}`: "
-        + ("a sequence with at most k real tokens attends to its own keys exactly, so on such inputs this model "
-           "reproduces the source (max abs difference of hidden states <= 1e-5)."
-           if config.full_attention_short_inputs else "every input goes through the projection."),
+        f"`exact_attention_length={config.exact_attention_length}`: "
+        + (f"a sequence with at most {config.exact_attention_length} real tokens attends to its own keys exactly, so "
+           "on such inputs this model reproduces the source (max abs difference of hidden states <= 1e-5)."
+           if config.exact_attention_length else "every input goes through the projection.")
+        + (f" `attention_type='windowed'`: a longer one reads each window of {config.exact_attention_length} tokens "
+           "exactly, plus the k slots through per-head gates that start closed."
+           if config.attention_type == "windowed" else ""),
         f"Positions: the source has {positions['source']} learned positions; this model takes inputs of up to {n} "
         f"tokens. " + ("Rows beyond the source's were filled by repeating its learned table (the recipe Longformer "
                        "used to extend RoBERTa from 512 to 4096 positions). " if n > positions["source"] else "")

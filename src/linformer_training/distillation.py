@@ -46,7 +46,7 @@ def is_projection(name):
 
 
 def is_gate(name):
-    """Whether a parameter is a global-slot gate (`local_attention_window` models)."""
+    """Whether a parameter is a global-slot gate (`attention_type="windowed"` models)."""
     return name.endswith(".global_gate")
 
 
@@ -54,7 +54,12 @@ def is_long_path(name):
     """Whether only inputs read through the projections use a parameter: E/F, the long-input adapters and the
     gates of the global slots. Training only these leaves the model its teacher, exactly, on every input it
     reads exactly."""
-    return is_projection(name) or ".long_input_adapter" in name or is_gate(name)
+    return is_projection(name) or is_adapter(name) or is_gate(name)
+
+
+def is_adapter(name):
+    """Whether a parameter is part of a long-input adapter (`LinformerLongInputLinear.adapter_*`)."""
+    return name.rpartition(".")[2].startswith("adapter_")
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -70,7 +75,7 @@ class Pair:
     student_config: object
     tokenizer: object  # the student's (equal to the teacher's, checked), with model_max_length = n
     n: int  # the student's longest input
-    k: int  # inputs of up to k tokens are exact: the smallest projected length, or short_input_max_length
+    k: int  # inputs of up to k tokens are exact: the smallest exact_attention_length, else projected length
     teacher_limit: int  # the teacher's longest input with its own position table
 
 
@@ -128,9 +133,8 @@ def check_pair(teacher_path, student_path):
     if difference:
         raise UsageError(f"--teacher_name_or_path {teacher_path} and --student_name_or_path {student_path} have "
                          f"different tokenizers: {difference}. The student must be converted from the teacher")
-    exact = min(student_config.projected_dims)
-    if student_config.full_attention_short_inputs and student_config.short_input_max_length:
-        exact = student_config.short_input_max_length
+    exact = student_config.exact_attention_length or student_config.projected_dims
+    exact = min(exact) if isinstance(exact, list) else exact
     return Pair(teacher_config, student_config, tokenizer, input_limit(student_config), exact,
                 input_limit(teacher_config))
 
