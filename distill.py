@@ -155,8 +155,9 @@ def prepare_data(args, accelerator, pair, block_size):
         blocks = pack_corpus(corpus, pair.tokenizer, block_size, args, documents=args.inputs == "documents",
                              keep=distillation.has_text(pair.tokenizer, more_than=args.min_document_length))
     if args.min_document_length and not args.streaming:
-        accelerator.print(f"--inputs documents: {len(blocks['train'])} training and {len(blocks['validation'])} "
-                          f"validation inputs of more than {args.min_document_length} tokens")
+        accelerator.print(f"--inputs documents: {len(blocks['train'])} training and "
+                          f"{len(blocks['validation'] or [])} validation inputs of more than "
+                          f"{args.min_document_length} tokens")
     bank = None
     if args.document_loss_weight and args.negative_bank_blocks:
         # The bank's blocks are held back from training: a bank piece is never a piece of a trained input.

@@ -73,7 +73,7 @@ class FinetuneArguments(OptimizerArguments, RunArguments):
     regression: bool = arg(False, "your own data: labels are real numbers")
     num_labels: int | None = arg(None, "if set, must match the number of labels found")
     validation_split_percentage: float = arg(5.0, "percent of train held out for model selection when there "
-                                                  "is no validation split")
+                                                  "is no validation split (0: none; the last model is kept)")
     max_seq_length: int | None = arg(None, "tokens per input (default and maximum: the model's longest input)")
     truncation: Literal["longest_first", "only_first", "only_second", "none"] = arg(
         "longest_first", "how longer inputs are cut (counted and reported); none: an error")
@@ -88,8 +88,9 @@ class FinetuneArguments(OptimizerArguments, RunArguments):
     metric_for_best_model: str | None = arg(None, "validation metric that selects the model (default: the task's)")
     early_stopping_patience: int | None = arg(None, "stop after N evaluations without improvement")
     ignore_mismatched_sizes: bool = arg(False, "replace a classification head that has a different number of labels")
-    metric_backend: Literal["auto", "evaluate", "local"] = arg(
-        "auto", "GLUE metric: evaluate's (needs the Hub), local (scikit-learn/scipy) or auto (evaluate, else local)")
+    metric_script: str | None = arg(
+        None, "GLUE metric: computed here with scikit-learn/scipy (the GLUE script's conventions) unless this names "
+              "an `evaluate` metric script to run instead, a path or a Hub name (e.g. evaluate-metric/glue)")
     # RoBERTa's finetuning values of shared flags.
     learning_rate: float = arg(2e-5, "peak learning rate")
     weight_decay: float = arg(0.1, "AdamW weight decay (not applied to biases and norms)")
@@ -528,7 +529,7 @@ def main(argv=None):
     max_len = models.input_length("--max_seq_length", args.max_seq_length, config, f"{args.model_name_or_path}'s")
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     splits = prepare_data(args, accelerator, files, config, head, tokenizer, max_len)
-    metric = load_glue_metric(splits.task.metric, args.metric_backend)
+    metric = load_glue_metric(splits.task.metric, args.metric_script)
     model = build_model(args, splits.task, config)
     if not args.do_train:
         return predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len)

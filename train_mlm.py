@@ -27,7 +27,7 @@ from linformer_training.arguments import (SCHEDULERS, CorpusArguments, Optimizer
                                           UsageError, arg, parse_args, parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
-from linformer_training.tokenization import check_tokenizer, load_tokenizer, train_tokenizer
+from linformer_training.tokenization import MIN_VOCAB_SIZE, check_tokenizer, load_tokenizer, train_tokenizer
 from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
@@ -75,6 +75,10 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
         if self.streaming and self.tokenizer_name is None and self.tokenizer_train_docs is None:
             raise UsageError("--streaming with a trained tokenizer needs --tokenizer_train_docs (how many documents "
                              "to train it on), or pass --tokenizer_name")
+        if self.tokenizer_name is None and self.tokenizer_vocab_size < MIN_VOCAB_SIZE:
+            raise UsageError(f"--tokenizer_vocab_size {self.tokenizer_vocab_size}: a byte-level BPE has at least "
+                             f"{MIN_VOCAB_SIZE} tokens (256 bytes and {MIN_VOCAB_SIZE - 256} special tokens); pass "
+                             f"{MIN_VOCAB_SIZE} or more")
 
 
 def model_config(args, tokenizer=None):
@@ -93,10 +97,21 @@ def check_inputs(args, accelerator, accumulation):
                          f"{args.tokenizer_vocab_size}: the trained tokenizer would not fit the embedding table")
     block_size = models.input_length("--block_size", args.block_size, config,
                                      remedy="raise it with --config_overrides max_seq_length=N, or lower --block_size")
+    check_masking(args, block_size, accelerator.num_processes * accumulation)
     check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                   args.mix_probabilities)
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
     return out, block_size, checkpoint
+
+
+def check_masking(args, block_size, forward_passes):
+    """A rate so small that an update masks no token on average would train on nothing and report a validation
+    perplexity of 1 (no masked token, no loss)."""
+    tokens = args.per_device_train_batch_size * forward_passes * (block_size - 1)  # <s> is never masked
+    if args.mlm_probability * tokens < 1:
+        raise UsageError(f"--mlm_probability {args.mlm_probability:g} masks {args.mlm_probability * tokens:.2g} of an "
+                         f"update's {tokens:,} tokens on average: most updates would have nothing to learn from; "
+                         f"pass at least {1 / tokens:.2g} (RoBERTa: 0.15)")
 
 
 def prepare_data(args, accelerator, out, block_size, checkpoint):
@@ -111,7 +126,8 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
             tokenizer = load_tokenizer(checkpoint / "tokenizer", "--resume_from_checkpoint")
         elif accelerator.is_main_process:
             tokenizer = train_tokenizer(corpus["train"], args.tokenizer_vocab_size, args.tokenizer_train_docs)
-            tokenizer.save_pretrained(out / "tokenizer")
+            checkpoints.write_folder(tokenizer.save_pretrained, out / "tokenizer", "the trained tokenizer", out,
+                                     accelerator.num_processes)
         else:
             tokenizer = load_tokenizer(out / "tokenizer", "--output_dir")
         check_tokenizer(tokenizer, model_config(args, tokenizer))

@@ -4,6 +4,7 @@ final model mixing two runs."""
 
 import errno
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -263,12 +264,23 @@ def test_the_manifest_finds_damage_that_still_decodes(tmp_path, accelerator, cap
         for original, data in pristine.items():
             (latest / original).write_bytes(data)
         assert checkpoints.last_good_checkpoint(tmp_path, 1) == latest
-    # Without a manifest (an older version's checkpoint) a foreign RNG pickle is still refused, by its content.
+    # Without its manifest a checkpoint is damaged (issue 33: finite garbage would pass unseen), and `latest`
+    # falls back; unless the user says an older version wrote it: then a foreign RNG pickle is still refused by its
+    # content, and finite garbage in the weights is not seen.
     (latest / "manifest.json").unlink()
+    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"checkpoint_4 is damaged: manifest.json is missing \(this "
+                                                            r"version writes one into every checkpoint\); if a version "
+                                                            r"older than manifests wrote it, pass --allow_missing_"
+                                                            r"manifest true$"):
+        checkpoints.verify_checkpoint(latest, 1)
+    assert checkpoints.find_resume_checkpoint("latest", tmp_path, 1) == previous
+    assert checkpoints.last_good_checkpoint(tmp_path, 1) == previous
+    assert checkpoints.verify_checkpoint(latest, 1, allow_missing_manifest=True)["step"] == 4
+    assert "has no manifest.json (--allow_missing_manifest: an older version wrote it)" in caplog.text
+    assert checkpoints.find_resume_checkpoint("latest", tmp_path, 1, allow_missing_manifest=True) == latest
     torch.save({"step": 0}, latest / "random_states_0.pkl")
     with pytest.raises(checkpoints.DamagedCheckpoint, match="random_states_0.pkl is unreadable .*not an RNG state"):
-        checkpoints.verify_checkpoint(latest, 1)
-    assert "has no manifest.json" in caplog.text
+        checkpoints.verify_checkpoint(latest, 1, allow_missing_manifest=True)
 
 
 def test_a_model_folder_is_checked_before_it_is_used(tmp_path):
@@ -363,3 +375,62 @@ def test_a_failed_save_publishes_nothing_and_names_the_intact_checkpoint(error, 
     assert str(failed.value).endswith(f"nothing was published. Last good checkpoint: "
                                       f"{tmp_path / 'checkpoints' / 'checkpoint_2'}")
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["checkpoint_2"]
+
+
+# --- issue 33: links, full disks whatever the writer reports, whole lines or none -------------------------
+
+
+def test_a_link_in_the_output_folder_is_refused_and_never_followed(tmp_path):
+    out, elsewhere = tmp_path / "out", tmp_path / "elsewhere"
+    (out / "checkpoints").mkdir(parents=True)
+    elsewhere.mkdir()
+    (elsewhere / "model.safetensors").write_text("someone else's")
+    checkpoints.check_no_links(out)
+    (out / "checkpoints" / "checkpoint_2").symlink_to(elsewhere)
+    with pytest.raises(UsageError, match=rf"^--output_dir {out}: checkpoints/checkpoint_2 is a symbolic link \(to "
+                                         rf"{elsewhere}\); a run removes and rewrites"):
+        checkpoints.check_no_links(out)
+    checkpoints.remove(out / "checkpoints" / "checkpoint_2")  # the link goes, what it points to stays
+    assert not (out / "checkpoints" / "checkpoint_2").exists() and (elsewhere / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize("error, folder_free, reason", [
+    (OSError(errno.ENOSPC, os.strerror(errno.ENOSPC)), None, "No space left on device"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 130816 vs 130708"), 12 * 1024,
+     "No space left on device: 12 KiB free; the writer said: [enforce fail at inline_container.cc:672] . unexpected "
+     "pos 130816 vs 130708"),
+    (RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 130816 vs 130708"), 1 << 30,
+     "[enforce fail at inline_container.cc:672] . unexpected pos 130816 vs 130708"),
+    (Exception("No space left on device (os error 28)"), None, "No space left on device"),  # tokenizers
+    (ValueError("a bug, not a write"), None, None),
+], ids=["OSError", "torch, disk full", "torch, disk not full", "tokenizers", "not a write"])
+def test_a_full_disk_is_said_whatever_the_writer_reports(error, folder_free, reason, tmp_path, monkeypatch):
+    if folder_free is not None:
+        usage = type(shutil.disk_usage(tmp_path))
+        monkeypatch.setattr(shutil, "disk_usage", lambda path: usage(1 << 40, (1 << 40) - folder_free, folder_free))
+    assert checkpoints.write_error(error, tmp_path) == reason
+
+
+def test_a_failed_write_leaves_the_file_as_it_was(tmp_path, monkeypatch):
+    """metrics.jsonl is appended a whole line or nothing (a cut line would make it unreadable for a resume);
+    train_config.yaml is replaced whole or not at all."""
+    log = tmp_path / "metrics.jsonl"
+    checkpoints.write_text(log, '{"step": 1}\n', tmp_path, 1, append=True)
+    real_fsync = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(checkpoints.WriteFailed, match=rf"^could not write {log} \(No space left on device\); it is as "
+                                                      rf"it was before. Last good checkpoint: none$"):
+        checkpoints.write_text(log, '{"step": 2, "loss": 1.0}\n', tmp_path, 1, append=True)
+    assert log.read_text() == '{"step": 1}\n'
+    monkeypatch.setattr(os, "fsync", real_fsync)
+    config = tmp_path / "train_config.yaml"
+    config.write_text("old: 1\n")
+    monkeypatch.setattr(os, "replace", lambda *a: full(0))
+    with pytest.raises(checkpoints.WriteFailed, match="train_config.yaml"):
+        checkpoints.write_text(config, "new: 2\n", tmp_path, 1)
+    assert config.read_text() == "old: 1\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "metrics.jsonl", "train_config.yaml"]

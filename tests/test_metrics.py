@@ -1,5 +1,5 @@
-"""The GLUE metrics: the keys and values of the GLUE metric on inputs worked out by hand, and the same
-numbers whichever backend (evaluate or local) computes them."""
+"""The GLUE metrics: the keys and values of the GLUE metric on inputs worked out by hand, the same numbers
+from a metric script the user names, and no script run that the user did not name."""
 
 import math
 import sys
@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from linformer_training import metrics
+from linformer_training.arguments import UsageError
 
 # Worked by hand. Binary: TP 2, FP 1, TN 1, FN 1 -> MCC (2*1 - 1*1) / sqrt(3*3*2*2) = 1/6.
 BINARY_PREDS, BINARY_REFS = [1, 1, 0, 0, 1], [1, 0, 0, 1, 1]
@@ -82,35 +83,40 @@ def fake_evaluate(monkeypatch, loads):
 @pytest.mark.parametrize("config, preds, refs", [
     ("mrpc", BINARY_PREDS, BINARY_REFS), ("cola", MULTI_PREDS, MULTI_REFS), ("stsb", [0.1, 2.0, 1.5], [0.0, 2.5, 1.0]),
 ])
-def test_auto_prefers_evaluate_and_both_backends_agree(monkeypatch, config, preds, refs):
+def test_a_named_metric_script_agrees_with_the_local_metric(monkeypatch, config, preds, refs):
     calls = fake_evaluate(monkeypatch, loads=True)
-    via_evaluate = metrics.load_glue_metric(config)(preds, refs)
-    assert calls == [("glue", config)]
-    assert via_evaluate == metrics.load_glue_metric(config, backend="local")(preds, refs)
-    assert all(type(v) is float for v in via_evaluate.values())  # JSON-serialisable, not numpy scalars
-    assert calls == [("glue", config)]  # backend="local" never asks evaluate
+    local = metrics.load_glue_metric(config)(preds, refs)
+    assert calls == []  # the default never asks evaluate
+    via_script = metrics.load_glue_metric(config, script="evaluate-metric/glue")(preds, refs)
+    assert calls == [("evaluate-metric/glue", config)]
+    assert via_script == local and all(type(v) is float for v in via_script.values())  # JSON-able, not numpy
 
 
-def test_auto_falls_back_to_local_when_evaluate_cannot_load(monkeypatch, caplog):
-    calls = fake_evaluate(monkeypatch, loads=False)
-    compute = metrics.load_glue_metric("mrpc")
-    assert calls == [("glue", "mrpc")] and "computing it locally" in caplog.text
-    assert compute(BINARY_PREDS, BINARY_REFS) == metrics.glue_local("mrpc", BINARY_PREDS, BINARY_REFS)
-    with pytest.raises(ConnectionError):  # asked for explicitly: no silent fallback
-        metrics.load_glue_metric("mrpc", backend="evaluate")
+def test_a_named_script_that_cannot_load_is_one_line_naming_the_flag(monkeypatch):
+    fake_evaluate(monkeypatch, loads=False)
+    with pytest.raises(UsageError, match=r"^--metric_script glue: cannot load it \(ConnectionError: Couldn't reach "
+                                         r"'glue' on the Hub .*\); leave it unset to compute the GLUE metric here$"):
+        metrics.load_glue_metric("mrpc", script="glue")  # asked for explicitly: no silent fallback
 
 
-def test_the_real_evaluate_offline_falls_back_to_the_same_numbers(monkeypatch):
+def test_no_code_from_the_working_directory_runs_by_default(monkeypatch, tmp_path):
+    """`evaluate.load("glue")` runs a glue/glue.py in the current directory before it asks the Hub (issue 33):
+    the default computes the metric here and runs nothing."""
     pytest.importorskip("evaluate")
+    marker = tmp_path / "script_ran"
+    (tmp_path / "glue").mkdir()
+    (tmp_path / "glue" / "glue.py").write_text(f"open({str(marker)!r}, 'w').close()\nraise SystemExit('ran')\n")
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    compute = metrics.load_glue_metric("mrpc")  # evaluate cannot fetch the GLUE script offline
+    compute = metrics.load_glue_metric("mrpc")
     assert compute([1, 0, 1, 1], [1, 0, 0, 1]) == {"accuracy": 0.75, "f1": pytest.approx(0.8)}
+    assert not marker.exists()
 
 
 def test_bad_metric_requests_are_rejected():
     with pytest.raises(KeyError, match="allowed: cola"):
         metrics.glue_local("squad", [1], [1])
-    with pytest.raises(ValueError, match="allowed: auto, evaluate, local"):
-        metrics.load_glue_metric("sst2", backend="sklearn")
+    with pytest.raises(KeyError, match="allowed: cola"):
+        metrics.load_glue_metric("squad")
     with pytest.raises(ValueError, match="3 predictions for 2 references"):
         metrics.glue_local("sst2", [1, 0, 1], [1, 0])

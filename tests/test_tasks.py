@@ -156,7 +156,7 @@ class _Classifier(torch.nn.Module):
 
 
 def test_classification_objective_counts_examples_and_scores_every_validation_split():
-    objective = ClassificationObjective(get_task("mnli"), load_glue_metric("mnli", backend="local"),
+    objective = ClassificationObjective(get_task("mnli"), load_glue_metric("mnli"),
                                         other_loaders={"validation_mismatched": [
                                             {"input_ids": torch.tensor([[1], [0]]), "labels": torch.tensor([0, 0])}]})
     batch = {"input_ids": torch.tensor([[1], [0], [1]]), "labels": torch.tensor([1, 0, 0])}

@@ -1,6 +1,7 @@
 """train_mlm.py end to end on CPU: recipes, bad input, a short run, resume after a kill, 2-process DDP."""
 
 import dataclasses
+import errno
 import json
 import logging
 import math
@@ -169,6 +170,105 @@ DAMAGE = {  # what is done to a copy of the finished run before the command
     "foreign rng": lambda out: torch.save({"step": 4}, out / LATEST / "random_states_0.pkl"),
     "finite optimizer": lambda out: finite_garbage(out / LATEST / "optimizer.bin", size=64,  # tensor data, not zip
                                                    at=(out / LATEST / "optimizer.bin").stat().st_size // 2),
+    # issue 33
+    "no manifest": lambda out: (out / LATEST / "manifest.json").unlink(),
+    "no manifest, finite weights": lambda out: [(out / LATEST / "manifest.json").unlink(),
+                                                finite_garbage(out / LATEST / "model.safetensors")],
+    "custom state": lambda out: [torch.save({"x": torch.ones(2)}, out / LATEST / "custom_checkpoint_0.pkl"),
+                                 checkpoints.write_manifest(out / LATEST)],
+    "linked checkpoint": lambda out: [(out / PREVIOUS).rename(out.parent / "elsewhere"),
+                                      (out / PREVIOUS).symlink_to(out.parent / "elsewhere")],
+    "linked log": lambda out: [(out / "metrics.jsonl").rename(out.parent / "elsewhere.jsonl"),
+                               (out / "metrics.jsonl").symlink_to(out.parent / "elsewhere.jsonl")],
+}
+
+
+class FullDisk:
+    """A file that takes `budget[0]` more bytes (shared by every file opened on the same full disk), then writes
+    what fits and fails with ENOSPC, as a write to a full disk does."""
+
+    def __init__(self, file, budget):
+        self.file, self.budget = file, budget
+
+    def write(self, data):
+        fits = data[:max(self.budget[0], 0)]
+        self.budget[0] -= len(data)
+        self.file.write(fits)
+        if len(fits) < len(data):
+            self.file.flush()
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return len(data)
+
+    def __getattr__(self, name):
+        return getattr(self.file, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def full_disk(name, budget):
+    """Fault: the disk fills up while `name` (a file name) is written, after `budget` bytes of it."""
+    def install(monkeypatch, out):
+        import builtins
+        import io
+
+        real, left = builtins.open, [budget]
+
+        def opener(file, mode="r", *args, **kwargs):
+            handle = real(file, mode, *args, **kwargs)
+            writing = any(m in mode for m in "wax") and Path(str(file)).name == name
+            return FullDisk(handle, left) if writing else handle
+
+        monkeypatch.setattr(builtins, "open", opener)
+        monkeypatch.setattr(io, "open", opener)
+    return install
+
+
+def tokenizer_disk_full(monkeypatch, out):
+    """Fault: the disk fills up while the trained tokenizer is saved: tokenizers writes part of tokenizer.json,
+    then raises a bare Exception with the OS error in its text."""
+    from transformers import PreTrainedTokenizerBase
+
+    def save_pretrained(self, folder, *args, **kwargs):
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        (Path(folder) / "tokenizer.json").write_text('{"version": "1.0", "trunc')
+        raise Exception("No space left on device (os error 28)")
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "save_pretrained", save_pretrained)
+
+
+def optimizer_disk_full(monkeypatch, out):
+    """Fault: the disk fills up while the checkpoint of step 4 writes optimizer.bin: torch's stream writer
+    reports it only as "unexpected pos" (seen on a 300 KiB tmpfs), and 12 KiB are left."""
+    import shutil as shutil_module
+
+    import accelerate.checkpointing
+
+    real_save, real_usage = accelerate.checkpointing.save, shutil_module.disk_usage
+
+    def save(obj, file, *args, **kwargs):
+        if "checkpoint_4" in str(file) and Path(file).name == "optimizer.bin":
+            Path(file).write_bytes(b"PK\x03\x04" + b"\0" * 100)
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 130816 vs 130708")
+        return real_save(obj, file, *args, **kwargs)
+
+    def usage(path):
+        full = real_usage(path)
+        return type(full)(full.total, full.total - 12 * 1024, 12 * 1024) if str(out) in str(path) else full
+
+    monkeypatch.setattr(accelerate.checkpointing, "save", save)
+    monkeypatch.setattr(shutil_module, "disk_usage", usage)
+
+
+FAULTS = {  # installed (monkeypatch, out) before the command of a fresh run
+    "disk full: tokenizer": tokenizer_disk_full,
+    "disk full: first metrics line": full_disk("metrics.jsonl", 40),
+    "disk full: metrics mid-run": full_disk("metrics.jsonl", 1500),
+    "disk full: train_config.yaml": full_disk(".tmp-train_config.yaml", 100),
+    "disk full: optimizer.bin": optimizer_disk_full,
 }
 RESUME = ["--resume_from_checkpoint", "latest", "--max_steps", "6"]
 FALLBACK = r"checkpoint_4 is damaged: .*; trying the previous checkpoint[\s\S]*Resumed from .*checkpoint_2: step 2"
@@ -202,7 +302,7 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
      r"--gradient_accumulation_steps -2: must be in \[1, ∞\)", True),
     ("fp16 on CPU", None, ["--mixed_precision", "fp16"], "--mixed_precision fp16: needs a GPU; on CPU use bf16 or no", True),
     ("unknown config field", None, ["--config_overrides", "hiden_size=64"], "did you mean `hidden_size`", True),
-    ("vocab_size 0", None, ["--config_overrides", "vocab_size=0", "--tokenizer_vocab_size", "8"],
+    ("vocab_size 0", None, ["--config_overrides", "vocab_size=0", "--tokenizer_vocab_size", "261"],
      "`vocab_size`=0 is invalid", True),
     ("negative dropout", None, ["--config_overrides", "hidden_dropout_prob=-0.1"], "`hidden_dropout_prob`=-0.1 is invalid", True),
     ("whitespace-only corpus", None, ["--train_file", "{data}/blank.jsonl"], "the train split has no text", True),
@@ -246,11 +346,65 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
      r"--train_file: no `text` column; reading its only string column, `body`, as the text", False),
     ("rows without text: counted and said", None, ["--train_file", "{data}/holes.jsonl", "--max_steps", "3"],
      r"--train_file: 3 of the train split's 18 documents have no text \(the field missing, null or blank\)", False),
+    # issue 33: a missing manifest is damage unless the user says an older version wrote the checkpoint
+    ("checkpoint without its manifest", "no manifest", RESUME,
+     FALLBACK.replace(": .*;", r": manifest.json is missing \(this version writes one into every checkpoint\); if a "
+                               r"version older than manifests wrote it, pass --allow_missing_manifest true;")
+     + r"[\s\S]*Done: 6 updates", False),
+    ("no manifest and garbage in the weights", "no manifest, finite weights", RESUME,
+     FALLBACK.replace(": .*;", ": manifest.json is missing .*;"), False),
+    ("no manifest, older version said", "no manifest", RESUME + ["--allow_missing_manifest", "true"],
+     r"checkpoint_4 has no manifest.json \(--allow_missing_manifest: an older version wrote it\)[\s\S]*Resumed from "
+     r".*checkpoint_4: step 4", False),
+    ("a custom state listed in the manifest", "custom state", RESUME,
+     FALLBACK.replace(": .*;", r": custom_checkpoint_0.pkl is a custom state no linformer-hf run writes \(Accelerate "
+                               r"would stop on it\);"), False),
+    # issue 33: links out of the output folder are never followed, deleted through or written through
+    ("a checkpoint that is a link", "linked checkpoint", RESUME + ["--checkpointing_steps", "2"],
+     r"^--output_dir .*out: checkpoints/checkpoint_2 is a symbolic link \(to .*elsewhere\); a run removes and "
+     r"rewrites what is inside its output folder, never through a link: replace the link with a copy \(cp -rL\) or "
+     r"remove it$", True),
+    ("a log that is a link", "linked log", RESUME, r"^--output_dir .*out: metrics.jsonl is a symbolic link", True),
+    ("a link, overwritten", "linked log", ["--overwrite_output_dir", "--max_steps", "4"],
+     r"^--output_dir .*out: metrics.jsonl is a symbolic link", True),
+    # issue 33: a full disk at every write is one line, leaves nothing half-written, names the intact checkpoint
+    ("disk full: tokenizer", "disk full: tokenizer", ["--max_steps", "4"],
+     r"^could not write the trained tokenizer into .*out \(No space left on device\); nothing was published\. Last "
+     r"good checkpoint: none$", True),
+    ("disk full: first metrics line", "disk full: first metrics line", ["--max_steps", "4"],
+     r"^could not write .*out/metrics.jsonl \(No space left on device\); it is as it was before\. Last good "
+     r"checkpoint: none$", True),
+    ("disk full: metrics mid-run", "disk full: metrics mid-run", ["--max_steps", "8", "--checkpointing_steps", "2"],
+     r"^could not write .*out/metrics.jsonl \(No space left on device\); it is as it was before\. Last good "
+     r"checkpoint: .*out/checkpoints/checkpoint_\d$", True),
+    ("disk full: train_config.yaml", "disk full: train_config.yaml", ["--max_steps", "4"],
+     r"^could not write .*out/train_config.yaml \(No space left on device\); it is as it was before", True),
+    ("disk full: optimizer.bin", "disk full: optimizer.bin", ["--max_steps", "6", "--checkpointing_steps", "2"],
+     r"^could not write the checkpoint of step 4 into .*out/checkpoints \(No space left on device: 12 KiB free; the "
+     r"writer said: \[enforce fail at inline_container.cc:672\] \. unexpected pos 130816 vs 130708\); nothing was "
+     r"published\. Last good checkpoint: .*out/checkpoints/checkpoint_2$", True),
+    # issue 33: what passed silently
+    ("dataset not in the offline cache", None, ["--dataset_name", "nosuch/corpus"],
+     r"^--dataset_name nosuch/corpus: cannot load it \(ConnectionError: .*\); without the Hub only datasets already "
+     r"in the cache load: download it once online, or pass local files with --train_file$", True),
+    ("tokenizer_vocab_size 100", None, ["--tokenizer_vocab_size", "100"],
+     r"--tokenizer_vocab_size 100: a byte-level BPE has at least 261 tokens \(256 bytes and 5 special tokens\); "
+     r"pass 261 or more$", True),
+    ("mlm_probability 1e-9", None, ["--mlm_probability", "1e-9"],
+     r"^--mlm_probability 1e-09 masks 5e-07 of an update's 504 tokens on average: most updates would have nothing "
+     r"to learn from; pass at least 0.002 \(RoBERTa: 0.15\)$", True),
+    ("validation masks nothing", None, ["--eval_mlm_probability", "1e-9"],
+     r"^validation: no token was masked at the rate 1e-09 \(--eval_mlm_probability, else --mlm_probability\), so "
+     r"its loss would read 0 and its perplexity 1; raise the rate$", True),
+    ("validation_split_percentage 0: no evaluation, said", None,
+     ["--validation_split_percentage", "0", "--max_steps", "3"],
+     r"No validation split \(--validation_split_percentage 0, no --validation_file\): nothing is evaluated", False),
 ]
 
 
 @pytest.mark.parametrize("case, damage, flags, expected, fails", CASES, ids=[c[0] for c in CASES])
-def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, micro, finished, corpus, capsys, caplog):
+def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, micro, finished, corpus, capsys, caplog,
+                              monkeypatch):
     data = tmp_path / "data"
     data.mkdir()
     write_jsonl(data / "blank.jsonl", [{"text": "  "}, {"text": "\t"}])
@@ -265,10 +419,16 @@ def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, mi
     (data / "empty.csv").write_text("")
     (data / "a_file").write_text("x")
     out = tmp_path / "out"
-    if damage:
+    fault = FAULTS.get(damage)
+    if fault:
+        fault(monkeypatch, out)
+        damage = None  # a fresh run: nothing there before it
+    elif damage:
         shutil.copytree(finished, out)
         DAMAGE[damage](out)
     before = sorted(p.relative_to(out) for p in out.rglob("*")) if out.exists() else []
+    elsewhere = {p: p.read_bytes() for p in tmp_path.glob("elsewhere*/**/*") if p.is_file()} | \
+        {p: p.read_bytes() for p in tmp_path.glob("elsewhere*") if p.is_file()}
     flags = [f.format(out=out, data=data) for f in flags]
     call = lambda: run(micro, out, *flags)  # noqa: E731
     if fails:
@@ -276,14 +436,23 @@ def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, mi
         assert re.search(expected, message), message
         if damage and "damaged" not in case and "RNG" not in case:  # refused before touching the folder
             assert sorted(p.relative_to(out) for p in out.rglob("*")) == before
-        if not damage:  # nothing written, nothing non-finite saved
-            assert not (out / "model.safetensors").exists() and not list(out.glob("checkpoints/checkpoint_*"))
+        if not damage:  # nothing written, nothing non-finite saved (a fault may strike after a checkpoint)
+            assert not (out / "model.safetensors").exists()
+            assert fault or not list(out.glob("checkpoints/checkpoint_*"))
+        # Nothing half-written where a resume or from_pretrained would find it.
+        monkeypatch.undo()
+        assert not list(out.glob(".tmp-*")) and not list(out.glob("checkpoints/.tmp-*"))
+        if (out / "tokenizer").exists():
+            json.loads((out / "tokenizer" / "tokenizer.json").read_text())
+        if (out / "metrics.jsonl").is_file() and not (out / "metrics.jsonl").is_symlink():
+            read_jsonl(out / "metrics.jsonl")
     else:
         caplog.set_level(logging.WARNING)
         run(micro, out, *flags)
         text = caplog.text + capsys.readouterr().out
         assert re.search(expected, text), text
         assert (out / "model.safetensors").exists() and (out / "config.json").exists()
+    assert {p: p.read_bytes() for p in elsewhere} == elsewhere  # nothing outside the output folder changed
 
 
 class Payload:
@@ -585,6 +754,22 @@ def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro):
     run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
     assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
+
+
+def test_a_resumed_logging_window_averages_all_of_its_updates(tmp_path, micro):
+    """Logging every 3 updates, checkpointing every 2: the run resumed from step 4 logs at step 6 the mean loss of
+    updates 4, 5 and 6 (update 4's from the checkpoint), bit for bit what the uninterrupted run logs; before issue
+    33 it averaged only 5 and 6."""
+    flags = ["--max_steps", "6", "--logging_steps", "3", "--checkpointing_steps", "2", "--save_total_limit", "3"]
+    straight, resumed = tmp_path / "straight", tmp_path / "resumed"
+    run(micro, straight, *flags)
+    state = json.loads((straight / "checkpoints" / "checkpoint_4" / checkpoints.STATE_FILE).read_text())
+    assert state["window_updates"] == 1 and "window_start" not in state
+    shutil.copytree(straight / "checkpoints" / "checkpoint_4", resumed / "checkpoints" / "checkpoint_4")
+    fresh_state()
+    run(micro, resumed, *flags, "--resume_from_checkpoint", "latest")
+    assert [r["step"] for r in read_jsonl(resumed / "metrics.jsonl") if "train_loss" in r] == [6]
+    assert losses(resumed) == losses(straight)[-1:]
 
 
 def script(*flags):

@@ -313,6 +313,8 @@ class RunArguments(Arguments):
     save_total_limit: int | None = arg(2, "keep the newest N checkpoints (None: all)")
     resume_from_checkpoint: str | None = arg(None, "`latest` or a checkpoint folder")
     allow_inexact_resume: bool = arg(False, "resume even if a process's RNG state is missing (not bit-exact)")
+    allow_missing_manifest: bool = arg(False, "resume a checkpoint without manifest.json, written by a version "
+                                              "older than manifests (otherwise it counts as damaged)")
     report_to: str = arg("tensorboard", "trackers: tensorboard, wandb, ..., comma-separated, `all` or `none`")
     push_to_hub: bool = arg(False, "upload the final model to the Hub (needs --hub_model_id)")
     hub_model_id: str | None = arg(None, "Hub repository ORG/NAME")
@@ -336,7 +338,8 @@ class CorpusArguments(Arguments):
     train_file: list[str] | None = arg(None, "local text/json(l)/parquet/csv/tsv files or globs, optionally compressed")
     validation_file: list[str] | None = arg(None, "local validation files (default: hold out part of train)")
     text_column_name: str | None = arg(None, "column holding the text (default: `text`, or the only string column)")
-    validation_split_percentage: float = arg(5.0, "percent of train documents held out when there is no validation split")
+    validation_split_percentage: float = arg(5.0, "percent of train documents held out when there is no validation "
+                                                  "split (0: none held out, and nothing is evaluated)")
     streaming: bool = arg(False, "read the corpus lazily (Hub or local), for corpora larger than the disk cache")
     streaming_validation_docs: int = arg(1000, "streaming: the first N documents are the validation split")
     streaming_shuffle_buffer: int = arg(10000, "streaming: documents in the shuffle buffer")

@@ -11,7 +11,13 @@ then are old ones removed. Resuming verifies a checkpoint before trusting it and
 the previous one with a warning naming the file: every file must match the size and SHA-256 that
 `manifest.json` recorded when it was written (finite garbage and a foreign RNG pickle are damage too), the
 weights must be finite, and nothing is unpickled beyond plain tensors and containers (`weights_only`, as
-Accelerate itself loads): a checkpoint folder may come from anywhere.
+Accelerate itself loads): a checkpoint folder may come from anywhere. A checkpoint without its manifest is
+damaged too (this version always writes one) unless --allow_missing_manifest says an older version wrote it.
+What the manifest finds and what it cannot is in docs/checkpoints.md.
+
+A run deletes and rewrites what is inside its output folder only: an entry that is a symbolic link (to a
+checkpoint, a log kept elsewhere) is refused before anything is written, as rotating or overwriting it would
+act on what it points to.
 
 The final model is written the same way: into a temporary folder first, then moved into the output
 folder with `config.json` last, after the previous run's model files were removed at the start. A
@@ -122,7 +128,7 @@ def prepare_output_dir(output_dir, overwrite, resuming, is_main_process=True):
                                 if list_checkpoints(out) else ""))
         if is_main_process:
             for path in contents:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+                remove(path)
     if is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         if resuming:
@@ -136,7 +142,32 @@ def remove_final_model(output_dir):
     for path in out.iterdir():
         if path.name in (CHECKPOINTS_DIR, *RUN_FILES, *LOCK_FILES):
             continue
-        shutil.rmtree(path) if path.is_dir() else path.unlink()
+        remove(path)
+
+
+def remove(path):
+    """Delete a file or a folder; a symbolic link is unlinked, never followed (what it points to stays)."""
+    path = Path(path)
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def check_no_links(output_dir):
+    """Refuse an output folder holding a symbolic link: the run removes, rotates and rewrites what is inside its
+    folder, and through a link it would do so to files elsewhere (shutil.rmtree refuses a link with a traceback,
+    an append or a save would write through it)."""
+    out = Path(output_dir)
+    if not out.is_dir():
+        return
+    for folder, dirs, files in os.walk(out):
+        for name in sorted(dirs + files):
+            path = Path(folder) / name
+            if path.is_symlink():
+                raise UsageError(f"--output_dir {out}: {path.relative_to(out)} is a symbolic link (to "
+                                 f"{os.readlink(path)}); a run removes and rewrites what is inside its output folder, "
+                                 f"never through a link: replace the link with a copy (cp -rL) or remove it")
 
 
 def publish(tmp, target, whole=False):
@@ -147,8 +178,8 @@ def publish(tmp, target, whole=False):
     write_manifest(tmp)
     if not whole:
         for name in sorted((p.name for p in tmp.iterdir()), key=lambda n: (n == "config.json", n == MANIFEST)):
-            if (target / name).is_dir():
-                shutil.rmtree(target / name)
+            if (target / name).is_dir() or (target / name).is_symlink():
+                remove(target / name)
             os.replace(tmp / name, target / name)
         tmp.rmdir()
     elif target.exists():  # the same checkpoint saved by an earlier attempt: swap, never delete first
@@ -168,14 +199,71 @@ def writing(what, tmp, output_dir, num_processes):
     failed write as a RuntimeError and safetensors as a SafetensorError, not as an OSError."""
     try:
         yield
-    except (OSError, RuntimeError, SafetensorError) as e:
-        if isinstance(e, ScriptError):
+    except Exception as e:  # noqa: BLE001  narrowed by write_error
+        if isinstance(e, ScriptError) or not write_error(e):
             raise
         shutil.rmtree(tmp, ignore_errors=True)
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
-        raise WriteFailed(f"could not write {what} into {Path(tmp).parent} ({reason}); nothing was published. "
-                          f"Last good checkpoint: {last_good_checkpoint(output_dir, num_processes) or 'none'}"
-                          ) from e
+        raise WriteFailed(f"could not write {what} into {Path(tmp).parent} ({write_error(e, Path(tmp).parent)}); "
+                          f"nothing was published. Last good checkpoint: "
+                          f"{last_good_checkpoint(output_dir, num_processes) or 'none'}") from e
+
+
+def write_error(error, folder=None):
+    """Why a write failed, in words (None if `error` is no write failure): an OSError's own words; torch's stream
+    writer, safetensors and tokenizers report a full disk as a RuntimeError, a SafetensorError or a bare
+    Exception, torch's sometimes only as "unexpected pos", so a disk (almost) full is said as such."""
+    text = str(error)
+    if isinstance(error, OSError):
+        return error.strerror or first_line(error)
+    if not isinstance(error, (RuntimeError, SafetensorError)) and not re.search(r"os error \d+", text):
+        return None
+    if "No space left on device" in text or "os error 28" in text:
+        return "No space left on device"
+    if folder is not None:
+        existing = next((p for p in (Path(folder), *Path(folder).parents) if p.exists()), None)
+        free = shutil.disk_usage(existing).free if existing else None
+        if free is not None and free < 1 << 20:
+            return f"No space left on device: {free // 1024} KiB free; the writer said: {first_line(error)}"
+    return first_line(error)
+
+
+def write_text(path, text, output_dir, num_processes, append=False):
+    """`text` written into `path` whole or not at all: replaced through a temporary file, or (`append`) added at
+    its end and cut back to its old length when the write fails. A failure (a full disk, a quota) ends the run
+    with one line naming the file and the checkpoint to resume from."""
+    path = Path(path)
+    tmp = path.with_name(f".tmp-{path.name}")
+    try:
+        if not append:
+            tmp.write_text(text)
+            os.replace(tmp, path)
+            return
+        with open(path, "ab") as f:
+            size = f.tell()
+            try:
+                f.write(text.encode())
+                f.flush()
+                os.fsync(f.fileno())
+            except OSError:
+                f.truncate(size)
+                raise
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise WriteFailed(f"could not write {path} ({write_error(e)}); it is as it was before. Last good "
+                          f"checkpoint: {last_good_checkpoint(output_dir, num_processes) or 'none'}") from e
+
+
+def write_folder(write, target, what, output_dir, num_processes):
+    """`write(folder)` into a temporary sibling of `target`, renamed into place once complete: a failed write
+    leaves no half-written `target` (a truncated tokenizer.json that the next run would load)."""
+    target = Path(target)
+    tmp = target.with_name(f".tmp-{target.name}")
+    with writing(what, tmp, output_dir, num_processes):
+        shutil.rmtree(tmp, ignore_errors=True)
+        write(tmp)
+        if target.exists():
+            remove(target)
+        tmp.rename(target)
 
 
 def check_finite(model, what):
@@ -223,7 +311,7 @@ def save_checkpoint(accelerator, output_dir, state, total_limit=None, tokenizer=
     if accelerator.is_main_process:
         if total_limit:
             for stale in list_checkpoints(output_dir)[:-total_limit]:
-                shutil.rmtree(stale)
+                remove(stale)
     accelerator.wait_for_everyone()
     return final
 
@@ -339,9 +427,10 @@ def load_plain(path):
 RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
 
 
-def verify_checkpoint(path, num_processes, allow_inexact=False):
+def verify_checkpoint(path, num_processes, allow_inexact=False, allow_missing_manifest=False):
     """Raise DamagedCheckpoint (naming `path` and the file) unless every file a resume needs is there,
-    matches its manifest, reads without unpickling any object, and the weights are finite."""
+    matches its manifest, reads without unpickling any object, and the weights are finite. A checkpoint without
+    its manifest passes only with `allow_missing_manifest` (--allow_missing_manifest: an older version wrote it)."""
     path = Path(path)
 
     def damaged(why):
@@ -359,8 +448,11 @@ def verify_checkpoint(path, num_processes, allow_inexact=False):
                       f"--allow_inexact_resume true to resume anyway")
     try:
         if not check_manifest(path, absent_ok=missing):
-            logger.warning("%s has no %s (an older version wrote it): its files are checked only for being "
-                           "readable and finite", path, MANIFEST)
+            if not allow_missing_manifest:
+                raise ValueError(f"{MANIFEST} is missing (this version writes one into every checkpoint); if a "
+                                 f"version older than manifests wrote it, pass --allow_missing_manifest true")
+            logger.warning("%s has no %s (--allow_missing_manifest: an older version wrote it): its files are "
+                           "checked only for being readable and finite", path, MANIFEST)
         check_resume_files(path)
     except ValueError as e:
         raise damaged(str(e)) from None
@@ -377,6 +469,10 @@ def check_resume_files(path):
     sharded = sorted(path.glob("pytorch_model_fsdp_*"))  # FSDP: torch.distributed.checkpoint folders (or .bin)
     if not weights and not sharded:
         raise ValueError("no model*.safetensors")
+    custom = sorted(path.glob("custom_checkpoint_*.pkl"))
+    if custom:  # Accelerate loads one per object registered for checkpointing, and these scripts register none
+        raise ValueError(f"{custom[0].name} is a custom state no linformer-hf run writes (Accelerate would stop "
+                         f"on it)")
     if sharded and not list(path.glob("optimizer_*")):
         raise ValueError("FSDP weights without their optimizer_0")
     plain = ("scheduler.bin",) if sharded else ("optimizer.bin", "scheduler.bin")
@@ -414,7 +510,7 @@ def check_fsdp_state(item):
             raise ValueError(f"{info.relative_path} is missing or truncated")
 
 
-def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False):
+def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False, allow_missing_manifest=False):
     """The checkpoint to resume: `latest` -> the newest one that verifies (older ones are tried, with a
     warning, when the newest is damaged; None if there is none yet); a path -> that one, verified."""
     if spec != "latest":
@@ -422,9 +518,9 @@ def find_resume_checkpoint(spec, output_dir, num_processes, allow_inexact=False)
         if not (path / STATE_FILE).is_file():
             raise UsageError(f"--resume_from_checkpoint {path}: not a complete checkpoint (no {STATE_FILE}); "
                              f"pass `latest` or a folder like {Path(output_dir) / CHECKPOINTS_DIR / (PREFIX + '100')}")
-        verify_checkpoint(path, num_processes, allow_inexact)
+        verify_checkpoint(path, num_processes, allow_inexact, allow_missing_manifest)
         return path
-    path, problems = newest_verified(output_dir, num_processes, allow_inexact)
+    path, problems = newest_verified(output_dir, num_processes, allow_inexact, allow_missing_manifest)
     for problem in problems:
         logger.warning("%s; trying the previous checkpoint", problem)
     if path is None and problems:
@@ -443,9 +539,10 @@ def open_run(args, accelerator, accumulation):
     verified and written with this run's layout, or None). The data position and every process's RNG carry
     over only unchanged."""
     checkpoint = None
+    check_no_links(args.output_dir)
     if args.resume_from_checkpoint:
         checkpoint = find_resume_checkpoint(args.resume_from_checkpoint, args.output_dir, accelerator.num_processes,
-                                            args.allow_inexact_resume)
+                                            args.allow_inexact_resume, args.allow_missing_manifest)
     if checkpoint is not None:
         saved, expected = read_state(checkpoint).get("layout"), layout(args, accelerator.num_processes, accumulation)
         if saved != expected:
@@ -459,7 +556,9 @@ def open_run(args, accelerator, accumulation):
 def save_run_checkpoint(run):
     """A `loop.Run`'s checkpoint: its model, optimizer, scheduler and RNGs, its state and layout."""
     check_finite(run.accelerator.unwrap_model(run.model), f"checkpoint at step {run.state.step}")
-    kept = {k: v for k, v in dataclasses.asdict(run.state).items() if not k.startswith("window_")}
+    # The logging window's clock and token count start again after a resume (a rate spans one process's time);
+    # its loss sum and update count carry over, so the window's train_loss averages all of its updates.
+    kept = {k: v for k, v in dataclasses.asdict(run.state).items() if k not in ("window_start", "window_tokens")}
     state = {**kept, "layout": layout(run.args, run.accelerator.num_processes, run.accumulation)}
     return save_checkpoint(run.accelerator, run.output_dir, state, run.args.save_total_limit, run.tokenizer)
 
@@ -471,17 +570,19 @@ def resume_run(run, path):
     for key in ("step", "epoch", "batches_in_epoch", "tokens_seen", "best_metric", "best_step",
                 "evals_since_best", "last_eval"):
         setattr(run.state, key, saved[key])
-    run.state.skipped_updates = saved.get("skipped_updates", 0)  # absent from checkpoints of older versions
+    # Absent from checkpoints of older versions:
+    run.state.skipped_updates = saved.get("skipped_updates", 0)
+    run.state.window_loss, run.state.window_updates = saved.get("window_loss", 0.0), saved.get("window_updates", 0)
     run.say(f"Resumed from {path}: step {run.state.step}, epoch {run.state.epoch}, "
             f"batch {run.state.batches_in_epoch} of that epoch")
 
 
-def newest_verified(output_dir, num_processes, allow_inexact=False):
+def newest_verified(output_dir, num_processes, allow_inexact=False, allow_missing_manifest=False):
     """(the newest checkpoint that verifies or None, what was wrong with each newer one)."""
     problems = []
     for path in reversed(list_checkpoints(output_dir)):
         try:
-            verify_checkpoint(path, num_processes, allow_inexact)
+            verify_checkpoint(path, num_processes, allow_inexact, allow_missing_manifest)
         except DamagedCheckpoint as e:
             problems.append(str(e))
             continue

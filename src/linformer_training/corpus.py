@@ -207,7 +207,8 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
     Several sources are concatenated, or interleaved with `mix_probabilities` (always interleaved when
     streaming, so that no source waits for another to run out). A corpus without a validation split
     gives up `validation_split_percentage`% of its documents (streaming: the first
-    `streaming_validation_docs` documents). `exclude` (an `ExcludedIds`, or any `(split, where) -> split`)
+    `streaming_validation_docs` documents); at 0% it gives up none, and when no source has a validation split
+    the corpus has none (None: the run does not evaluate). `exclude` (an `ExcludedIds`, or any `(split, where) -> split`)
     sees every split first, with all its columns, before the validation documents are drawn.
     """
     hub, data_files = check_sources(dataset_name, dataset_config_name, train_file, validation_file, mix_probabilities)
@@ -231,7 +232,8 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
                                              stopping_strategy="all_exhausted")
     else:
         train = datasets.concatenate_datasets(trains)
-    val = vals[0] if len(vals) == 1 else datasets.concatenate_datasets(vals)
+    vals = [v for v in vals if v is not None]
+    val = None if not vals else vals[0] if len(vals) == 1 else datasets.concatenate_datasets(vals)
     return {"train": train, "validation": val}
 
 
@@ -239,7 +241,14 @@ def _sources(hub, data_files, streaming):
     """(label, train split, validation split or None) of each Hub dataset, then of the local files."""
     sources = []
     for name, config in hub:
-        splits = datasets.load_dataset(name, config, streaming=streaming)
+        try:
+            splits = datasets.load_dataset(name, config, streaming=streaming)
+        except Exception as e:  # noqa: BLE001  offline and not cached, unknown name, no such config, ...
+            offline = "offline" in str(e).lower() or "connect" in str(e).lower()
+            raise UsageError(f"--dataset_name {name}{f' --dataset_config_name {config}' if config else ''}: cannot "
+                             f"load it ({type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''})"
+                             + ("; without the Hub only datasets already in the cache load: download it once "
+                                "online, or pass local files with --train_file" if offline else "")) from None
         if "train" not in splits:
             raise UsageError(f"--dataset_name {name}: no `train` split (it has {list(splits)})")
         sources.append((name, splits["train"], splits.get("validation")))
@@ -260,6 +269,8 @@ def _hold_out(train, label, percentage, streaming, streaming_docs, seed):
     `seed`, or, streaming, its first `streaming_docs` documents."""
     if streaming:
         return train.skip(streaming_docs), train.take(streaming_docs)
+    if not percentage:
+        return train, None
     if len(train) < 2:
         raise UsageError(f"{label}: one document cannot be split into train and validation; pass --validation_file")
     parts = train.train_test_split(test_size=max(1, round(len(train) * percentage / 100)), seed=seed, shuffle=True)

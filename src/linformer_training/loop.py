@@ -67,7 +67,7 @@ class TrainState:
     evals_since_best: int = 0
     last_eval: dict = field(default_factory=dict)
     skipped_updates: int = 0  # fp16 overflows: counted as steps (their batches were used), never applied
-    # Logging window (not needed to resume, reset at each log line).
+    # Logging window, reset at each log line (its loss sum and update count are checkpointed too).
     window_loss: float = 0.0
     window_updates: int = 0
     window_tokens: int = 0
@@ -296,8 +296,11 @@ def evaluate(run):
     state = run.state
     for key, value in metrics.items():  # a diverged model; a NaN correlation of constant predictions is not one
         if ("loss" in key or "perplexity" in key) and isinstance(value, float) and not math.isfinite(value):
-            raise NonFiniteError(f"step {state.step}: validation {key} is {value} (last good checkpoint: "
-                                 f"{last_good_checkpoint(run)})")
+            weight = next((name for name, p in run.accelerator.unwrap_model(run.model).named_parameters()
+                           if not torch.isfinite(p).all()), None)
+            raise NonFiniteError(f"step {state.step}: validation {key} is {value}"
+                                 + (f": weight {weight} holds NaN/inf" if weight else "")
+                                 + f" (last good checkpoint: {last_good_checkpoint(run)})")
     run.log.log(metrics, state.step)
     state.last_eval = metrics
     if run.metric_for_best_model:
@@ -366,6 +369,9 @@ def fit(run, checkpoint=None, evaluate_start=True, **run_facts):
     write train_config.yaml (with `run_facts`), evaluate the starting point (unless not `evaluate_start`:
     a finetuning run's new head is no candidate for its best model), train."""
     check_one_update(run.args, run.train_loader.dataset, run.accelerator.num_processes, run.accumulation)
+    if run.eval_loader is None and run.args.eval_steps is not None:
+        run.say("No validation split (--validation_split_percentage 0, no --validation_file): nothing is evaluated")
+        run.args.eval_steps = None
     if checkpoint is not None:
         checkpoints.resume_run(run, checkpoint)
     run.log.keep_until(run.state.step)

@@ -1,12 +1,12 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""GLUE's official metrics, computed by `evaluate` when it can load them and locally otherwise.
+"""GLUE's official metrics, computed here; an `evaluate` metric script runs only when the user names one.
 
-The GLUE metric script is not inside the `evaluate` wheel: `evaluate.load("glue", ...)` fetches it
-from the Hub, which fails offline. That script is a thin layer over scikit-learn (accuracy, F1,
-Matthews correlation) and scipy (Pearson, Spearman); the local path calls the same functions with the
-same conventions (STS-B scores as float32, labels as int64, F1 of class 1), so a result does not depend
-on which path computed it.
+The GLUE metric script is a thin layer over scikit-learn (accuracy, F1, Matthews correlation) and scipy
+(Pearson, Spearman); `glue_local` calls the same functions with the same conventions (STS-B scores as
+float32, labels as int64, F1 of class 1), so a result does not depend on which computed it. It is the
+default because `evaluate.load("glue")` is code from elsewhere: it runs a `glue/glue.py` found in the
+current directory before it asks the Hub, and the Hub's script otherwise (which fails offline).
 """
 
 import logging
@@ -14,6 +14,8 @@ import logging
 import numpy as np
 from scipy.stats import pearsonr, spearmanr
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from .arguments import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +27,6 @@ GLUE_METRIC_KEYS = {
     "qqp": ("accuracy", "f1"),
     **{name: ("accuracy",) for name in ("sst2", "mnli", "mnli_matched", "mnli_mismatched", "qnli", "rte", "wnli")},
 }
-BACKENDS = ("auto", "evaluate", "local")
 
 
 def glue_local(config_name: str, predictions, references) -> dict[str, float]:
@@ -47,27 +48,21 @@ def glue_local(config_name: str, predictions, references) -> dict[str, float]:
     return {"accuracy": float(accuracy_score(r, p))}
 
 
-def load_glue_metric(config_name: str, backend: str = "auto"):
-    """A function (predictions, references) -> dict for one GLUE metric config.
-
-    backend: "evaluate" (the Hub's GLUE metric, fails offline), "local", or "auto" (evaluate when it
-    loads, else local, saying so once).
-    """
-    if backend not in BACKENDS:
-        raise ValueError(f"metric backend {backend!r} is invalid; allowed: {', '.join(BACKENDS)}")
+def load_glue_metric(config_name: str, script: str | None = None):
+    """A function (predictions, references) -> dict for one GLUE metric config: `glue_local`, or with `script`
+    (--metric_script: a path or Hub name the user gave) that `evaluate` metric script's `compute`."""
     if config_name not in GLUE_METRIC_KEYS:
         raise KeyError(f"unknown GLUE metric config {config_name!r}; allowed: {', '.join(GLUE_METRIC_KEYS)}")
-    if backend != "local":
-        try:
-            import evaluate
+    if script is None:
+        return lambda predictions, references: glue_local(config_name, predictions, references)
+    try:
+        import evaluate
 
-            metric = evaluate.load("glue", config_name)
-        except Exception as error:  # offline, Hub down, ...
-            if backend == "evaluate":
-                raise
-            logger.warning("evaluate could not load the GLUE metric (%s: %s); computing it locally",
-                           type(error).__name__, str(error).splitlines()[0] if str(error) else "")
-        else:
-            return lambda predictions, references: {
-                k: float(v) for k, v in metric.compute(predictions=predictions, references=references).items()}
-    return lambda predictions, references: glue_local(config_name, predictions, references)
+        metric = evaluate.load(script, config_name)
+    except Exception as error:  # noqa: BLE001  offline, no such script, a script that fails
+        raise UsageError(f"--metric_script {script}: cannot load it ({type(error).__name__}: "
+                         f"{str(error).splitlines()[0] if str(error) else ''}); leave it unset to compute the GLUE "
+                         f"metric here") from None
+    logger.info("GLUE metric %s from the metric script %s", config_name, script)
+    return lambda predictions, references: {
+        k: float(v) for k, v in metric.compute(predictions=predictions, references=references).items()}

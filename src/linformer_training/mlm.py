@@ -61,17 +61,19 @@ def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packi
 def pack_corpus(corpus, tokenizer, block_size, args, keep=None, documents=False):
     """Both splits of `corpus` packed into blocks (`pack`), only those `keep` (a batched filter) accepts; the
     training blocks shuffled in a buffer when streaming, at most --max_eval_samples validation blocks. A split
-    left without a block is refused."""
+    left without a block is refused; a corpus without a validation split (None) has no validation blocks."""
     blocks = {split: pack(docs, tokenizer, block_size, args.preprocessing_num_workers, documents=documents)
-              for split, docs in corpus.items()}
+              for split, docs in corpus.items() if docs is not None}
     if keep is not None:
         blocks = {split: split_blocks.filter(keep, batched=True) for split, split_blocks in blocks.items()}
-    train, validation = blocks["train"], blocks["validation"]
+    train, validation = blocks["train"], blocks.get("validation")
     if args.streaming:
         train = train.shuffle(seed=args.seed, buffer_size=args.streaming_shuffle_buffer)
-    elif len(train) == 0 or len(validation) == 0:
+    elif len(train) == 0 or (validation is not None and len(validation) == 0):
         raise UsageError("the corpus has no usable text: no training or validation block holds a token after "
                          "tokenization")
+    if validation is None:
+        return {"train": train, "validation": None}
     if args.max_eval_samples:
         validation = (validation.take(args.max_eval_samples) if args.streaming
                       else validation.select(range(min(args.max_eval_samples, len(validation)))))
@@ -84,8 +86,9 @@ def block_loaders(args, blocks, train_collate, eval_collate):
     train = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
                        collate_fn=train_collate, num_workers=args.dataloader_num_workers,
                        generator=torch.Generator().manual_seed(args.seed))
-    validation = DataLoader(blocks["validation"], batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
-                            num_workers=args.dataloader_num_workers)
+    validation = None if blocks["validation"] is None else DataLoader(
+        blocks["validation"], batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
+        num_workers=args.dataloader_num_workers)
     return train, validation
 
 
@@ -165,5 +168,9 @@ class MaskedLMObjective:
             per_block = torch.zeros(len(masked), device=per_token.device).index_add_(0, masked.nonzero()[:, 0], per_token)
             sums, counts = accelerator.gather_for_metrics((per_block, masked.sum(1)))
             total, count = total + sums.sum().item(), count + counts.sum().item()
-        loss = total / max(count, 1)
+        if count == 0:
+            rate = getattr(getattr(loader, "collate_fn", None), "mlm_probability", "?")
+            raise UsageError(f"validation: no token was masked at the rate {rate} (--eval_mlm_probability, else "
+                             f"--mlm_probability), so its loss would read 0 and its perplexity 1; raise the rate")
+        loss = total / count
         return {"eval_loss": loss, "eval_perplexity": math.exp(min(loss, 50))}

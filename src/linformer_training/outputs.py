@@ -45,11 +45,13 @@ def metrics_table(metrics):
 
 def write_run_config(run, **extra):
     """`train_config.yaml`: the arguments and what was derived from them (processes, accumulation, ...)."""
-    if run.accelerator.is_main_process:
-        config = {**run.args.to_dict(), "num_processes": run.accelerator.num_processes,
-                  "accumulation": run.accumulation, "mixed_precision": run.accelerator.mixed_precision,
-                  "num_parameters": sum(p.numel() for p in run.model.parameters()), **extra}
-        (run.output_dir / "train_config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    with processes.together(run.accelerator, "writing train_config.yaml"):
+        if run.accelerator.is_main_process:
+            config = {**run.args.to_dict(), "num_processes": run.accelerator.num_processes,
+                      "accumulation": run.accumulation, "mixed_precision": run.accelerator.mixed_precision,
+                      "num_parameters": sum(p.numel() for p in run.model.parameters()), **extra}
+            checkpoints.write_text(run.output_dir / "train_config.yaml", yaml.safe_dump(config, sort_keys=False),
+                                   run.output_dir, run.accelerator.num_processes)
 
 
 def save_pretrained(accelerator, model, folder):

@@ -3,6 +3,7 @@
 """Tokenizers for pretraining: an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids)."""
 
 import json
+import logging
 from pathlib import Path
 
 from transformers import AutoTokenizer
@@ -10,7 +11,10 @@ from transformers import AutoTokenizer
 from .arguments import UsageError
 from .models import check_local_path
 
+logger = logging.getLogger(__name__)
+
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's ids 0..4
+MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE starts from every byte
 # A folder holds a tokenizer when it has one of these (from_pretrained builds an empty one from a folder without).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model",
                    "spiece.model", "tokenizer.model")
@@ -32,6 +36,9 @@ def train_tokenizer(train_split, vocab_size, max_docs=None, min_frequency=2):
     bpe.train_from_iterator(texts(), vocab_size=vocab_size, min_frequency=min_frequency,
                             special_tokens=SPECIAL_TOKENS, show_progress=False)
     model = json.loads(bpe._tokenizer.to_str())["model"]
+    if len(model["vocab"]) < vocab_size:
+        logger.warning("the trained tokenizer has %d tokens, fewer than the %d asked for: the corpus holds no more "
+                       "pairs seen at least %d times", len(model["vocab"]), vocab_size, min_frequency)
     return RobertaTokenizer(vocab=model["vocab"], merges=[tuple(m) for m in model["merges"]],
                             mask_token=AddedToken("<mask>", lstrip=True, special=True))
 

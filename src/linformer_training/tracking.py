@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+from . import checkpoints, processes
 from .arguments import UsageError, did_you_mean
 
 
@@ -52,15 +53,20 @@ class MetricsLog:
 
     def keep_until(self, step):
         """On resume: drop records of steps this run will redo; a fresh run starts an empty log."""
-        if self.accelerator.is_main_process and self.path.exists():
-            kept = [r for r in read_jsonl(self.path) if r["step"] <= step] if step else []
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        with processes.together(self.accelerator, f"writing {self.path.name}"):
+            if self.accelerator.is_main_process and self.path.exists():
+                kept = [r for r in read_jsonl(self.path) if r["step"] <= step] if step else []
+                self.write("".join(json.dumps(r) + "\n" for r in kept))
 
     def log(self, metrics, step):
         self.accelerator.log(metrics, step=step)
-        if self.accelerator.is_main_process:
-            with open(self.path, "a") as f:
-                f.write(json.dumps({"step": step, "time": round(time.time(), 3), **metrics}) + "\n")
+        with processes.together(self.accelerator, f"writing {self.path.name}"):  # a full disk ends every process
+            if self.accelerator.is_main_process:
+                self.write(json.dumps({"step": step, "time": round(time.time(), 3), **metrics}) + "\n", append=True)
+
+    def write(self, text, append=False):
+        """Whole lines or nothing: a line cut by a full disk would make the log unreadable for a resume."""
+        checkpoints.write_text(self.path, text, self.path.parent, self.accelerator.num_processes, append)
 
 
 def read_jsonl(path):
