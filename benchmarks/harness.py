@@ -21,7 +21,8 @@ ROOT = os.path.dirname(HERE)
 # a newcomer re-running a command must not overwrite the results the docs are generated from.
 OUTPUT = os.path.join(ROOT, "outputs", "benchmarks")
 RESULTS = os.path.join(HERE, "results")
-OUT_HELP = "folder of the result files (default: outputs/benchmarks, git-ignored; benchmarks/results replaces the committed ones)"
+OUT_HELP = ("folder of the result files (default: outputs/benchmarks, git-ignored; benchmarks/results replaces the "
+            "committed ones)")
 # train_mlm.py's --mixed_precision spells them bf16 / fp16: both spellings are accepted, results say the long one.
 DTYPE_ALIASES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 

@@ -72,8 +72,7 @@ def seconds(s):
     return f"{s * 1e3:.0f} ms" if s < 1 else (f"{s:#.3g} s" if s < 100 else f"{s:.0f} s")
 
 
-def ratio(x):
-    return harness.fmt_ratio(x)
+ratio = harness.fmt_ratio
 
 
 def table(header, rows):
@@ -263,7 +262,8 @@ def main(argv=None):
     stale = [path for path, text in pages.items() if not os.path.isfile(path) or open(path).read() != text]
     if args.check:
         for path in stale:
-            print(f"{os.path.relpath(path, harness.ROOT)} differs from benchmarks/results: run python -m benchmarks.report")
+            print(f"{os.path.relpath(path, harness.ROOT)} differs from benchmarks/results: "
+                  "run python -m benchmarks.report")
         return 1 if stale else 0
     for path in stale:
         with open(path, "w") as f:

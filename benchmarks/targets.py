@@ -51,7 +51,8 @@ def main(argv=None):
         if c["value"] is None:
             print(f"{c['label']}: not measured")
         else:
-            print(f"{c['label']}: {fmt(c['value'])} (target {fmt(c['goal'])}) {'met' if c['value'] >= c['goal'] else 'MISSED'}")
+            verdict = "met" if c["value"] >= c["goal"] else "MISSED"
+            print(f"{c['label']}: {fmt(c['value'])} (target {fmt(c['goal'])}) {verdict}")
 
 
 if __name__ == "__main__":
