@@ -672,6 +672,26 @@ def test_short_inputs_option_is_free_when_no_sequence_is_short(monkeypatch):
     assert len(calls) == model.config.num_hidden_layers
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_padding_compaction_is_a_stable_sort_of_padding(seed):
+    """compact_padding moves each row's real tokens to the front in their order (what a stable argsort of
+    "is padding" gives), with counts instead of a sort; on CPU a mask without padding or right-padded moves
+    nothing."""
+    from linformer_hf.modeling_linformer import compact_padding
+
+    generator = torch.Generator().manual_seed(seed)
+    mask = (torch.rand(6, 37, generator=generator) < 0.6).long()
+    mask[0] = 0  # a row of padding only
+    key_mask, key_index = compact_padding(mask, hidden_size=3)
+    expected = torch.argsort((mask == 0).to(torch.uint8), dim=1, stable=True)
+    assert torch.equal(key_index[..., 0], expected) and key_index.shape == (6, 37, 3)
+    assert torch.equal(key_mask, mask.bool().gather(1, expected))
+    right = torch.ones(2, 9, dtype=torch.long)
+    right[1, 5:] = 0
+    assert compact_padding(torch.ones(2, 9), 3) == (None, None)
+    assert compact_padding(right, 3)[1] is None and torch.equal(compact_padding(right, 3)[0], right.bool())
+
+
 # ---- input checks -------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make_inputs, message", [

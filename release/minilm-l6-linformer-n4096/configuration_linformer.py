@@ -132,7 +132,8 @@ class LinformerConfig(PreTrainedConfig):
             the last three need n divisible by every k.
         projection_init_std (`float`, *optional*):
             Standard deviation of the normal initialisation of learned E/F. Defaults to 1/sqrt(n), so a
-            projected key over n positions has the scale of one key (see README, "Initialisation").
+            projected key over n positions has the scale of one key (docs/configuration.md,
+            "What this implementation does differently").
         projection_length_scaling (`str`, defaults to `"none"`):
             How a learned (`"linear"`) projection treats an input of L < n real tokens, which meets only
             the first L columns of E/F: `"none"` uses them as they are (the paper), so projected keys and

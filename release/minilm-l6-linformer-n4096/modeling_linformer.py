@@ -152,8 +152,6 @@ def long_sequences(short):
 def pad_slots(key, value, blocked, slots):
     """Keys and values (B, H, s, D) and their blocked slots (B|1, s) padded with empty slots to `slots`."""
     missing = slots - key.shape[-2]
-    if not missing:
-        return key, value, blocked
     return F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing)), F.pad(blocked, (0, missing), value=True)
 
 
@@ -333,13 +331,13 @@ class LinformerSelfAttention(nn.Module):
         key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
         if short is None:
             return key, value, blocked
-        # A mixed batch, so the padded length exceeds exact_length: exact sequences fill exact_length slots,
-        # projected ones k (pooling may fill fewer). The shorter kind is padded with empty slots, and one
+        # A mixed batch: exact sequences fill at most exact_length slots, projected ones k (pooling may fill
+        # fewer), and k <= exact_length. Both kinds are padded with empty slots to exact_length, and one
         # attention call serves both, each sequence masked.
         exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
         if blocked is None:
             blocked = key_mask.new_zeros(1, key.shape[-2])
-        slots = max(key.shape[-2], exact_key.shape[-2])
+        slots = self.exact_length
         key, value, blocked = pad_slots(key, value, blocked, slots)
         exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
         pick = short[:, None, None, None]
@@ -574,7 +572,12 @@ def compact_padding(attention_mask, hidden_size):
         return None, None
     if on_host and bool((real[:, :-1] >= real[:, 1:]).all()):
         return real, None
-    key_index = torch.argsort((~real).to(torch.uint8), dim=1, stable=True)  # stable sort of "is padding"
+    # A stable sort of "is padding", written as counts (ONNX has no stable sort): real token j goes to the number
+    # of real tokens before it, a pad after all real tokens and the pads before it.
+    counts = real.long()
+    target = torch.where(real, counts.cumsum(1), counts.sum(1, keepdim=True) + (1 - counts).cumsum(1)) - 1
+    source = torch.arange(real.shape[1], device=real.device).expand_as(target)
+    key_index = torch.empty_like(target).scatter_(1, target, source)
     return real.gather(1, key_index), key_index[..., None].expand(-1, -1, hidden_size)
 
 
