@@ -202,10 +202,10 @@ def writing(what, tmp, output_dir, num_processes):
     except Exception as e:  # noqa: BLE001  narrowed by write_error
         if isinstance(e, ScriptError) or not write_error(e):
             raise
+        reason = write_error(e, Path(tmp).parent)  # before the cleanup frees space
         shutil.rmtree(tmp, ignore_errors=True)
-        raise WriteFailed(f"could not write {what} into {Path(tmp).parent} ({write_error(e, Path(tmp).parent)}); "
-                          f"nothing was published. Last good checkpoint: "
-                          f"{last_good_checkpoint(output_dir, num_processes) or 'none'}") from e
+        raise WriteFailed(f"could not write {what} into {Path(tmp).parent} ({reason}); nothing was published. Last "
+                          f"good checkpoint: {last_good_checkpoint(output_dir, num_processes) or 'none'}") from e
 
 
 def write_error(error, folder=None):
