@@ -382,7 +382,9 @@ def save_best_model(run):
     if accelerator.is_main_process:
         shutil.rmtree(tmp, ignore_errors=True)
     accelerator.wait_for_everyone()
-    with processes.together(accelerator, f"saving the best model (step {state.step})"):
+    what = f"the best model (step {state.step})"
+    with processes.together(accelerator, f"saving {what}"), \
+            checkpoints.writing(what, tmp, run.output_dir, accelerator.num_processes):
         outputs.save_pretrained(accelerator, run.model, tmp)  # gathered whole from every process's shard
         if accelerator.is_main_process:
             record = {"step": state.step, "epoch": state.epoch + 1, "metrics": state.last_eval}
@@ -500,12 +502,13 @@ def model_card(run, splits, results):
 def write_results(args, accelerator, out, files):
     """Predict-only: the results, predictions and arguments, written into a temporary folder and then moved
     in, so that a killed run leaves no results without their predictions."""
-    if accelerator.is_main_process:
-        tmp = out / ".results.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        outputs.write_files(tmp, {**files, "predict_config.yaml": yaml.safe_dump(args.to_dict(), sort_keys=False)})
-        checkpoints.publish(tmp, out)
-    accelerator.wait_for_everyone()
+    tmp = out / ".results.tmp"
+    with processes.together(accelerator, "writing the results"), \
+            checkpoints.writing("the results", tmp, out, accelerator.num_processes):
+        if accelerator.is_main_process:
+            shutil.rmtree(tmp, ignore_errors=True)
+            outputs.write_files(tmp, {**files, "predict_config.yaml": yaml.safe_dump(args.to_dict(), sort_keys=False)})
+            checkpoints.publish(tmp, out)
 
 
 def predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len):

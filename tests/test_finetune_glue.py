@@ -442,6 +442,33 @@ def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, 
         assert re.search(message, error_of(lambda: main([*flags, *base]), capsys)), message
 
 
+@pytest.mark.parametrize("where", ["best model", "results"])
+def test_a_full_disk_is_one_line_and_publishes_nothing(where, checkpoints, own_data, finetuned, tmp_path, capsys,
+                                                       monkeypatch):
+    """A full disk while the best model so far is saved (training) or the results are written (predicting
+    only): one line naming what was being written, no temporary folder left, nothing published (issue 33)."""
+    import errno
+
+    from linformer_training import outputs
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    out = tmp_path / "out"
+    if where == "best model":
+        monkeypatch.setattr(outputs, "save_pretrained", full)
+        argv = own_args(checkpoints / "linformer", own_data, out)
+        expected = rf"^could not write the best model \(step 6\) into {out / 'checkpoints'} \(No space left on device\)"
+    else:
+        monkeypatch.setattr(outputs, "write_files", full)
+        argv = ["--model_name_or_path", str(finetuned[0]), "--do_train", "false", "--validation_file",
+                own_data["validation"], "--text_column", "text", "--output_dir", str(out), "--report_to", "none"]
+        expected = rf"^could not write the results into {out} \(No space left on device\); nothing was published"
+    message = error_of(lambda: main(argv), capsys)
+    assert re.search(expected, message), message
+    assert not list(out.rglob("*.tmp")) and not list(out.rglob(".tmp-*")) and not (out / "eval_results.json").exists()
+
+
 def test_a_killed_run_resumes_to_the_same_model_and_results(checkpoints, own_data, tmp_path, monkeypatch):
     """Killed after update 9 of 12 (checkpoints every 4 updates, the best model so far saved at the first
     epoch's evaluation), then `--resume_from_checkpoint latest`: the same final weights and results as an
