@@ -18,6 +18,8 @@ import torch
 from linformer_training import checkpoints
 from linformer_training.arguments import UsageError
 
+from conftest import Payload
+
 
 @pytest.fixture
 def accelerator():
@@ -187,16 +189,6 @@ def test_non_finite_weights_are_never_saved():
 
 
 # --- trust nothing on disk (issue 23) ---------------------------------------------------------------
-
-
-class Payload:
-    """Unpickling this creates `marker`: what a hostile checkpoint would do with a shell command."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
 
 
 def two_checkpoints(accelerator, out):

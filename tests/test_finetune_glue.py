@@ -17,7 +17,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RT = SHARED_DATA / "rotten_tomatoes"
 
 import finetune_glue  # noqa: E402
-from conftest import error_of, tiny_config  # noqa: E402
+from conftest import Payload, error_of, tiny_config  # noqa: E402
 from finetune_glue import UsageError, main  # noqa: E402
 from linformer_training import loop  # noqa: E402
 from linformer_training.tracking import read_jsonl  # noqa: E402
@@ -282,16 +282,6 @@ def damaged_checkpoint(checkpoint, folder, damage):
         data[len(data) // 2:len(data) // 2 + 64] = torch.full((16,), 7.0).numpy().tobytes()
         weights.write_bytes(bytes(data))
     return str(folder)
-
-
-class Payload:
-    """Unpickling this creates `marker`: what a hostile weight file would do with a shell command."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
 
 
 def pickled_weights(checkpoint, folder):

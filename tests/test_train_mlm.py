@@ -24,7 +24,7 @@ from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
 from linformer_training.tracking import read_jsonl
 
-from conftest import REPO, error_of, write_jsonl
+from conftest import REPO, Payload, error_of, write_jsonl
 
 import train_mlm  # noqa: E402
 
@@ -453,16 +453,6 @@ def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, mi
         assert re.search(expected, text), text
         assert (out / "model.safetensors").exists() and (out / "config.json").exists()
     assert {p: p.read_bytes() for p in elsewhere} == elsewhere  # nothing outside the output folder changed
-
-
-class Payload:
-    """Unpickling this creates `marker`: what a hostile checkpoint would do with a shell command."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return open, (self.marker, "w")
 
 
 def test_a_poisoned_checkpoint_is_refused_without_running_its_payload(tmp_path, micro, finished, capsys, caplog):
