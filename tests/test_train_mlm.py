@@ -746,6 +746,25 @@ def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro):
     assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
 
 
+def test_a_non_finite_validation_loss_names_the_step_and_the_weight(tmp_path):
+    """A model whose weights went NaN (a student distilled from a diverged run, say) is reported at the step of the
+    evaluation with the first weight that holds NaN, not as a bare "eval_loss is nan" (issue 33)."""
+    import types
+
+    from linformer_training import loop
+
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+    with torch.no_grad():
+        model[1].bias[0] = float("nan")
+    accelerator = types.SimpleNamespace(unwrap_model=lambda m: m, num_processes=1)
+    run = types.SimpleNamespace(model=model, accelerator=accelerator, output_dir=tmp_path, eval_loader=None,
+                                state=loop.TrainState(step=7),
+                                objective=types.SimpleNamespace(evaluate=lambda *a: {"eval_loss": math.nan}))
+    with pytest.raises(checkpoints.NonFiniteError, match=r"^step 7: validation eval_loss is nan: weight 1.bias holds "
+                                                         r"NaN/inf \(last good checkpoint: none\)$"):
+        loop.evaluate(run)
+
+
 def test_a_resumed_logging_window_averages_all_of_its_updates(tmp_path, micro):
     """Logging every 3 updates, checkpointing every 2: the run resumed from step 4 logs at step 6 the mean loss of
     updates 4, 5 and 6 (update 4's from the checkpoint), bit for bit what the uninterrupted run logs; before issue
