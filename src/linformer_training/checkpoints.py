@@ -38,6 +38,7 @@ import hashlib
 import json
 import logging
 import os
+import pickle
 import re
 import shutil
 import socket
@@ -380,12 +381,9 @@ def check_torch_weights(file):
     here, with a way out that keeps it that way."""
     try:
         state = load_plain(file)
-    except Exception as e:  # noqa: BLE001  a pickle of anything but tensors and containers, or a damaged file
-        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
-        if found or "Weights only load failed" in str(e):
-            raise ValueError(f"holds pickled Python objects ({found[1] if found else 'not only tensors'}), which are "
-                             f"never unpickled here; use a copy saved as model.safetensors by whoever can vouch for "
-                             f"the file") from None
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{e}; use a copy saved as model.safetensors by whoever can vouch for the file") from None
+    except Exception as e:  # noqa: BLE001  a damaged file
         raise ValueError(f"unreadable ({type(e).__name__}: {first_line(e)})") from None
     tensors = state.values() if isinstance(state, dict) else []
     for key, tensor in zip(state, tensors):
@@ -421,7 +419,12 @@ def load_plain(path):
     (`weights_only`), so a pickled object in a downloaded checkpoint never runs."""
     from accelerate.utils import load
 
-    return load(path, map_location="cpu")
+    try:
+        return load(path, map_location="cpu")
+    except pickle.UnpicklingError as e:  # torch's own message goes on to suggest loading it unrestricted
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(e))
+        raise pickle.UnpicklingError(f"holds pickled Python objects ({found[1] if found else 'not only tensors'}), "
+                                     f"which are never unpickled here") from None
 
 
 RNG_KEYS = ("random_state", "numpy_random_seed", "torch_manual_seed")
