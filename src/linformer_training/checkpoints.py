@@ -385,8 +385,7 @@ def check_torch_weights(file):
         raise ValueError(f"{e}; use a copy saved as model.safetensors by whoever can vouch for the file") from None
     except Exception as e:  # noqa: BLE001  a damaged file
         raise ValueError(f"unreadable ({type(e).__name__}: {first_line(e)})") from None
-    tensors = state.values() if isinstance(state, dict) else []
-    for key, tensor in zip(state, tensors):
+    for key, tensor in state.items() if isinstance(state, dict) else []:
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ValueError(f"tensor {key} holds NaN/inf")
 
