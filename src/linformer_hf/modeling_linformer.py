@@ -111,7 +111,13 @@ def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
                 real = (mask != 0).sum(-2).reshape(-1)  # counted, not summed: fp16 sums stop at 2048
             if mask is None and length == n:
                 return torch.matmul(weight, x), None
-            return torch.matmul(resample_columns(weight, real, length), x), None
+            resampled = resample_columns(weight, real, length)  # (B, G, k, L)
+            # One bmm over (B * G): the same product as matmul's broadcast, without its batch-size branches,
+            # so a traced graph (ONNX) serves batches of one too.
+            batch, groups = torch.broadcast_shapes(resampled.shape[:2], x.shape[:2])
+            out = torch.bmm(resampled.expand(batch, groups, -1, -1).flatten(0, 1),
+                            x.expand(batch, groups, -1, -1).flatten(0, 1))
+            return out.unflatten(0, (batch, groups)), None
         out = torch.matmul(weight[..., :length], x)
         power = PROJECTION_LENGTH_SCALING[length_scaling]
         if power:
@@ -342,7 +348,8 @@ class LinformerSelfAttention(nn.Module):
         exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
         pick = short[:, None, None, None]
         key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
-        return key, value, torch.where(short[:, None], exact_blocked, blocked)
+        pick = short[:, None]  # and/or, not torch.where: ONNX Runtime has no Where on booleans
+        return key, value, (pick & exact_blocked) | (~pick & blocked)
 
     def _long_map(self, name):
         """(weight, bias) that projected (long) sequences use for the key or value map."""
@@ -355,6 +362,8 @@ class LinformerSelfAttention(nn.Module):
         """Whether projecting X before the key/value maps costs fewer FLOPs than after them."""
         if self.kind == "max_pool":  # not linear: must follow the key/value maps
             return False
+        if torch.compiler.is_exporting():
+            length = self.config.max_seq_length
         d = self.config.hidden_size
         slots = self.k if self.kind == "linear" else -(-length // self.stride)
         per_column = self.k * length if self.kind == "linear" else length
@@ -411,11 +420,13 @@ class LinformerSelfAttention(nn.Module):
         return key, value, blocked
 
     def _attend(self, query, key, value, blocked, kwargs):
-        """One call of the configured attention function; `blocked` (B', s) marks keys no query may read."""
+        """One call of the configured attention function; `blocked` (B', s), or (B', heads, s), marks keys no query
+        may read."""
         attention_mask = None
         if blocked is not None:
             attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
-            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)[:, None, None, :]
+            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)
+            attention_mask = attention_mask.unflatten(-1, (1, -1)) if blocked.dim() == 3 else attention_mask[:, None, None]
         implementation = self.config._attn_implementation or "sdpa"
         if kwargs.get("output_attentions") and implementation == "sdpa":
             implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
@@ -477,17 +488,20 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
         batch, _, length, _ = key.shape
         order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
         near_query = query if order is None else query.gather(2, order)
-        windows = -(-length // self.window)
+        windows = (length + self.window - 1) // self.window  # no negative floor division: ONNX truncates
         pad = windows * self.window - length
         real = key_mask if key_mask is not None else key.new_ones(batch, length, dtype=torch.bool)
-        blocked = None if key_mask is None and not pad else ~F.pad(real, (0, pad)).reshape(batch * windows, -1)
+        # Each (head, window) pair is one attention "head" of `window` keys: (B, H * windows, window, D). No batch
+        # and window dimensions are merged, so a traced graph (ONNX) serves any length with one window or many.
+        blocked = ~F.pad(real, (0, pad)).view(batch, 1, windows, self.window).expand(-1, self.num_heads, -1, -1)
 
-        def split(t):  # (B, H, L, D) -> (B * windows, H, window, D)
-            t = F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window))
-            return t.transpose(1, 2).flatten(0, 1)
+        def split(t):  # (B, H, L, D) -> (B, H * windows, window, D)
+            return F.pad(t, (0, 0, 0, pad)).unflatten(2, (windows, self.window)).flatten(1, 2)
 
-        near, _ = self._attend(split(near_query), split(key), split(value), blocked, kwargs)
-        near = near.unflatten(0, (batch, windows)).flatten(1, 2)[:, :length]  # (B, L, H, D), real tokens first
+        near, _ = self._attend(split(near_query), split(key), split(value), blocked.flatten(1, 2), kwargs)
+        near = near.transpose(1, 2).unflatten(1, (self.num_heads, windows)).flatten(2, 3)  # (B, H, padded, D)
+        # The first `length` rows, picked by index: a slice would ask a tracer to prove length <= padded.
+        near = near.index_select(2, torch.arange(length, device=near.device)).transpose(1, 2)  # (B, L, H, D)
         if order is not None:  # back to input order
             near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
         return near
@@ -590,6 +604,8 @@ def route_short_sequences(key_mask, length, limit):
     padded length alone still rules out the long kind."""
     if limit is None:
         return None
+    if torch.compiler.is_exporting() and key_mask is not None:
+        return key_mask.sum(1) <= limit
     if key_mask is None or length <= limit:
         return True if length <= limit else None
     lengths = key_mask.sum(1)

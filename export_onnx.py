@@ -1,0 +1,29 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+"""Export a Linformer folder to ONNX (fp32, and a dynamically quantized int8 copy) for ONNX Runtime.
+
+    python export_onnx.py --model_name_or_path release/minilm-l6-linformer-n4096
+
+writes release/minilm-l6-linformer-n4096/onnx/model.onnx and onnx/model_qint8.onnx: dynamic batch and length
+(up to n), every attention route in one graph, checked against PyTorch (max abs difference <= 1e-4) before it
+is written. Needs the `onnx` extra (pip install 'linformer-hf[onnx]').
+"""
+
+import dataclasses
+import sys
+
+from linformer_training.arguments import ScriptError, parse_args
+from linformer_training.onnx_export import ExportArguments, export_onnx
+
+
+def main(argv=None):
+    args = parse_args(ExportArguments, argv, prog="export_onnx.py")
+    out, difference = export_onnx(**dataclasses.asdict(args))
+    print(f"export_onnx.py: wrote {out} (ONNX Runtime vs PyTorch: max abs difference {difference:.2g})")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except ScriptError as e:
+        sys.exit(f"export_onnx.py: error: {e}")
