@@ -11,11 +11,13 @@ committed to git, and fp16 keeps it near 45 MB) and replaces the card, whose fig
 files the run and the report wrote: training time from metrics.jsonl, the results from results.md.
 The new folder appears only when complete (written beside it, then renamed).
 
-The folder's remote code (`modeling_linformer.py`, `configuration_linformer.py`) is written from src/ by
-`write_code`, here and by `--code_only`, which refreshes the code of an existing release without touching its
-weights; tests/test_release.py fails while the committed files differ from src/:
+What is not trained is written by `write_untrained`, here and by `--refresh`, which rewrites it in an existing
+release without touching its weights or card: the remote code (`modeling_linformer.py`,
+`configuration_linformer.py`, from src/; tests/test_release.py fails while they differ) and the load dtype
+(float32: the weights are stored in float16 to halve the folder, but float16 is slow on CPU, where most
+embedding runs; on a GPU pass dtype=torch.float16):
 
-    python -m experiments.long_documents.release --code_only --out release/minilm-l6-linformer-n4096
+    python -m experiments.long_documents.release --refresh --out release/minilm-l6-linformer-n4096
 """
 
 import argparse
@@ -43,29 +45,33 @@ BUILD_COMMAND = "make release"
 CODE_FILES = ("modeling_linformer.py", "configuration_linformer.py")
 
 
-def write_code(folder):
-    """The remote code a `trust_remote_code=True` load runs: linformer_hf's own files, byte for byte (what
-    `save_pretrained` copies for a model registered with the Auto classes)."""
+def write_untrained(folder):
+    """The remote code a `trust_remote_code=True` load runs (linformer_hf's own files, byte for byte, as
+    `save_pretrained` copies them for a model registered with the Auto classes), and float32 as the dtype a plain
+    load gives."""
     package = Path(linformer_hf.__file__).parent
     for name in CODE_FILES:
         shutil.copyfile(package / name, Path(folder) / name)
+    config = json.loads((Path(folder) / "config.json").read_text())
+    config["dtype"] = "float32"
+    (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
-def refresh_code(out):
-    """Replace the remote code of the release `out` with src/'s, weights and card untouched; the manifest is
-    rewritten and the folder swapped in whole, as a build does."""
+def refresh(out):
+    """Rewrite what is not trained in the release `out` (write_untrained), weights and card untouched; the
+    manifest is rewritten and the folder swapped in whole, as a build does."""
     if not (out / "config.json").is_file():
         sys.exit(f"release.py: error: --out: {out} is not a release folder (no config.json); build it first")
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
-        write_code(staging)
+        write_untrained(staging)
         os.chmod(staging, 0o755)
         checkpoints.publish(staging, out, whole=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    print(f"release.py: wrote the remote code of {out} from {Path(linformer_hf.__file__).parent}")
+    print(f"release.py: rewrote the remote code (from {Path(linformer_hf.__file__).parent}) and load dtype of {out}")
 
 
 def training_facts(run):
@@ -126,8 +132,8 @@ model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)   # mean p
 embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
 ```
 
-The weights are stored in float16 and load as such; on CPU, where float16 is slow, pass
-`model_kwargs={{"dtype": torch.float32}}` (or `dtype=torch.float32` to `from_pretrained`).
+The weights are stored in float16 (half the folder) and load in float32 by default, which is the fast choice on
+CPU; on a GPU pass `model_kwargs={{"dtype": torch.float16}}` (or `dtype=torch.float16` to `from_pretrained`).
 `AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)` gives the encoder (mean-pool its
 last hidden state over real tokens, then L2-normalise, to get the same embeddings).
 
@@ -175,13 +181,13 @@ def main(argv=None):
     p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
     p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()})",
                    help="where the run trained, for the card")
-    p.add_argument("--code_only", action="store_true",
-                   help="only rewrite the remote code of the existing release --out from src/ (no --run needed)")
+    p.add_argument("--refresh", action="store_true",
+                   help="only rewrite the remote code (from src/) and the load dtype of the existing release --out")
     args = p.parse_args(argv)
-    if args.code_only:
-        return refresh_code(args.out)
+    if args.refresh:
+        return refresh(args.out)
     if args.run is None:
-        p.error("--run is required (or --code_only)")
+        p.error("--run is required (or --refresh)")
     for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
                        ("--results", args.results.with_suffix(".json"))):
         if not path.is_file():
@@ -200,8 +206,8 @@ def main(argv=None):
             if item.name in RUN_ONLY or item.name.startswith("."):
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
-        model.to(torch.float16).save_pretrained(staging)  # config.json now says float16
-        write_code(staging)
+        model.to(torch.float16).save_pretrained(staging)
+        write_untrained(staging)
         (staging / "README.md").write_text(card(args.run, config, train_config, training_facts(args.run),
                                                 args.results, args.hardware,
                                                 shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")
