@@ -44,6 +44,8 @@ SWEEPS = [
     ("peers", "peers", "our attention layer and encoder against the PyPI `linformer` and `linformer-pytorch` packages"),
     ("spectrum", "spectrum", "the paper's Figure 1: singular values of MiniLM's attention maps on Moby Dick"),
     ("theorem", "theorem", "the paper's Theorems 1-2 numerically: random projections of real attention inputs"),
+    ("serving", "serving", "serving on CPU: documents per second of the release in PyTorch fp32 / bf16 and ONNX Runtime "
+                           "fp32 / int8, beside its teacher on 512-token windows run the same ways"),
 ]
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer"}
@@ -203,8 +205,35 @@ def training_block(res):
     return table(["n / k", "precision", "RoBERTa-sdpa tokens/s", "Linformer tokens/s", "speed-up"], rows)
 
 
+def serving_block(res):
+    """Every cell of the serving sweep, then issue 35's goals at the longest length, said met or missed."""
+    r = res["serving"]
+    rows, cells = [], {}
+    for row in r["rows"]:
+        cells[row["threads"], row["length"], row["model"], row["runtime"]] = row
+    for (threads, length, model, runtime), row in cells.items():
+        fp32 = cells[threads, length, model, "pytorch fp32"]["docs_per_s"]
+        rows.append([threads, length, model, runtime, f"{row['docs_per_s']:.2f}", f"{row['docs_per_s'] / fp32:.2f}x",
+                     f"{row['min_cosine']:.4f}"])
+    lines = [table(["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"], rows), ""]
+    for threads in sorted({t for t, _, _, _ in cells}):
+        length = max(l for t, l, _, _ in cells if t == threads)
+        mine = {rt: cells[k] for k in cells if k[:3] == (threads, length, "release") for rt in [k[3]]}
+        theirs = cells[threads, length, "teacher windows", "onnxruntime int8"]
+        int8, fp32 = mine["onnxruntime int8"], mine["pytorch fp32"]
+        fast = max((row for row in mine.values() if row["min_cosine"] >= 0.999), key=lambda row: row["docs_per_s"])
+        lines.append(f"- {threads} thread(s), {length} tokens: int8 ONNX {int8['docs_per_s'] / fp32['docs_per_s']:.2f}x "
+                     f"PyTorch fp32 at cosine {int8['min_cosine']:.4f} (goal >= 1.25x at >= 0.99: "
+                     f"{status(int8['docs_per_s'] >= 1.25 * fp32['docs_per_s'] and int8['min_cosine'] >= 0.99)}); "
+                     f"{int8['docs_per_s'] / theirs['docs_per_s']:.2f}x the teacher's windows in int8 ONNX (goal: no "
+                     f"slower, {status(int8['docs_per_s'] >= theirs['docs_per_s'])}); fastest at cosine >= 0.999: "
+                     f"{fast['runtime']}, {fast['docs_per_s'] / fp32['docs_per_s']:.2f}x.")
+    return "\n".join(lines)
+
+
 BLOCKS = {"targets": targets_block, "baselines": baselines_block, "batch4": batch4_block,
-          "far-inference": far_inference_block, "far-training": far_training_block, "training": training_block}
+          "far-inference": far_inference_block, "far-training": far_training_block, "training": training_block,
+          "serving": serving_block}
 
 
 def fill(page, res):

