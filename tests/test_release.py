@@ -66,7 +66,7 @@ print("ok")
 
 
 @pytest.mark.slow
-def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path):
+def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path, fresh_accelerate_state):
     """The release recipe (configs/distill/minilm_n4096.yaml) at n = 1024 on a few paragraphs of Moby-Dick,
     for 2 updates, then release.py: the same steps as `make release`, in seconds."""
     import distill  # the repository root is on sys.path (pyproject.toml: pytest's pythonpath)
