@@ -30,7 +30,7 @@ PRETRAIN = {
     "config_overrides": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
                          "intermediate_size": 512, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
     "mlm_probability": 0.15, "eval_mlm_probability": 0.15,
-    "learning_rate": 2e-3, "lr_scheduler_type": "polynomial", "warmup_ratio": 0.06, "max_steps": 3000,
+    "learning_rate": 2e-3, "lr_scheduler_type": "polynomial", "warmup_ratio": 0.06, "max_steps": 5000,
     "per_device_eval_batch_size": 16,
     "eval_steps": 250, "logging_steps": 20, "checkpointing_steps": 250, "save_total_limit": 1,
     "mixed_precision": "bf16", "report_to": "none",
@@ -40,7 +40,7 @@ PRETRAIN = {
 # once at the end (no best-epoch selection on validation, the only labelled held-out split we have).
 FINETUNE = {
     "text_column": "sentence", "label_column": "label",
-    "max_seq_length": 128, "learning_rate": 1e-4, "num_train_epochs": 3, "per_device_train_batch_size": 32,
+    "max_seq_length": 128, "learning_rate": 3e-4, "num_train_epochs": 3, "per_device_train_batch_size": 32,
     "eval_steps": 10**9, "do_predict": "false", "mixed_precision": "bf16", "report_to": "none",
     "logging_steps": 50,
 }
