@@ -78,11 +78,10 @@ def flags(options):
 
 
 def flag_value(value):
-    """A flag's value: a path relative to the repository root (where the commands run) unless that climbs out of
-    its parent folder; a mapping as KEY=VALUE,... with YAML values (train_mlm.py --config_overrides)."""
+    """A flag's value: a path inside the repository relative to its root (where the commands run), any other
+    absolute; a mapping as KEY=VALUE,... with YAML values (train_mlm.py --config_overrides)."""
     if isinstance(value, Path):
-        relative = os.path.relpath(value, REPO)
-        return str(value) if relative.startswith(os.path.join(os.pardir, os.pardir)) else relative
+        return str(value.relative_to(REPO)) if value.is_relative_to(REPO) else str(value)
     if isinstance(value, dict):
         return ",".join(f"{k}={v if isinstance(v, str) else json.dumps(v, separators=(',', ':'))}"
                         for k, v in value.items())
