@@ -103,20 +103,20 @@ def gap(value, reference):  # relative perplexity gap, in percent
 lines = ["# Small-scale quality study: results", "",
          "Written by `python -m experiments.quality.render` from `experiments/quality/results/*.json`; do not edit by hand.", ""]
 card_start = len(lines)  # from here to card_end, the text is also written into model_card.md
-if results:
-    c, fields = results[0]["config"], study.PRETRAIN["config_overrides"]
-    lines += [f"Every run: {fields['num_hidden_layers']} layers, hidden {fields['hidden_size']}, "
-              f"{fields['num_attention_heads']} heads, FFN {fields['intermediate_size']}, no dropout; "
-              f"{c['max_steps']:,} updates of {study.TOKENS_PER_UPDATE:,} tokens ({results[0]['tokens_seen']:,} tokens "
-              f"seen), {100 * c['mlm_probability']:g}% of tokens masked in training and "
-              f"{100 * c['eval_mlm_probability']:g}% in validation, learning rate {c['learning_rate']} "
-              f"({c['lr_scheduler_type']} decay after {100 * c['warmup_ratio']:g}% warmup), mixed precision "
-              f"{c['mixed_precision']}, news corpus (train/validation as given), one shared byte-level BPE tokenizer "
-              f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}). Rotten Tomatoes: finetune_glue.py with the default "
-              f"classification head (first token), {study.FINETUNE['num_train_epochs']} epochs, learning rate "
-              f"{study.FINETUNE['learning_rate']}, validation accuracy of the final model (no epoch selection). "
-              f"Intervals: 95% t-intervals over pretraining seeds (accuracy: each seed's mean over its "
-              f"{len(study.FINETUNE_SEEDS)} finetuning seeds).", ""]
+c, fields = study.PRETRAIN, study.PRETRAIN["config_overrides"]  # the budget every run shares
+lines += [f"Every run: {fields['num_hidden_layers']} layers, hidden {fields['hidden_size']}, "
+          f"{fields['num_attention_heads']} heads, FFN {fields['intermediate_size']}, "
+          f"dropout {fields.get('hidden_dropout_prob', 'as configured')}; "
+          f"{c['max_steps']:,} updates of {study.TOKENS_PER_UPDATE:,} tokens ({c['max_steps'] * study.TOKENS_PER_UPDATE:,} "
+          f"tokens), {100 * c['mlm_probability']:g}% of tokens masked in training and "
+          f"{100 * c['eval_mlm_probability']:g}% in validation, learning rate {c['learning_rate']} "
+          f"({c['lr_scheduler_type']} decay after {100 * c['warmup_ratio']:g}% warmup), mixed precision "
+          f"{c['mixed_precision']}, news corpus (train/validation as given), one shared byte-level BPE tokenizer "
+          f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}). Rotten Tomatoes: finetune_glue.py with the default "
+          f"classification head (first token), {study.FINETUNE['num_train_epochs']} epochs, learning rate "
+          f"{study.FINETUNE['learning_rate']}, validation accuracy of the final model (no epoch selection). "
+          f"Intervals: 95% t-intervals over pretraining seeds (accuracy: each seed's mean over its "
+          f"{len(study.FINETUNE_SEEDS)} finetuning seeds).", ""]
 if unigram is not None:
     lines += [f"Reference: a context-free (unigram) model scores perplexity {unigram:.1f} on the same validation "
               f"tokens (`results/reference/unigram.json`); a model near it has not learnt to use context.", ""]
