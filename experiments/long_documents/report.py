@@ -23,7 +23,8 @@ SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher
            "start": "student before training (gates closed)",
            "blocks": "student trained on packed blocks (the recipe otherwise the same)",
            "k64": "student with k = 64 slots (the recipe otherwise the same)",
-           "kv": "student with one E per layer instead of one for all layers (the recipe otherwise the same)"}
+           "kv": "student with one E per layer instead of one for all layers (the recipe otherwise the same)",
+           "int8": "the release served as int8 ONNX (export_onnx.py, ONNX Runtime)"}
 # The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired:
 # name -> (title, what it isolates, how it was made: the flags that differ from the recipe, or None).
 ABLATIONS = {
@@ -51,6 +52,12 @@ ABLATIONS = {
            "E, shared by keys and values and by every head) instead of `layerwise` (one E for all six layers): six "
            "times the projection parameters at the same cost, on the tasks it was measured on.",
            "convert_to_linformer.py ... --projection_sharing key_value"),
+    "int8": ("How much serving in int8 costs (the release as a dynamically quantized ONNX graph)",
+             "The student against the committed release (its weights in float16) exported by `export_onnx.py` and "
+             "served by ONNX Runtime from `onnx/model_qint8.onnx` (weights int8, per channel; activations quantized "
+             "per call): what a deployment on int8 gives up, on every task. A tie everywhere is the goal.",
+             "export_onnx.py --model_name_or_path release/minilm-l6-linformer-n4096; evaluate.py --onnx "
+             "onnx/model_qint8.onnx"),
 }
 RETRIEVAL = {"news_retrieval": "news retrieval (held-out articles > 1,024 tokens)",
              "moby_retrieval": "Moby-Dick chapter retrieval (chapters > 1,024 tokens; never trained on)"}
@@ -304,6 +311,9 @@ def main(argv=None):
     results = load(args.results)
     cost = results.pop("cost", None)
     facts = training_facts(args.run) if args.run and (Path(args.run) / "metrics.jsonl").is_file() else None
+    recorded = Path(args.out) / "results.json"
+    if facts is None and recorded.is_file():  # the run folder is gone: the facts its log gave, as recorded
+        facts = json.loads(recorded.read_text()).get("training")
     text, rows = render(results, cost, facts, along_training(args.results))
     (Path(args.out) / "results.md").write_text(text)
     (Path(args.out) / "results.json").write_text(json.dumps({"goals": rows, "summary": summary(results, rows),
