@@ -40,6 +40,7 @@ from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengt
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
+from .distillation import is_long_path
 from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path
 from .tokenization import load_tokenizer
 
@@ -247,9 +248,8 @@ def _copy_weights(source, target, roberta_positions, projection_init, seed):
     source_state = base.state_dict()
     with torch.no_grad():
         for name, tensor in encoder.state_dict(keep_vars=True).items():
-            if (name.startswith("encoder.projections.") or name == "embeddings.position_embeddings.weight"
-                    or name.rpartition(".")[2].startswith("adapter_") or name.endswith(".global_gate")):
-                continue  # adapters (B = 0) and gates (0) start as no change, from init
+            if is_long_path(name) or name == "embeddings.position_embeddings.weight":
+                continue  # E/F are derived below; adapters (B = 0) and gates (0) start as no change, from init
             if name not in source_state:
                 raise RuntimeError(f"conversion: no source tensor for {name}")  # a bug here, not bad input
             tensor.copy_(source_state[name])
