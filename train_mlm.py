@@ -5,6 +5,7 @@
     python train_mlm.py                                   # CPU demo: tiny Linformer on Moby Dick, minutes
     python train_mlm.py --config configs/tiny.yaml --max_steps 50 --config_overrides projected_dim=16
     accelerate launch train_mlm.py --config configs/linformer_base_n512_k256_layerwise.yaml
+    python train_mlm.py --model_name_or_path converted/ --train_file news/*.jsonl.gz --learning_rate 2e-4
 
 One script for one process or many (`accelerate launch`: multi-GPU, multi-node, DeepSpeed, FSDP,
 fp16/bf16). Values come from the defaults below, a YAML recipe (--config) and flags, flags winning.
@@ -19,12 +20,12 @@ from pathlib import Path
 from typing import Literal
 
 from accelerate.utils import DistributedType, set_seed
-from transformers import AutoModelForMaskedLM
+from transformers import AutoConfig, AutoModelForMaskedLM
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
-                                          UsageError, arg, parse_args, parse_overrides)
+                                          UsageError, apply_overrides, arg, parse_args, parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
 from linformer_training.tokenization import MIN_VOCAB_SIZE, check_tokenizer, load_tokenizer, train_tokenizer
@@ -48,9 +49,17 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
     """Masked-LM pretraining (RoBERTa's recipe) of Linformer or RoBERTa. Defaults: the tiny CPU demo."""
 
     model_type: Literal["linformer", "roberta"] = arg("linformer", "architecture to pretrain from scratch")
-    config_overrides: str | None = arg(None, "model config fields on top of the demo model's, e.g. "
-                                             "projected_dim=64,max_seq_length=256 (a mapping in recipes)")
-    tokenizer_name: str | None = arg(None, "existing tokenizer (default: byte-level BPE trained on the corpus)")
+    model_name_or_path: str | None = arg(None, "continue pretraining this checkpoint (a folder or Hub id) instead "
+                                               "of a new --model_type model; an encoder without a masked-LM head "
+                                               "gets a new one. Its tokenizer, unless --tokenizer_name")
+    trust_remote_code: bool = arg(False, "run the modeling code of --model_name_or_path (Hub remote code)")
+    config_overrides: str | None = arg(None, "model config fields on top of the demo model's (or the checkpoint's), "
+                                             "e.g. projected_dim=64,max_seq_length=256 (a mapping in recipes)")
+    head_learning_rate: float | None = arg(None, "peak learning rate of the masked-LM head (default: "
+                                                 "--learning_rate): a new head on a trained encoder must learn "
+                                                 "faster than the encoder may move")
+    tokenizer_name: str | None = arg(None, "existing tokenizer (default: --model_name_or_path's, else byte-level "
+                                           "BPE trained on the corpus)")
     tokenizer_vocab_size: int = arg(4096, "vocabulary of the trained tokenizer")
     tokenizer_train_docs: int | None = arg(None, "train the tokenizer on the first N documents (default: all)")
     mlm_probability: float = arg(0.15, "fraction of tokens masked in training")
@@ -68,31 +77,81 @@ class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
     output_dir: str = arg("outputs/tiny", "folder for the final model, checkpoints and logs")
 
     bounds = {"tokenizer_vocab_size": "[8, inf)", "tokenizer_train_docs": "[1, inf)", "mlm_probability": "(0, 1)",
-              "eval_mlm_probability": "(0, 1)"}
+              "eval_mlm_probability": "(0, 1)", "head_learning_rate": "(0, inf)"}
 
     def __post_init__(self):
         super().__post_init__()
-        if self.streaming and self.tokenizer_name is None and self.tokenizer_train_docs is None:
+        trains_tokenizer = self.tokenizer_name is None and self.model_name_or_path is None
+        if self.streaming and trains_tokenizer and self.tokenizer_train_docs is None:
             raise UsageError("--streaming with a trained tokenizer needs --tokenizer_train_docs (how many documents "
                              "to train it on), or pass --tokenizer_name")
-        if self.tokenizer_name is None and self.tokenizer_vocab_size < MIN_VOCAB_SIZE:
+        if trains_tokenizer and self.tokenizer_vocab_size < MIN_VOCAB_SIZE:
             raise UsageError(f"--tokenizer_vocab_size {self.tokenizer_vocab_size}: a byte-level BPE has at least "
                              f"{MIN_VOCAB_SIZE} tokens (256 bytes and {MIN_VOCAB_SIZE - 256} special tokens); pass "
                              f"{MIN_VOCAB_SIZE} or more")
 
 
 def model_config(args, tokenizer=None):
-    """The model's config: the demo model, then the overrides; without a tokenizer, its planned size."""
+    """The model's config: the checkpoint's or the demo model's, then the overrides; without a tokenizer, its
+    planned size."""
+    if args.model_name_or_path:
+        return apply_overrides(pretrained_config(args), parse_overrides(args.config_overrides))
     overrides = {**DEMO_MODELS[args.model_type], **parse_overrides(args.config_overrides)}
-    if tokenizer is None and args.tokenizer_name is None:
+    if tokenizer is None and args.tokenizer_name is None:  # the tokenizer is to be trained
         overrides.setdefault("vocab_size", args.tokenizer_vocab_size)
     return models.new_config(args.model_type, overrides, tokenizer)
+
+
+def pretrained_config(args):
+    """The config of --model_name_or_path, refused in one line when it cannot load or has no weights."""
+    source = args.model_name_or_path
+    models.check_local_path(source, "--model_name_or_path")
+    if Path(source).is_dir():
+        checkpoints.check_model_folder(source, "--model_name_or_path")
+    try:
+        return AutoConfig.from_pretrained(source, trust_remote_code=args.trust_remote_code)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model_name_or_path {source}: cannot load its config ({checkpoints.first_line(e)})"
+                         ) from None
+
+
+def load_model(args, config, accelerator):
+    """A new model of `config`, or --model_name_or_path's weights with a new masked-LM head where it has none
+    (named in the log: a head that starts untrained is why --head_learning_rate exists)."""
+    if not args.model_name_or_path:
+        return AutoModelForMaskedLM.from_config(config)
+    try:
+        model, info = AutoModelForMaskedLM.from_pretrained(
+            args.model_name_or_path, config=config, trust_remote_code=args.trust_remote_code,
+            output_loading_info=True)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--model_name_or_path {args.model_name_or_path}: cannot load it as a masked-LM model "
+                         f"({checkpoints.first_line(e)})") from None
+    body = f"{model.base_model_prefix}."
+    missing = [name for name in info["missing_keys"] if name.startswith(body)]
+    if missing:
+        raise UsageError(f"--model_name_or_path {args.model_name_or_path}: the checkpoint lacks {len(missing)} "
+                         f"encoder tensor(s) ({', '.join(missing[:3])}, ...); only a masked-LM head may start new")
+    if info["missing_keys"]:
+        accelerator.print(f"--model_name_or_path {args.model_name_or_path} has no masked-LM head: new, untrained "
+                          + ", ".join(sorted(info["missing_keys"])))
+    return model
+
+
+def head_rates(model, args):
+    """The masked-LM head's learning rate, for `loop.build_optimizer`: the parameters outside the encoder (the
+    decoder tied to the word embeddings is the encoder's)."""
+    if args.head_learning_rate is None:
+        return ()
+    body = f"{model.base_model_prefix}."
+    return [(lambda name: not name.startswith(body), args.head_learning_rate)]
 
 
 def check_inputs(args, accelerator, accumulation):
     """Every error that needs no data: the model config, the block size, files, the output folder."""
     config = model_config(args)
-    if args.tokenizer_name is None and config.vocab_size < args.tokenizer_vocab_size:
+    trains_tokenizer = args.tokenizer_name is None and args.model_name_or_path is None
+    if trains_tokenizer and config.vocab_size < args.tokenizer_vocab_size:
         raise UsageError(f"--config_overrides vocab_size={config.vocab_size} is below --tokenizer_vocab_size "
                          f"{args.tokenizer_vocab_size}: the trained tokenizer would not fit the embedding table")
     block_size = models.input_length("--block_size", args.block_size, config,
@@ -124,6 +183,9 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
             tokenizer = load_tokenizer(args.tokenizer_name)
         elif checkpoint is not None:
             tokenizer = load_tokenizer(checkpoint / "tokenizer", "--resume_from_checkpoint")
+        elif args.model_name_or_path:
+            tokenizer = load_tokenizer(args.model_name_or_path, "--model_name_or_path",
+                                       trust_remote_code=args.trust_remote_code)
         elif accelerator.is_main_process:
             tokenizer = train_tokenizer(corpus["train"], args.tokenizer_vocab_size, args.tokenizer_train_docs)
             checkpoints.write_folder(tokenizer.save_pretrained, out / "tokenizer", "the trained tokenizer", out,
@@ -141,8 +203,8 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
     train_loader, eval_loader = block_loaders(
         args, blocks, BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed),
         BlockSeededMLMCollator(tokenizer, args.eval_mlm_probability or args.mlm_probability, seed=args.seed + 1))
-    model = AutoModelForMaskedLM.from_config(config)
-    optimizer = loop.build_optimizer(model, args)
+    model = load_model(args, config, accelerator)
+    optimizer = loop.build_optimizer(model, args, head_rates(model, args))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         model, optimizer, train_loader, eval_loader, scheduler)
@@ -161,11 +223,12 @@ def objective(accelerator):
 def model_card(run):
     """The final folder's README.md: what was trained, on what, with which result and recipe."""
     args, state, config = run.args, run.state, run.accelerator.unwrap_model(run.model).config
+    start = (f"continued from `{args.model_name_or_path}`" if args.model_name_or_path else "from scratch")
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="fill-mask", datasets=args.dataset_name,
-        tags=[args.model_type, "masked-lm"], args=args,
-        intro=f"A {args.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
-              f"{config.hidden_size}) pretrained from scratch with `train_mlm.py` from linformer-hf (RoBERTa's "
+        tags=[config.model_type, "masked-lm"], args=args,
+        intro=f"A {config.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
+              f"{config.hidden_size}) pretrained {start} with `train_mlm.py` from linformer-hf (RoBERTa's "
               f"masked-LM recipe).",
         sections={"Results": outputs.metrics_table({"updates": state.step, "tokens": state.tokens_seen,
                                                     **state.last_eval}),
@@ -181,7 +244,8 @@ def main(argv=None):
     tokenizer, blocks = prepare_data(args, accelerator, out, block_size, checkpoint)
     run = build_run(args, accelerator, tokenizer, blocks, out, accumulation)
     loop.fit(run, checkpoint, block_size=block_size)
-    return outputs.finish(run, model_card(run), f"{args.model_type} MLM, {run.state.step} updates")
+    return outputs.finish(run, model_card(run), f"{run.accelerator.unwrap_model(run.model).config.model_type} MLM, "
+                                                f"{run.state.step} updates")
 
 if __name__ == "__main__":
     try:

@@ -15,11 +15,12 @@ import sys
 import time
 from pathlib import Path
 
+import accelerate
 import pytest
 import torch
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
-from linformer_training import checkpoints
+from linformer_training import checkpoints, loop
 from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
 from linformer_training.tracking import read_jsonl
@@ -745,6 +746,84 @@ def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro):
     run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
     assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
+
+
+# --- continued pretraining (--model_name_or_path) -------------------------------------------------
+
+
+def test_continuing_a_finished_model_starts_where_it_ended(tmp_path, micro):
+    """--model_name_or_path loads the weights and the tokenizer: with the same validation masks, its first
+    evaluation is the finished run's last one, and it trains on from there."""
+    first = run(micro, tmp_path / "first", "--max_steps", "6", *NO_DROPOUT)
+    second = run(micro, tmp_path / "second", "--model_name_or_path", str(tmp_path / "first"), "--max_steps", "4",
+                 "--tokenizer_vocab_size", "8", *NO_DROPOUT)  # unused: a tokenizer to train would be refused
+    assert losses(tmp_path / "second", "eval_loss")[0] == pytest.approx(first["eval_loss"], rel=1e-6)
+    assert second["eval_loss"] < first["eval_loss"]
+    assert "continued from" in (tmp_path / "second" / "README.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def bare_bert(tmp_path_factory):
+    """A small BERT encoder without a masked-LM head (as a sentence-transformers model ships), with a
+    WordPiece tokenizer: what continued pretraining from a real encoder starts from."""
+    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers, trainers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    folder = tmp_path_factory.mktemp("bare_bert")
+    text = (REPO / "data" / "moby_dick" / "chapters.jsonl").read_text().splitlines()[:15]
+    wordpiece = Tokenizer(tok_models.WordPiece(unk_token="[UNK]"))
+    wordpiece.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    wordpiece.train_from_iterator([json.loads(line)["text"] for line in text], trainers.WordPieceTrainer(
+        vocab_size=500, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
+                                  cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=64, max_position_embeddings=64, pad_token_id=0)).save_pretrained(folder)
+    return folder
+
+
+def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus, bare_bert, capsys):
+    from transformers import AutoModelForMaskedLM, BertModel
+
+    args = train_mlm.parse_args(train_mlm.MLMArguments, ["--model_name_or_path", str(bare_bert),
+                                                         "--head_learning_rate", "0.05"])
+    model = train_mlm.load_model(args, train_mlm.model_config(args), accelerate.Accelerator(cpu=True))
+    assert "has no masked-LM head: new, untrained cls.predictions.bias" in capsys.readouterr().out
+    source = BertModel.from_pretrained(bare_bert).state_dict()
+    assert all(torch.equal(source[name], tensor) for name, tensor in model.bert.state_dict().items())
+    optimizer = loop.build_optimizer(model, args, train_mlm.head_rates(model, args))
+    head = {id(p) for p in model.cls.parameters()} - {id(model.bert.embeddings.word_embeddings.weight)}
+    rates = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+    assert {rates[i] for i in head} == {0.05} and rates[id(model.bert.encoder.layer[0].output.dense.weight)] == 1e-3
+    assert rates[id(model.bert.embeddings.word_embeddings.weight)] == 1e-3  # the tied decoder is the encoder's
+
+    continue_bert(bare_bert, tmp_path, corpus, "--head_learning_rate", "0.01")
+    assert type(AutoModelForMaskedLM.from_pretrained(tmp_path)).__name__ == "BertForMaskedLM"
+    assert losses(tmp_path, "eval_loss")[-1] < losses(tmp_path, "eval_loss")[0]
+
+
+def continue_bert(source, out, corpus, *flags):
+    return train_mlm.main(["--model_name_or_path", str(source), "--max_steps", "4", "--warmup_steps", "1",
+                           "--block_size", "64", "--train_file", str(corpus), "--output_dir", str(out),
+                           "--report_to", "none", *flags])
+
+
+def test_a_checkpoint_that_cannot_be_continued_is_refused_in_one_line(tmp_path, corpus, bare_bert, capsys):
+    with pytest.raises(UsageError, match="--model_name_or_path .*nowhere: no such local folder|--model_name_or_path"
+                                         " ./nowhere"):
+        continue_bert("./nowhere", tmp_path / "a", corpus)
+    broken = tmp_path / "broken"
+    shutil.copytree(bare_bert, broken)
+    weights = load_file(broken / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if "layer.1." not in k}, broken / "model.safetensors")
+    with pytest.raises(UsageError, match=r"lacks \d+ encoder tensor\(s\) .*layer.1.*only a masked-LM head may start "
+                                         "new"):
+        continue_bert(broken, tmp_path / "b", corpus)
+    with pytest.raises(SystemExit):
+        continue_bert(bare_bert, tmp_path / "c", corpus, "--head_learning_rate", "0")
+    assert "error: --head_learning_rate 0" in capsys.readouterr().err
 
 
 def test_a_non_finite_validation_loss_names_the_step_and_the_weight(tmp_path):

@@ -127,6 +127,15 @@ class BlockSeededMLMCollator(DataCollatorForLanguageModeling):
         return torch.cat(masked), torch.cat(labels)
 
 
+def mlm_head(model):
+    """The masked-LM head of a bare *ForMaskedLM model: its one child beside the encoder (RoBERTa's and
+    Linformer's `lm_head`, BERT's `cls`)."""
+    heads = [module for name, module in model.named_children() if name != model.base_model_prefix]
+    if len(heads) != 1:
+        raise TypeError(f"{type(model).__name__}: expected one head module beside {model.base_model_prefix}")
+    return heads[0]
+
+
 class MaskedLMObjective:
     """The loop's objective for masked-LM training: cross-entropy summed over masked tokens.
 
@@ -150,7 +159,7 @@ class MaskedLMObjective:
             return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[masked], masked
         with self.autocast():
             hidden = model.base_model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-            return model.lm_head(hidden.last_hidden_state[masked]), masked
+            return mlm_head(model)(hidden.last_hidden_state[masked]), masked
 
     def loss_sum(self, model, batch):
         logits, masked = self.masked_logits(model, batch)

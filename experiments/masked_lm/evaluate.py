@@ -1,0 +1,177 @@
+"""Masked-LM quality of experiments.masked_lm.run's models on held-out news, every model on the same masked tokens.
+
+    python -m experiments.masked_lm.evaluate                      # every model of --runs_dir that exists
+    python -m experiments.masked_lm.evaluate --models continue_source continue_k128
+
+Two readings of the news validation articles (never trained on: train_mlm.py read news/train without the held-out
+articles):
+- `blocks`: packed into 512-token blocks as train_mlm.py packs them; 15% of each block's tokens masked by a
+  generator seeded from its content (BlockSeededMLMCollator), so every model meets the same masks.
+- `documents`: each article longer than 512 tokens, whole up to 4,094 tokens (longer ones are cut there; the
+  count is recorded), masked once. A model of n >= 4096 reads each document at once; any other reads it in
+  consecutive windows of 510 tokens, each between [CLS] and [SEP], with the same masked tokens.
+
+Per model and reading: perplexity over all masked tokens, top-1 and top-5 accuracy; per pair in COMPARISONS the
+perplexity ratio with a 95% paired bootstrap interval over blocks or documents. Per-token losses are cached in
+--runs_dir/eval (a model is scored once); the summary goes to experiments/masked_lm/results/evaluation.json.
+"""
+
+import argparse
+import gzip
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+from experiments.masked_lm.run import DATA, LONG_N, N, RUNS_DIR
+from experiments.shared import REPO
+from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
+
+RESULTS = REPO / "experiments/masked_lm/results"
+MASK_SEED = 36
+BOOTSTRAP = 2000
+MODELS = ["source_head", "continue_source", "convert_k128", "continue_k128", "convert_k256", "continue_k256",
+          "convert_n4096_windowed", "continue_n4096_windowed", "convert_n4096_projected", "continue_n4096_projected"]
+# (reading, model, reference): the ratio model / reference of perplexity on the same masked tokens.
+COMPARISONS = [
+    ("blocks", "continue_k128", "continue_source"),
+    ("blocks", "continue_k256", "continue_source"),
+    ("blocks", "convert_k128", "source_head"),
+    ("blocks", "convert_k256", "source_head"),
+    ("blocks", "continue_n4096_windowed", "continue_source"),
+    ("documents", "continue_n4096_windowed", "continue_source"),
+    ("documents", "continue_n4096_projected", "continue_source"),
+    ("documents", "continue_n4096_windowed", "continue_n4096_projected"),
+    ("documents", "convert_n4096_windowed", "source_head"),
+]
+
+
+def read_articles(data_dir):
+    with gzip.open(Path(data_dir) / "news/validation.jsonl.gz", "rt", encoding="utf-8") as f:
+        return [row["text"] for row in map(json.loads, f) if row["text"].strip()]
+
+
+def masked_readings(tokenizer, articles):
+    """(blocks, documents): lists of (input_ids, labels) tensors, masks fixed by MASK_SEED and content."""
+    collator = BlockSeededMLMCollator(tokenizer, 0.15, seed=MASK_SEED)
+    from datasets import Dataset
+
+    packed = pack(Dataset.from_dict({"text": articles}), tokenizer, N, desc="packing held-out news")
+    blocks = [collator.torch_mask_tokens(torch.tensor([ids]))
+              for ids in packed["input_ids"]]
+    documents, cut = [], 0
+    for ids in tokenizer(articles, add_special_tokens=False)["input_ids"]:
+        if len(ids) <= N:
+            continue
+        cut += len(ids) > LONG_N - 2
+        whole = [tokenizer.cls_token_id, *ids[:LONG_N - 2], tokenizer.sep_token_id]
+        documents.append(collator.torch_mask_tokens(torch.tensor([whole])))
+    return blocks, documents, cut
+
+
+@torch.no_grad()
+def masked_scores(model, input_ids, labels):
+    """Per masked token: (loss, rank of the label < 1, < 5) for one sequence the model reads whole."""
+    masked = labels[0] != -100
+    hidden = model.base_model(input_ids=input_ids).last_hidden_state[0, masked]
+    logits = mlm_head(model)(hidden).float()
+    target = labels[0, masked]
+    loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+    rank = (logits > logits.gather(1, target[:, None])).sum(1)
+    return torch.stack([loss, (rank < 1).float(), (rank < 5).float()], 1)
+
+
+def score_windows(model, tokenizer, input_ids, labels, window=N - 2):
+    """A document read in consecutive windows of `window` tokens, each between [CLS] and [SEP]."""
+    body, body_labels = input_ids[0, 1:-1], labels[0, 1:-1]
+    parts = []
+    for start in range(0, len(body), window):
+        ids = torch.cat([torch.tensor([tokenizer.cls_token_id]), body[start:start + window],
+                         torch.tensor([tokenizer.sep_token_id])])
+        part_labels = torch.cat([torch.tensor([-100]), body_labels[start:start + window], torch.tensor([-100])])
+        parts.append(masked_scores(model, ids[None], part_labels[None]))
+    return torch.cat(parts)
+
+
+def score_model(path, tokenizer, readings):
+    """{reading: [per-unit arrays of (loss, top1, top5) per masked token]} for one model folder."""
+    model = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32).eval()
+    limit = getattr(model.config, "max_seq_length", None) or model.config.max_position_embeddings
+    scores = {"blocks": [masked_scores(model, ids, labels).numpy() for ids, labels in readings["blocks"]]}
+    scores["documents"] = [
+        (masked_scores(model, ids, labels) if limit >= LONG_N else score_windows(model, tokenizer, ids, labels)).numpy()
+        for ids, labels in readings["documents"]]
+    return scores
+
+
+def summary(units):
+    every = np.concatenate(units)
+    return {"perplexity": float(math.exp(every[:, 0].mean())), "top1": float(every[:, 1].mean()),
+            "top5": float(every[:, 2].mean()), "masked_tokens": int(len(every)), "units": len(units)}
+
+
+def paired_ratio(units, reference_units, seed=0):
+    """Perplexity ratio over the same masked tokens and its 95% bootstrap interval (units resampled whole)."""
+    loss = np.array([u[:, 0].sum() for u in units])
+    reference = np.array([u[:, 0].sum() for u in reference_units])
+    counts = np.array([len(u) for u in units])
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(units), size=(BOOTSTRAP, len(units)))
+    ratios = np.exp((loss[draws].sum(1) - reference[draws].sum(1)) / counts[draws].sum(1))
+    low, high = np.percentile(ratios, [2.5, 97.5])
+    return {"ratio": float(math.exp((loss.sum() - reference.sum()) / counts.sum())), "low": float(low),
+            "high": float(high), "units": len(units)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", nargs="+", default=MODELS, metavar="NAME",
+                   help="folders of --runs_dir (or paths) to score (default: those of MODELS that exist)")
+    p.add_argument("--runs_dir", default=RUNS_DIR)
+    p.add_argument("--data_dir", default=DATA)
+    p.add_argument("--max_articles", type=int, help="read only the first N validation articles (a quick check)")
+    p.add_argument("--out", type=Path, default=RESULTS / "evaluation.json")
+    args = p.parse_args(argv)
+    runs = Path(args.runs_dir).expanduser()
+    torch.set_num_threads(1)
+
+    tokenizer = AutoTokenizer.from_pretrained(runs / "source_head")
+    blocks, documents, cut = masked_readings(tokenizer, read_articles(REPO / args.data_dir)[:args.max_articles])
+    readings = {"blocks": blocks, "documents": documents}
+    scores = {}
+    for name in args.models:
+        folder = Path(name) if Path(name).is_dir() else runs / name
+        if not (folder / "config.json").exists():
+            print(f"skipped {name}: no model at {folder}")
+            continue
+        cache = runs / "eval" / f"{folder.name}{'' if args.max_articles is None else f'.first{args.max_articles}'}.npz"
+        if not cache.exists() or cache.stat().st_mtime < (folder / "config.json").stat().st_mtime:
+            scored = score_model(folder, tokenizer, readings)
+            cache.parent.mkdir(exist_ok=True)
+            np.savez(cache, **{f"{reading}_{i}": unit for reading, units in scored.items()
+                               for i, unit in enumerate(units)})
+        saved = np.load(cache)
+        scores[folder.name] = {reading: [saved[f"{reading}_{i}"] for i in range(len(units))]
+                               for reading, units in readings.items()}
+        print(folder.name, {reading: summary(units) for reading, units in scores[folder.name].items()})
+
+    result = {"mask_seed": MASK_SEED, "bootstrap": BOOTSTRAP, "documents_cut_at_4094_tokens": cut,
+              "models": {name: {reading: summary(units) for reading, units in by_reading.items()}
+                         for name, by_reading in scores.items()},
+              "comparisons": [{"reading": reading, "model": model, "reference": reference,
+                               **paired_ratio(scores[model][reading], scores[reference][reading])}
+                              for reading, model, reference in COMPARISONS
+                              if model in scores and reference in scores]}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(result, indent=1) + "\n")
+    tmp.replace(args.out)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

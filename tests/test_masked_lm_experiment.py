@@ -1,0 +1,116 @@
+"""experiments/masked_lm: the steps share one budget, the data keeps held-out articles out of training, and the
+evaluation scores every model on the same masked tokens (a window reading equals a whole reading where both fit)."""
+
+import csv
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModelForMaskedLM, BertConfig, BertForMaskedLM, BertTokenizerFast
+
+from experiments.masked_lm import evaluate, run
+from experiments.shared import HELDOUT
+
+
+def test_every_continued_run_has_the_same_budget_data_and_masks(tmp_path):
+    continued = [s for s in run.STEPS if s["name"].startswith("continue_")]
+    assert {s["name"] for s in continued} >= {"continue_source", "continue_k128", "continue_k256",
+                                               "continue_n4096_windowed", "continue_n4096_projected"}
+    budget = {(s["options"]["max_steps"], s["options"]["learning_rate"], s["options"]["train_file"],
+               s["options"]["seed"], s["options"]["mlm_probability"],
+               s["options"]["block_size"] * s["options"]["per_device_train_batch_size"]) for s in continued}
+    assert budget == {(run.CONTINUE["max_steps"], run.CONTINUE["learning_rate"], run.TRAIN["train_file"], 0, 0.15,
+                       run.TOKENS_PER_UPDATE)}
+    names = [s["name"] for s in run.STEPS]
+    assert len(names) == len(set(names))
+    for step in run.STEPS:  # every folder a step reads is written by an earlier step
+        source = step["options"].get("model_name_or_path", "")
+        if source.startswith("{runs}/"):
+            assert names.index(source.split("/")[1]) < names.index(step["name"])
+
+
+@pytest.fixture
+def news_dir(tmp_path):
+    held_out = [int(i) for i in HELDOUT.read_text().split()]
+    outlets = [f"https://www.outlet{j}.com/a" for j in range(3)]
+    kept = [i for i in range(1, 10**6) if i not in set(held_out)][:5]
+    data = tmp_path / "data"
+    (data / "news").mkdir(parents=True)
+    (data / "rotten_tomatoes").mkdir()
+    rows = [{"id": i, "text": f"article {i}", "source": outlets[n % 3]} for n, i in enumerate(held_out[:30] + kept)]
+    with gzip.open(data / "news/train.jsonl.gz", "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    with gzip.open(data / "news/validation.jsonl.gz", "wt") as f:
+        f.write(json.dumps({"id": held_out[30], "text": "late", "source": outlets[0]}) + "\n")
+    for split in ("train", "validation"):
+        (data / "rotten_tomatoes" / f"{split}.csv").write_text('sentence,label\n"good, fine",1\nbad,0\n')
+    return data, kept
+
+
+def test_training_data_leaves_out_every_held_out_article(news_dir, tmp_path):
+    data, kept = news_dir
+    run.write_data(data, tmp_path / "runs")
+    with gzip.open(tmp_path / "runs/data/train_not_heldout.jsonl.gz", "rt") as f:
+        assert [json.loads(line)["id"] for line in f] == kept
+    outlets = {split: list(csv.DictReader(open(tmp_path / f"runs/data/outlets/{split}.csv")))
+               for split in ("train", "validation")}
+    assert len(outlets["train"]) + len(outlets["validation"]) == 31  # 30 held out of train, 1 of validation
+    assert {r["label"] for r in outlets["validation"]} == {"outlet0.com", "outlet1.com", "outlet2.com"}
+    assert list(csv.DictReader(open(tmp_path / "runs/data/rotten_tomatoes/train.csv")))[0] == \
+        {"text": "good, fine", "label": "1"}
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory):
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    words = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    text = [" ".join(f"w{(i * 7 + j) % 97}" for j in range(40)) for i in range(60)]
+    words.train_from_iterator(text, trainers.WordPieceTrainer(
+        vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]))
+    tokenizer = BertTokenizerFast(tokenizer_object=words, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                                  sep_token="[SEP]", mask_token="[MASK]")
+    torch.manual_seed(0)
+    model = BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2,
+                                       num_attention_heads=4, intermediate_size=64, max_position_embeddings=512))
+    folder = tmp_path_factory.mktemp("tiny_bert")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder, tokenizer, text
+
+
+def test_masks_are_fixed_and_a_window_reading_equals_the_whole_reading(tiny_bert):
+    folder, tokenizer, text = tiny_bert
+    articles = [" ".join(text[i:i + 15]) for i in range(0, 60, 15)]  # about 600 tokens each
+    blocks, documents, cut = evaluate.masked_readings(tokenizer, articles)
+    again = evaluate.masked_readings(tokenizer, articles)
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(blocks + documents,
+                                                                                    again[0] + again[1]))
+    assert len(documents) == 4 and cut == 0 and all(len(ids[0]) <= evaluate.N for ids, _ in blocks)
+    model = AutoModelForMaskedLM.from_pretrained(folder).eval()
+    ids, labels = documents[0]
+    short, short_labels = ids[:, :evaluate.N - 1], labels[:, :evaluate.N - 1].clone()
+    short = torch.cat([short, torch.tensor([[tokenizer.sep_token_id]])], 1)
+    short_labels = torch.cat([short_labels, torch.tensor([[-100]])], 1)
+    whole = evaluate.masked_scores(model, short, short_labels)
+    windows = evaluate.score_windows(model, tokenizer, short, short_labels)
+    assert len(whole) == (short_labels != -100).sum() > 0
+    torch.testing.assert_close(windows, whole, atol=1e-5, rtol=1e-5)
+    longer = evaluate.score_windows(model, tokenizer, ids, labels)
+    assert len(longer) == (labels != -100).sum()  # every masked token of a longer document, once
+
+
+def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference():
+    rng = np.random.default_rng(0)
+    units = [np.column_stack([rng.exponential(2.0, 50), np.zeros(50), np.zeros(50)]) for _ in range(40)]
+    same = evaluate.paired_ratio(units, units)
+    assert same["ratio"] == pytest.approx(1.0) and same["low"] == pytest.approx(1.0) == same["high"]
+    worse = [u + np.array([0.1, 0, 0]) for u in units]
+    ratio = evaluate.paired_ratio(worse, units)
+    assert ratio["ratio"] == pytest.approx(np.exp(0.1)) and ratio["low"] <= ratio["ratio"] <= ratio["high"]
+    noisy = [u + np.column_stack([rng.normal(0.1, 1.0, 50), np.zeros((50, 2))]) for u in units]
+    interval = evaluate.paired_ratio(noisy, units)
+    assert interval["low"] < interval["ratio"] < interval["high"] and interval["high"] - interval["low"] > 0.01
