@@ -25,8 +25,8 @@ from transformers import AutoModel
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, distillation, loop, models, outputs, processes
-from linformer_training.arguments import (CorpusArguments, OptimizerArguments, RunArguments, ScriptError, UsageError,
-                                          arg, parse_args)
+from linformer_training.arguments import (CorpusArguments, LinformerRateArguments, OptimizerArguments, RunArguments,
+                                          ScriptError, UsageError, arg, parse_args)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
 from linformer_training.mlm import block_loaders, pack_corpus
 from linformer_training.tracking import MetricsLog
@@ -36,7 +36,7 @@ HELD_OUT_NEWS = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
 
 
 @dataclass
-class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
+class DistillArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, RunArguments):
     """Distil a frozen BERT/RoBERTa teacher into a Linformer student converted from it."""
 
     teacher_name_or_path: str | None = arg(None, "the frozen teacher: a BERT/RoBERTa folder or Hub id (required)")
@@ -59,10 +59,6 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
     short_fraction: float = arg(0.25, "fraction of spans drawn short; the rest are log-uniform up to --block_size")
     hidden_loss_weight: float = arg(1.0, "weight of the per-layer hidden-state error (relative to the teacher's norm)")
     cosine_loss_weight: float = arg(1.0, "weight of 1 - cosine of the mean-pooled embeddings")
-    projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
-                                                       "(default: --learning_rate)")
-    gate_learning_rate: float | None = arg(None, "peak learning rate of the global-slot gates of a model with "
-                                                 "attention_type='windowed' (default: --learning_rate)")
     train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F, the "
                                             "long-input adapters and gates): every input the student reads exactly stays "
                                             "the teacher's, bit for bit")
@@ -88,7 +84,7 @@ class DistillArguments(CorpusArguments, OptimizerArguments, RunArguments):
 
     bounds = {"min_document_length": "[0, inf)", "min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
               "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
-              "projection_learning_rate": "(0, inf)", "gate_learning_rate": "(0, inf)", "student_dropout": "[0, 1)",
+              "student_dropout": "[0, 1)",
               "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
               "piece_max_length": "[1, inf)", "document_temperature": "(0, inf)", "negative_bank_blocks": "[0, inf)"}
 
@@ -186,7 +182,7 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     student = AutoModel.from_pretrained(args.student_name_or_path, dtype=torch.float32)
     distillation.set_dropout(student, args.student_dropout)
     for name, param in student.named_parameters():  # the pooler is not distilled: embeddings are mean-pooled
-        if name.startswith("pooler.") or (args.train_only_long_path and not distillation.is_long_path(name)):
+        if name.startswith("pooler.") or (args.train_only_long_path and not models.is_long_path(name)):
             param.requires_grad_(False)
     teacher = distillation.load_teacher(args.teacher_name_or_path, pair, block_size, args.teacher_long_inputs,
                                         accelerator.device)
@@ -203,9 +199,7 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
                                                    args.cosine_loss_weight, args.teacher_long_inputs,
                                                    document, args.document_loss_weight)
-    optimizer = loop.build_optimizer(student, args, own_rates=(
-        (distillation.is_projection, args.projection_learning_rate or args.learning_rate),
-        (distillation.is_gate, args.gate_learning_rate or args.learning_rate)))
+    optimizer = loop.build_optimizer(student, args, own_rates=loop.linformer_rates(args))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         student, optimizer, train_loader, eval_loader, scheduler)

@@ -24,8 +24,9 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
-from linformer_training.arguments import (SCHEDULERS, CorpusArguments, OptimizerArguments, RunArguments, ScriptError,
-                                          UsageError, apply_overrides, arg, parse_args, parse_overrides)
+from linformer_training.arguments import (SCHEDULERS, CorpusArguments, LinformerRateArguments, OptimizerArguments,
+                                          RunArguments, ScriptError, UsageError, apply_overrides, arg, parse_args,
+                                          parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
 from linformer_training.tokenization import MIN_VOCAB_SIZE, check_tokenizer, load_tokenizer, train_tokenizer
@@ -45,7 +46,7 @@ logging.getLogger("accelerate.utils.other").addFilter(lambda r: "Removed shared 
 
 
 @dataclass
-class MLMArguments(CorpusArguments, OptimizerArguments, RunArguments):
+class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, RunArguments):
     """Masked-LM pretraining (RoBERTa's recipe) of Linformer or RoBERTa. Defaults: the tiny CPU demo."""
 
     model_type: Literal["linformer", "roberta"] = arg("linformer", "architecture to pretrain from scratch")
@@ -138,13 +139,12 @@ def load_model(args, config, accelerator):
     return model
 
 
-def head_rates(model, args):
-    """The masked-LM head's learning rate, for `loop.build_optimizer`: the parameters outside the encoder (the
-    decoder tied to the word embeddings is the encoder's)."""
-    if args.head_learning_rate is None:
-        return ()
+def own_rates(model, args):
+    """The rates of `loop.build_optimizer`'s groups: the masked-LM head's (the parameters outside the encoder; the
+    decoder tied to the word embeddings is the encoder's), then a Linformer's E/F and gates."""
     body = f"{model.base_model_prefix}."
-    return [(lambda name: not name.startswith(body), args.head_learning_rate)]
+    head = [(lambda name: not name.startswith(body), args.head_learning_rate)] if args.head_learning_rate else []
+    return (*head, *loop.linformer_rates(args))
 
 
 def check_inputs(args, accelerator, accumulation):
@@ -204,7 +204,7 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
         args, blocks, BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed),
         BlockSeededMLMCollator(tokenizer, args.eval_mlm_probability or args.mlm_probability, seed=args.seed + 1))
     model = load_model(args, config, accelerator)
-    optimizer = loop.build_optimizer(model, args, head_rates(model, args))
+    optimizer = loop.build_optimizer(model, args, own_rates(model, args))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
     model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
         model, optimizer, train_loader, eval_loader, scheduler)

@@ -13,6 +13,7 @@ from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
 from linformer_training import distillation
+from linformer_training.models import is_adapter, is_gate, is_long_path
 from linformer_training.arguments import ScriptError, parse_args
 from linformer_training.conversion import convert_to_linformer
 from linformer_training.corpus import ExcludedIds, load_corpus
@@ -204,8 +205,8 @@ def test_document_objective_trains_the_long_path_and_leaves_short_inputs_the_tea
                      printed)
     before, after = weights(models["long"]), weights(out)
     changed = {k for k in before if not torch.equal(before[k], after[k])}
-    assert changed and all(distillation.is_long_path(k) for k in changed)
-    assert any(distillation.is_adapter(k) for k in changed) and any(distillation.is_gate(k) for k in changed)
+    assert changed and all(is_long_path(k) for k in changed)
+    assert any(is_adapter(k) for k in changed) and any(is_gate(k) for k in changed)
     evals = [r for r in read_jsonl(out / "metrics.jsonl") if "eval_document_recall_at_1" in r]
     assert [r["step"] for r in evals] == [0, 2, 4] and all(0 <= r["eval_document_recall_at_1"] <= 1 for r in evals)
 
@@ -444,7 +445,7 @@ def test_fsdp2_distils_the_release_recipe_in_small(models, data, tmp_path):
     assert "2 process(es)" in result.stdout
     before, after = weights(models["long"]), weights(out)
     changed = {k for k in before if not torch.equal(before[k], after[k])}
-    assert changed and all(distillation.is_long_path(k) for k in changed)
+    assert changed and all(is_long_path(k) for k in changed)
 
     resumed = tmp_path / "resumed"
     shutil.copytree(out / "checkpoints" / "checkpoint_2", resumed / "checkpoints" / "checkpoint_2")

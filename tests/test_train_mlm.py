@@ -793,7 +793,7 @@ def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus
     assert "has no masked-LM head: new, untrained cls.predictions.bias" in capsys.readouterr().out
     source = BertModel.from_pretrained(bare_bert).state_dict()
     assert all(torch.equal(source[name], tensor) for name, tensor in model.bert.state_dict().items())
-    optimizer = loop.build_optimizer(model, args, train_mlm.head_rates(model, args))
+    optimizer = loop.build_optimizer(model, args, train_mlm.own_rates(model, args))
     head = {id(p) for p in model.cls.parameters()} - {id(model.bert.embeddings.word_embeddings.weight)}
     rates = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
     assert {rates[i] for i in head} == {0.05} and rates[id(model.bert.encoder.layer[0].output.dense.weight)] == 1e-3
@@ -802,6 +802,29 @@ def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus
     continue_bert(bare_bert, tmp_path, corpus, "--head_learning_rate", "0.01")
     assert type(AutoModelForMaskedLM.from_pretrained(tmp_path)).__name__ == "BertForMaskedLM"
     assert losses(tmp_path, "eval_loss")[-1] < losses(tmp_path, "eval_loss")[0]
+
+
+def test_gates_and_projections_take_their_own_rates_only_when_given(micro):
+    from transformers import AutoModelForMaskedLM
+
+    def rates(*flags):
+        args = train_mlm.parse_args(train_mlm.MLMArguments, ["--config", str(micro / "micro.yaml"), "--config_overrides",
+                                                             "attention_type=windowed,exact_attention_length=16",
+                                                             *flags])
+        model = AutoModelForMaskedLM.from_config(train_mlm.model_config(args))
+        optimizer = loop.build_optimizer(model, args, train_mlm.own_rates(model, args))
+        by_id = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
+        return {name: by_id[id(p)] for name, p in model.named_parameters()}, len(optimizer.param_groups)
+
+    plain, groups = rates()
+    assert set(plain.values()) == {3e-3} and groups == 2  # as checkpoints written before these flags hold them
+    own, groups = rates("--gate_learning_rate", "0.01", "--projection_learning_rate", "1e-4", "--head_learning_rate",
+                        "5e-3")
+    gates = [n for n in own if n.endswith(".global_gate")]
+    projections = [n for n in own if ".projections." in f".{n}"]
+    assert gates and projections and groups == 5
+    assert {own[n] for n in gates} == {0.01} and {own[n] for n in projections} == {1e-4}
+    assert own["lm_head.dense.weight"] == 5e-3 and own["linformer.encoder.layer.0.attention.self.query.weight"] == 3e-3
 
 
 def continue_bert(source, out, corpus, *flags):

@@ -302,6 +302,20 @@ class OptimizerArguments(Arguments):
 
 
 @dataclass
+class LinformerRateArguments(Arguments):
+    """Rates of their own for the parts of a Linformer that start far from trained while the rest starts trained
+    (a converted model): E/F begin as window means, the global-slot gates closed, at zero."""
+
+    projection_learning_rate: float | None = arg(None, "peak learning rate of the E/F projections "
+                                                       "(default: --learning_rate)")
+    gate_learning_rate: float | None = arg(None, "peak learning rate of the global-slot gates of a model with "
+                                                 "attention_type='windowed' (default: --learning_rate); they start "
+                                                 "closed and must open within the run")
+
+    bounds = {"projection_learning_rate": "(0, inf)", "gate_learning_rate": "(0, inf)"}
+
+
+@dataclass
 class RunArguments(Arguments):
     """Where results go, how often to log, evaluate and checkpoint, how to resume, and the Hub."""
 

@@ -40,8 +40,7 @@ from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengt
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
-from .distillation import is_long_path
-from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, is_long_path
 from .tokenization import load_tokenizer
 
 MAX_SEQ_LENGTH = 8192

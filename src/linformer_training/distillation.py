@@ -33,33 +33,11 @@ from torch import nn
 from .arguments import UsageError
 from .mlm import content_generator
 from . import checkpoints
-from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, input_limit
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, input_limit, is_projection
 
 TEACHER_LONG_INPUTS = ("extended", "windows")
 # Tokenizers with equal vocabularies may still split text differently (lower-casing, accents, ...).
 TOKENIZER_PROBE = "Distillation needs ONE tokenizer: naïve café, 3.14 km, e-mail, Zürich (1998) and 東京."
-
-
-def is_projection(name):
-    """Whether a parameter is a Linformer E/F projection (`encoder.projections.*`)."""
-    return ".projections." in f".{name}"
-
-
-def is_gate(name):
-    """Whether a parameter is a global-slot gate (`attention_type="windowed"` models)."""
-    return name.endswith(".global_gate")
-
-
-def is_long_path(name):
-    """Whether only inputs read through the projections use a parameter: E/F, the long-input adapters and the
-    gates of the global slots. Training only these leaves the model its teacher, exactly, on every input it
-    reads exactly."""
-    return is_projection(name) or is_adapter(name) or is_gate(name)
-
-
-def is_adapter(name):
-    """Whether a parameter is part of a long-input adapter (`LinformerLongInputLinear.adapter_*`)."""
-    return name.rpartition(".")[2].startswith("adapter_")
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from accelerate.utils import (DataLoaderConfiguration, DistributedType, Gradient
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
-from . import checkpoints, outputs
+from . import checkpoints, models, outputs
 from .arguments import UsageError
 from .checkpoints import NonFiniteError
 
@@ -198,6 +198,13 @@ def build_optimizer(model, args, own_rates=()):
                        "lr": rate})
     return torch.optim.AdamW([g for g in groups if g["params"]], lr=args.learning_rate,
                              betas=(args.adam_beta1, args.adam_beta2), eps=args.adam_epsilon)
+
+
+def linformer_rates(args):
+    """`own_rates` for `build_optimizer` from LinformerRateArguments: E/F, then the global-slot gates, each only
+    where its rate is given (otherwise they stay in the body's groups, as checkpoints written without it hold them)."""
+    return tuple((chosen, rate) for chosen, rate in ((models.is_projection, args.projection_learning_rate),
+                                                     (models.is_gate, args.gate_learning_rate)) if rate)
 
 
 def build_scheduler(optimizer, args, max_steps):

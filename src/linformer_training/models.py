@@ -61,3 +61,25 @@ def check_local_path(name, flag):
         return
     raise UsageError(f"{flag} {name}: no such folder{reason}; check the path, or create it first (a Hub id is "
                      f"ORG/NAME)")
+
+
+def is_projection(name):
+    """Whether a parameter is a Linformer E/F projection (`encoder.projections.*`)."""
+    return ".projections." in f".{name}"
+
+
+def is_gate(name):
+    """Whether a parameter is a global-slot gate (`attention_type="windowed"` models)."""
+    return name.endswith(".global_gate")
+
+
+def is_long_path(name):
+    """Whether only inputs read through the projections use a parameter: E/F, the long-input adapters and the
+    gates of the global slots. Training only these leaves the model its teacher, exactly, on every input it
+    reads exactly."""
+    return is_projection(name) or is_adapter(name) or is_gate(name)
+
+
+def is_adapter(name):
+    """Whether a parameter is part of a long-input adapter (`LinformerLongInputLinear.adapter_*`)."""
+    return name.rpartition(".")[2].startswith("adapter_")
