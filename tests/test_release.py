@@ -63,6 +63,57 @@ print("ok")
     for ours in (in_fp16, in_fp32):
         torch.testing.assert_close(ours.norm(dim=-1), torch.ones(len(SHORT)), rtol=0, atol=2e-3)
         assert torch.nn.functional.cosine_similarity(ours, theirs).min() > short_cosine
+    check_truncation_warning(student, n)
+    check_int8_onnx(folder, student, n)
+
+
+def check_truncation_warning(student, n):
+    """An input over n tokens is cut (as sentence-transformers cuts every model's) and one warning says by how
+    much; inputs that fit say nothing, and the embeddings are the stock module's."""
+    import logging
+
+    from sentence_transformers.models import Transformer
+
+    assert type(student[0]).__name__ == "LinformerTransformer" and isinstance(student[0], Transformer)
+    words = len(student.tokenizer("word " * 10, add_special_tokens=False)["input_ids"]) // 10
+    texts = ["word " * ((n + 100) // words), SHORT[0], "word " * ((n - 50) // words)]
+    lengths = [len(student.tokenizer(t)["input_ids"]) for t in texts]
+    assert lengths[0] > n >= lengths[2]
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger(type(student[0]).__module__)
+    logger.addHandler(handler)
+    try:
+        cut = student.encode(texts, convert_to_tensor=True)
+        student.encode(SHORT)
+    finally:
+        logger.removeHandler(handler)
+    assert [r.getMessage() for r in records] == [
+        f"1 of 3 input(s) are longer than max_seq_length={n} tokens and were cut to it: {lengths[0] - n:,} token(s) "
+        f"dropped (longest input {lengths[0]:,} tokens). Split longer documents, or embed them in parts."]
+    ids = student.tokenizer(texts[0], truncation=True, max_length=n, return_tensors="pt")
+    model = student[0].auto_model
+    with torch.no_grad():
+        hidden = model(**ids).last_hidden_state.mean(1)
+    torch.testing.assert_close(cut[0], torch.nn.functional.normalize(hidden, dim=-1)[0], atol=1e-5, rtol=1e-4)
+
+
+def check_int8_onnx(folder, student, n):
+    """onnx/model_qint8.onnx runs in ONNX Runtime on a short and a long padded batch, mean-pooled and normalised
+    as the card says, at cosine >= 0.99 to the PyTorch embeddings (the issue's int8 bar)."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(folder / "onnx" / "model_qint8.onnx"),
+                                           providers=["CPUExecutionProvider"])
+    texts = [SHORT[1], "The river rose through the night and the town woke to water in its streets. " * (n // 20)]
+    batch = student.tokenizer(texts, padding=True, truncation=True, max_length=n, return_tensors="np")
+    hidden = session.run(None, {"input_ids": batch["input_ids"].astype("int64"),
+                                "attention_mask": batch["attention_mask"].astype("int64")})[0]
+    mask = batch["attention_mask"][..., None]
+    pooled = torch.nn.functional.normalize(torch.tensor((hidden * mask).sum(1) / mask.sum(1)), dim=-1)
+    reference = student.encode(texts, convert_to_tensor=True)
+    assert torch.nn.functional.cosine_similarity(pooled, reference).min() >= 0.99
 
 
 @pytest.mark.slow
@@ -157,11 +208,15 @@ def test_committed_release_is_its_teacher_on_everything_the_teacher_reads():
 
 @pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
 def test_committed_release_code_is_src():
-    """The remote code a user of the release runs is the package's, byte for byte (release.py writes it)."""
+    """The remote code a user of the release runs (the model's and the sentence-transformers module's) is the
+    package's, byte for byte (release.py writes it)."""
     from experiments.long_documents.release import CODE_FILES
 
-    package = REPO / "src" / "linformer_hf"
-    stale = [name for name in CODE_FILES if (RELEASE / name).read_bytes() != (package / name).read_bytes()]
+    from experiments.long_documents.release import ST_MODULE
+
+    sources = {**{name: REPO / "src" / "linformer_hf" / name for name in CODE_FILES},
+               ST_MODULE: REPO / "src" / "linformer_training" / ST_MODULE}
+    stale = [name for name, source in sources.items() if (RELEASE / name).read_bytes() != source.read_bytes()]
     assert not stale, (f"{stale} in {RELEASE} differ from src/linformer_hf; regenerate them: python -m "
                        f"experiments.long_documents.release --refresh --out {RELEASE.relative_to(REPO)}")
 

@@ -12,12 +12,17 @@ files the run and the report wrote: training time from metrics.jsonl, the result
 The new folder appears only when complete (written beside it, then renamed).
 
 What is not trained is written by `write_untrained`, here and by `--refresh`, which rewrites it in an existing
-release without touching its weights or card: the remote code (`modeling_linformer.py`,
-`configuration_linformer.py`, from src/; tests/test_release.py fails while they differ) and the load dtype
-(float32: the weights are stored in float16 to halve the folder, but float16 is slow on CPU, where most
-embedding runs; on a GPU pass dtype=torch.float16):
+release without touching its weights: the remote code (`modeling_linformer.py`, `configuration_linformer.py`
+and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut, from
+src/; tests/test_release.py fails while they differ), the load dtype (float32: the weights are stored in float16
+to halve the folder, but float16 is slow on CPU, where most embedding runs; on a GPU pass dtype=torch.float16),
+the int8 ONNX graph `onnx/model_qint8.onnx` (export_onnx.py, checked against PyTorch before it is written) and
+the card, from results.md and the training facts report.py keeps in results.json:
 
     python -m experiments.long_documents.release --refresh --out release/minilm-l6-linformer-n4096
+
+The fp32 ONNX graph (about 4x the int8 file) is not committed; `python export_onnx.py --model_name_or_path
+release/minilm-l6-linformer-n4096 --overwrite_output_dir true` writes both into its onnx/ folder.
 """
 
 import argparse
@@ -35,7 +40,9 @@ HERE = Path(__file__).resolve().parent
 
 import linformer_hf  # registers Linformer with the Auto classes; its files are the remote code
 from linformer_hf import LinformerConfig
+import linformer_training
 from linformer_training import checkpoints, outputs
+from linformer_training.onnx_export import INT8_NAME, ONNX_NAME, export_onnx
 from linformer_training.tracking import read_jsonl
 
 # Files of the run folder that describe the run rather than the model.
@@ -43,6 +50,7 @@ RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.sa
             "manifest.json"}
 BUILD_COMMAND = "make release"
 CODE_FILES = ("modeling_linformer.py", "configuration_linformer.py")
+ST_MODULE = "sentence_transformer_linformer.py"  # from src/linformer_training; modules.json's first module
 
 
 def write_untrained(folder):
@@ -55,23 +63,49 @@ def write_untrained(folder):
     config = json.loads((Path(folder) / "config.json").read_text())
     config["dtype"] = "float32"
     (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    modules = Path(folder) / "modules.json"
+    if modules.is_file():  # a sentence-transformers folder: its Transformer module is ours
+        shutil.copyfile(Path(linformer_training.__file__).parent / ST_MODULE, Path(folder) / ST_MODULE)
+        entries = json.loads(modules.read_text())
+        entries[0]["type"] = f"{Path(ST_MODULE).stem}.LinformerTransformer"
+        modules.write_text(json.dumps(entries, indent=2) + "\n")
 
 
-def refresh(out):
-    """Rewrite what is not trained in the release `out` (write_untrained), weights and card untouched; the
-    manifest is rewritten and the folder swapped in whole, as a build does."""
+def write_int8_onnx(folder):
+    """onnx/model_qint8.onnx, where sentence-transformers looks for ONNX files; the fp32 graph it is quantized
+    from is dropped (its size is not worth committing; export_onnx.py writes it on demand)."""
+    out, difference = export_onnx(folder, Path(folder) / "onnx", quantize=True, overwrite_output_dir=True)
+    (out / ONNX_NAME).unlink()
+    print(f"release.py: onnx/{INT8_NAME} written (the fp32 graph matched PyTorch within {difference:.1g})")
+
+
+def refresh(out, results_md, hardware):
+    """Rewrite what is not trained in the release `out` (write_untrained, the int8 ONNX graph, the card from
+    results.md and the training facts recorded in results.json), weights untouched; the manifest is rewritten
+    and the folder swapped in whole, as a build does."""
     if not (out / "config.json").is_file():
         sys.exit(f"release.py: error: --out: {out} is not a release folder (no config.json); build it first")
+    import yaml
+
+    facts = json.loads(results_md.with_suffix(".json").read_text()).get("training")
+    if facts is None:
+        sys.exit(f"release.py: error: --results: {results_md.with_suffix('.json')} records no training facts; run "
+                 f"report.py with --run first")
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
         write_untrained(staging)
+        write_int8_onnx(staging)
+        config = json.loads((staging / "config.json").read_text())
+        train_config = yaml.safe_load((staging / "train_config.yaml").read_text())
+        (staging / "README.md").write_text(card(config, train_config, facts, results_md, hardware,
+                                                shortfalls(results_md.with_suffix(".json"))), encoding="utf-8")
         os.chmod(staging, 0o755)
         checkpoints.publish(staging, out, whole=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    print(f"release.py: rewrote the remote code (from {Path(linformer_hf.__file__).parent}) and load dtype of {out}")
+    print(f"release.py: rewrote the remote code (from src/), load dtype, int8 ONNX graph and card of {out}")
 
 
 def training_facts(run):
@@ -104,7 +138,7 @@ def shortfalls(results_json):
     return "\n".join(f"- {g['goal']}: **missed** ({g['measured']})." for g in missed)
 
 
-def card(run, config, train_config, facts, results_md, hardware, missed):
+def card(config, train_config, facts, results_md, hardware, missed):
     """The release's model card (outputs.model_card, as every folder the scripts write): intro, use, recipe with
     its shortfalls, then the report's results."""
     parsed = LinformerConfig.from_dict(config)  # a config.json from before attention_type reads the same
@@ -131,6 +165,13 @@ from sentence_transformers import SentenceTransformer
 model = SentenceTransformer("PATH_OR_HUB_ID", trust_remote_code=True)   # mean pooling, normalised
 embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
 ```
+
+Inputs longer than {n} tokens are cut to {n} by sentence-transformers, as it cuts every model's; this folder's
+module (`{ST_MODULE}`) logs one warning per call saying how many tokens were dropped. Split longer documents.
+
+ONNX Runtime: `onnx/model_qint8.onnx` is the int8 graph (weights int8 per channel, dynamic batch and length up to
+{n}; inputs `input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above). The
+fp32 graph is written by `python export_onnx.py --model_name_or_path PATH --overwrite_output_dir true`.
 
 The weights are stored in float16 (half the folder) and load in float32 by default, which is the fast choice on
 CPU; on a GPU pass `model_kwargs={{"dtype": torch.float16}}` (or `dtype=torch.float16` to `from_pretrained`).
@@ -182,10 +223,11 @@ def main(argv=None):
     p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()})",
                    help="where the run trained, for the card")
     p.add_argument("--refresh", action="store_true",
-                   help="only rewrite the remote code (from src/) and the load dtype of the existing release --out")
+                   help="only rewrite what is not trained in the existing release --out: remote code (from src/), "
+                        "load dtype, int8 ONNX graph, card")
     args = p.parse_args(argv)
     if args.refresh:
-        return refresh(args.out)
+        return refresh(args.out, args.results, args.hardware)
     if args.run is None:
         p.error("--run is required (or --refresh)")
     for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
@@ -208,7 +250,8 @@ def main(argv=None):
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
         model.to(torch.float16).save_pretrained(staging)
         write_untrained(staging)
-        (staging / "README.md").write_text(card(args.run, config, train_config, training_facts(args.run),
+        write_int8_onnx(staging)
+        (staging / "README.md").write_text(card(config, train_config, training_facts(args.run),
                                                 args.results, args.hardware,
                                                 shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")
         os.chmod(staging, 0o755)

@@ -24,7 +24,7 @@ SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher
            "blocks": "student trained on packed blocks (the recipe otherwise the same)",
            "k64": "student with k = 64 slots (the recipe otherwise the same)",
            "kv": "student with one E per layer instead of one for all layers (the recipe otherwise the same)",
-           "int8": "the release served as int8 ONNX (export_onnx.py, ONNX Runtime)"}
+           "int8": "release served as int8 ONNX (export_onnx.py, ONNX Runtime)"}
 # The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired:
 # name -> (title, what it isolates, how it was made: the flags that differ from the recipe, or None).
 ABLATIONS = {
