@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # with `make demo DEMO_THREADS=2` on a quiet machine.
 DEMO_THREADS ?= 1
 
-.PHONY: setup setup-dev demo test release gpu-check
+.PHONY: setup setup-dev demo test release release-mlm gpu-check
 
 setup:
 	VENV=$(VENV) bash scripts/setup.sh
@@ -27,6 +27,15 @@ test: setup-dev
 # folder); resumable, about an hour on 2 CPU cores. Needs ../shared/data (news, Rotten Tomatoes).
 release: setup-dev
 	PY=$(PY) bash experiments/long_documents/build.sh
+
+# Build release/minilm-l6-linformer-mlm-n4096 (experiments/masked_lm: masked-LM head on all-MiniLM-L6-v2, Linformer
+# conversions, equal continued pretraining, evaluation, finetuning, report, fp16 folder); resumable, several CPU
+# hours (one thread). Needs ../shared/data (news, Rotten Tomatoes).
+release-mlm: setup-dev
+	HF_HUB_OFFLINE=1 $(PY) -m experiments.masked_lm.run
+	HF_HUB_OFFLINE=1 $(PY) -m experiments.masked_lm.evaluate
+	$(PY) -m experiments.masked_lm.report --collect
+	HF_HUB_OFFLINE=1 $(PY) -m experiments.masked_lm.release
 
 # The day a GPU is lent: everything GPU-only on one GPU (benchmarks/gpu_check.py): fp16 and bf16 MLM updates
 # at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one

@@ -4,6 +4,7 @@ evaluation scores every model on the same masked tokens (a window reading equals
 import csv
 import gzip
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -114,3 +115,61 @@ def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference(
     noisy = [u + np.column_stack([rng.normal(0.1, 1.0, 50), np.zeros((50, 2))]) for u in units]
     interval = evaluate.paired_ratio(noisy, units)
     assert interval["low"] < interval["ratio"] < interval["high"] and interval["high"] - interval["low"] > 0.01
+
+
+def test_report_says_each_goal_met_or_missed_from_its_interval(tmp_path):
+    from experiments.masked_lm import report
+
+    def ratio(model, low, high, reading="blocks"):
+        return {"reading": reading, "model": model, "reference": "continue_source", "ratio": (low + high) / 2,
+                "low": low, "high": high, "units": 300}
+
+    evaluation = {"models": {}, "comparisons": [ratio("continue_k256", 1.00, 1.02), ratio("continue_k128", 1.03, 1.07),
+                                                ratio("continue_n4096_windowed", 0.90, 0.95, "documents")]}
+    rng = np.random.default_rng(0)
+    truth = rng.random(200) < 0.6
+    finetuning = {}
+    for seed in run.FINETUNE_SEEDS:
+        better = truth | (rng.random(200) < 0.5)  # the long model gets more right, every seed
+        finetuning[f"outlets_n4096_s{seed}"] = {"correct": better.astype(int).tolist(), "accuracy": better.mean(),
+                                                "truncated": {}}
+        finetuning[f"outlets_source_s{seed}"] = {"correct": truth.astype(int).tolist(), "accuracy": truth.mean(),
+                                                 "truncated": {}}
+    text = report.render(evaluation, {"finetuning": finetuning})
+    goals = {line.split(" | ")[0].strip("| "): line.rsplit(" | ", 1)[1].strip(" |")
+             for line in text.splitlines() if line.startswith("| n = ") or line.startswith("| outlets,")
+             or line.startswith("| Rotten")}
+    assert goals == {"n = 512, k = 256 within 3% of standard attention": "met",
+                     "n = 512, k = 128 within 5% of standard attention": "**missed**",
+                     "n = 4096 on whole documents no worse than the source on 512-token windows": "met",
+                     "outlets, whole articles: n = 4096 beats the source truncated to 512": "met",
+                     "Rotten Tomatoes within 1 point of the source": "-"}
+    assert "Rotten Tomatoes within 1 point of the source | not measured yet" in text
+
+
+def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_path):
+    from safetensors import safe_open
+    from transformers import pipeline
+
+    from experiments.masked_lm import release
+    from linformer_training.conversion import convert_to_linformer
+
+    folder, tokenizer, text = tiny_bert
+    run_folder = convert_to_linformer(folder, tmp_path / "run", max_seq_length=1024, projected_dim=32,
+                                      attention_type="windowed", exact_attention_length=256)
+    results = tmp_path / "results.md"
+    results.write_text("# Results\n\nintro\n\n## Goals\n\n| goal | status |\n|---|---|\n| k | met |\n\n![p](p.png)\n")
+    out = tmp_path / "release" / "mlm"
+    release.build(Path(run_folder), out, results)
+    card = (out / "README.md").read_text()
+    assert "pipeline_tag: fill-mask" in card and "### Goals" in card and "![p]" not in card
+    assert json.loads((out / "config.json").read_text())["dtype"] == "float32"
+    with safe_open(out / "model.safetensors", "pt") as f:
+        assert {f.get_tensor(name).dtype for name in f.keys()} == {torch.float16}
+    fill = pipeline("fill-mask", model=str(out), trust_remote_code=True)
+    assert len(fill(f"w1 w8 {tokenizer.mask_token} w22")) == 5
+    reference = AutoModelForMaskedLM.from_pretrained(run_folder).eval()
+    ours = AutoModelForMaskedLM.from_pretrained(out, trust_remote_code=True).eval()
+    ids = tokenizer([text[0] * 10], truncation=True, max_length=600, return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(ours(**ids).logits, reference(**ids).logits, atol=0.05, rtol=0.01)  # fp16 weights

@@ -53,8 +53,10 @@ SOURCE_HEAD = {"learning_rate": 2e-4, "head_learning_rate": 2e-3, "max_steps": 4
 # else has gates, so every run shares this budget.
 CONTINUE = {"learning_rate": 2e-4, "gate_learning_rate": 1e-2, "max_steps": 150, "eval_steps": 50,
             "checkpointing_steps": 25}
+# Evaluated once, at the end (no best-epoch selection on the only labelled held-out split); the validation file is
+# also predicted as the test split, so predictions/ holds each article's label for paired comparisons.
 FINETUNE = {"learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8,
-            "eval_steps": 10**9, "do_predict": "false", "mixed_precision": "bf16", "report_to": "none",
+            "eval_steps": 10**9, "do_predict": "true", "mixed_precision": "bf16", "report_to": "none",
             "logging_steps": 20, "overwrite_output_dir": "true"}
 
 
@@ -79,7 +81,8 @@ def convert(name, n, k, attention_type, exact):
 def finetune(name, model, task, max_seq_length, seed):
     return {"name": f"{name}_s{seed}", "script": "finetune_glue.py", "done": "eval_results.json",
             "options": {"model_name_or_path": model, "train_file": f"{task}/train.csv",
-                        "validation_file": f"{task}/validation.csv", "text_column": "text", "label_column": "label",
+                        "validation_file": f"{task}/validation.csv", "test_file": f"{task}/validation.csv",
+                        "text_column": "text", "label_column": "label",
                         "max_seq_length": max_seq_length, "truncation": "longest_first", "seed": seed, **FINETUNE}}
 
 

