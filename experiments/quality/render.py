@@ -176,6 +176,26 @@ for arch, kind, limit in TARGETS:
         shown += f" ({len(s['runs'])} pretraining seed{'s' * (len(s['runs']) != 1)})"
     lines.append(f"| {text} | {shown} | {'not measured' if value is None else ('met' if ok else 'MISSED')} |")
 
+# --- Rotten Tomatoes through the exact short path (finetune_exact.py) ------------------------------
+exact = {r["name"]: r for r in (read(path, "name", "finetune") for path in sorted((HERE / "results/exact_rt").glob("*.json")))}
+if exact:
+    lines += ["", "## Short inputs read exactly (finetune_exact.py)", "",
+              "Every pretraining block was n tokens long, so E/F only ever projected n positions; a Rotten Tomatoes "
+              "review (at most 128 tokens) is read through their first L columns. The same finetuning (recipe, seeds) "
+              "with `--config_overrides exact_attention_length=L` (L: the finetuning length, or k if larger) reads "
+              "each review by exact attention with the pretrained weights instead (the exact short path): the mean "
+              "over finetuning seeds, each seed in brackets, beside the run's own finetuning and the baseline's.", "",
+              "| run | RT, projected (as pretrained) | RT, exact short path | baseline (same pretraining seed) |",
+              "| --- | --- | --- | --- |"]
+    by_name = {r["name"]: r for r in results}
+    for name, r in exact.items():
+        seed = name.rsplit("_s", 1)[1]
+        own = by_name.get(name, {}).get("finetune", {})
+        base_run = by_name.get(f"{BASELINE}_s{seed}", {}).get("finetune", {})
+        cell = lambda f: "-" if not f else (f"{100 * statistics.mean(x['accuracy'] for x in f.values()):.1f}% ("  # noqa: E731
+                                            + " / ".join(f"{100 * x['accuracy']:.1f}" for x in f.values()) + ")")
+        lines.append(f"| {name} | {cell(own)} | {cell(r['finetune'])} | {cell(base_run)} |")
+
 lines += ["", "## The paper's Figure 3 claims beside ours", ""]
 compared = {"k": [a for a in order if a == BASELINE or (a.startswith("linformer_n512_") and a.endswith("layerwise"))],
             "sharing": [a for a in order if a == BASELINE or a.startswith("linformer_n512_k128_")],
