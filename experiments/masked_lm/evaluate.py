@@ -34,8 +34,10 @@ from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
 RESULTS = REPO / "experiments/masked_lm/results"
 MASK_SEED = 36
 BOOTSTRAP = 2000
+RELEASE = REPO / "release/minilm-l6-linformer-mlm-n4096"  # continue_n4096_windowed in fp16 (release.py)
 MODELS = ["source_head", "continue_source", "convert_k128", "continue_k128", "convert_k256", "continue_k256",
-          "convert_n4096_windowed", "continue_n4096_windowed", "convert_n4096_projected", "continue_n4096_projected"]
+          "convert_n4096_windowed", "continue_n4096_windowed", "convert_n4096_projected", "continue_n4096_projected",
+          str(RELEASE)]
 # (reading, model, reference): the ratio model / reference of perplexity on the same masked tokens.
 COMPARISONS = [
     ("blocks", "continue_k128", "continue_source"),
@@ -47,6 +49,7 @@ COMPARISONS = [
     ("documents", "continue_n4096_projected", "continue_source"),
     ("documents", "continue_n4096_windowed", "continue_n4096_projected"),
     ("documents", "convert_n4096_windowed", "source_head"),
+    ("blocks", RELEASE.name, "source_head"),
 ]
 
 

@@ -27,7 +27,8 @@ LABELS = {"source_head": "source + head (BERT attention)", "continue_source": "s
           "convert_n4096_windowed": "n = 4096 windows + slots, converted",
           "continue_n4096_windowed": "n = 4096 windows + slots, continued (the release)",
           "convert_n4096_projected": "n = 4096 projected + exact 512, converted",
-          "continue_n4096_projected": "n = 4096 projected + exact 512, continued"}
+          "continue_n4096_projected": "n = 4096 projected + exact 512, continued",
+          "minilm-l6-linformer-mlm-n4096": "release/minilm-l6-linformer-mlm-n4096 (fp16 weights)"}
 # (comparison in evaluation.json, the largest ratio the goal allows): met when the whole interval lies below it.
 PERPLEXITY_GOALS = [
     (("blocks", "continue_k256", "continue_source"), 1.03, "n = 512, k = 256 within 3% of standard attention"),
