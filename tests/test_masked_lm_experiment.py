@@ -26,6 +26,9 @@ def test_every_continued_run_has_the_same_budget_data_and_masks(tmp_path):
                        run.TOKENS_PER_UPDATE)}
     names = [s["name"] for s in run.STEPS]
     assert len(names) == len(set(names))
+    for step in run.STEPS:  # each step writes where is_done looks
+        cmd = run.command(step, tmp_path, tmp_path / "data")
+        assert cmd[cmd.index("--output_dir") + 1] == str(tmp_path / step["name"]) and cmd[1] == step["script"]
     for step in run.STEPS:  # every folder a step reads is written by an earlier step
         source = step["options"].get("model_name_or_path", "")
         if source.startswith("{runs}/"):

@@ -147,8 +147,10 @@ def write_csv(path, rows):
 
 
 def command(step, runs, data_dir):
+    """The step's command line; every step writes to --runs_dir/NAME, which is_done reads."""
     fill = {"runs": str(runs), "data": str(data_dir), "minilm": minilm()}
     options = {key: str(value).format(**fill) for key, value in step["options"].items()}
+    options["output_dir"] = str(runs / step["name"])
     return [sys.executable, step["script"], *[x for item in options.items() for x in (f"--{item[0]}", item[1])]]
 
 
