@@ -49,7 +49,9 @@ logging.getLogger("accelerate.utils.other").addFilter(lambda r: "Removed shared 
 class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, RunArguments):
     """Masked-LM pretraining (RoBERTa's recipe) of Linformer or RoBERTa. Defaults: the tiny CPU demo."""
 
-    model_type: Literal["linformer", "roberta"] = arg("linformer", "architecture to pretrain from scratch")
+    model_type: Literal["linformer", "roberta"] | None = arg(None, "architecture to pretrain from scratch "
+                                                                 "(default: linformer; a --model_name_or_path "
+                                                                 "checkpoint has its own)")
     model_name_or_path: str | None = arg(None, "continue pretraining this checkpoint (a folder or Hub id) instead "
                                                "of a new --model_type model; an encoder without a masked-LM head "
                                                "gets a new one. Its tokenizer, unless --tokenizer_name")
@@ -82,6 +84,8 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
 
     def __post_init__(self):
         super().__post_init__()
+        if not self.model_name_or_path:
+            self.model_type = self.model_type or "linformer"
         trains_tokenizer = self.tokenizer_name is None and self.model_name_or_path is None
         if self.streaming and trains_tokenizer and self.tokenizer_train_docs is None:
             raise UsageError("--streaming with a trained tokenizer needs --tokenizer_train_docs (how many documents "
@@ -104,16 +108,21 @@ def model_config(args, tokenizer=None):
 
 
 def pretrained_config(args):
-    """The config of --model_name_or_path, refused in one line when it cannot load or has no weights."""
+    """The config of --model_name_or_path, refused in one line when it cannot load, has no weights or is not of
+    the --model_type asked for (a recipe's or a flag's architecture is never dropped without a word)."""
     source = args.model_name_or_path
     models.check_local_path(source, "--model_name_or_path")
     if Path(source).is_dir():
         checkpoints.check_model_folder(source, "--model_name_or_path")
     try:
-        return AutoConfig.from_pretrained(source, trust_remote_code=args.trust_remote_code)
+        config = AutoConfig.from_pretrained(source, trust_remote_code=args.trust_remote_code)
     except (OSError, ValueError) as e:
         raise UsageError(f"--model_name_or_path {source}: cannot load its config ({checkpoints.first_line(e)})"
                          ) from None
+    if args.model_type and args.model_type != config.model_type:
+        raise UsageError(f"--model_type {args.model_type}: --model_name_or_path {source} is a {config.model_type} "
+                         f"model, and continues as one; drop --model_type (or start a new model without the checkpoint)")
+    return config
 
 
 def load_model(args, config, accelerator):

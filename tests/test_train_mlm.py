@@ -847,6 +847,9 @@ def test_a_checkpoint_that_cannot_be_continued_is_refused_in_one_line(tmp_path, 
     with pytest.raises(SystemExit):
         continue_bert(bare_bert, tmp_path / "c", corpus, "--head_learning_rate", "0")
     assert "error: --head_learning_rate 0" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="--model_type roberta: --model_name_or_path .* is a bert model, and continues "
+                                         "as one"):  # a recipe's or a flag's architecture is not silently dropped
+        continue_bert(bare_bert, tmp_path / "d", corpus, "--model_type", "roberta")
 
 
 def test_a_non_finite_validation_loss_names_the_step_and_the_weight(tmp_path):
