@@ -24,12 +24,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from datasets import Dataset
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.masked_lm.run import DATA, LONG_N, N, RUNS_DIR
 from experiments.shared import REPO
 from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
+from linformer_training.models import input_limit
 
 RESULTS = REPO / "experiments/masked_lm/results"
 MASK_SEED = 36
@@ -61,8 +63,6 @@ def read_articles(data_dir):
 def masked_readings(tokenizer, articles):
     """(blocks, documents): lists of (input_ids, labels) tensors, masks fixed by MASK_SEED and content."""
     collator = BlockSeededMLMCollator(tokenizer, 0.15, seed=MASK_SEED)
-    from datasets import Dataset
-
     packed = pack(Dataset.from_dict({"text": articles}), tokenizer, N, desc="packing held-out news")
     blocks = [collator.torch_mask_tokens(torch.tensor([ids]))
               for ids in packed["input_ids"]]
@@ -103,11 +103,13 @@ def score_windows(model, tokenizer, input_ids, labels, window=N - 2):
 def score_model(path, tokenizer, readings):
     """{reading: [per-unit arrays of (loss, top1, top5) per masked token]} for one model folder."""
     model = AutoModelForMaskedLM.from_pretrained(path, dtype=torch.float32).eval()
-    limit = getattr(model.config, "max_seq_length", None) or model.config.max_position_embeddings
+    whole = input_limit(model.config) >= LONG_N
     scores = {"blocks": [masked_scores(model, ids, labels).numpy() for ids, labels in readings["blocks"]]}
     scores["documents"] = [
-        (masked_scores(model, ids, labels) if limit >= LONG_N else score_windows(model, tokenizer, ids, labels)).numpy()
+        (masked_scores(model, ids, labels) if whole else score_windows(model, tokenizer, ids, labels)).numpy()
         for ids, labels in readings["documents"]]
+    if not all(np.isfinite(unit).all() for units in scores.values() for unit in units):
+        raise SystemExit(f"evaluate.py: {path} gives non-finite losses; nothing was cached or written")
     return scores
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from experiments.long_documents.release import write_untrained
+from experiments.long_documents.release import results_section, write_untrained
 from experiments.masked_lm.report import HERE
 from experiments.masked_lm.run import RUNS_DIR
 from experiments.shared import REPO
@@ -61,16 +61,13 @@ in float16, loaded in float32 unless you pass `dtype`). Inputs longer than {n} t
 naming n: truncate them with the tokenizer (`truncation=True`).
 
 """
-    text = Path(results_md).read_text(encoding="utf-8")
-    results = text[text.index("\n## "):].replace("\n## ", "\n### ") if "\n## " in text else text
-    results = "\n".join(line for line in results.splitlines() if not line.startswith("![")).strip()
     made = """
 Every step, from all-MiniLM-L6-v2 to this folder, is one command of linformer-hf (`make release-mlm`:
 experiments/masked_lm/run.py, evaluate.py, report.py, release.py); the commands of each step are listed below.
 
 """
     return outputs.model_card("all-MiniLM-L6-v2 as a Linformer masked-LM for inputs of up to 4096 tokens", intro,
-                              {"Use": use, "How it was made": made + results}, pipeline_tag="fill-mask",
+                              {"Use": use, "How it was made": made + results_section(results_md)}, pipeline_tag="fill-mask",
                               tags=["linformer", "masked-lm", "long-context"], base_model=SOURCE)
 
 

