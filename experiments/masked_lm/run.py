@@ -96,13 +96,14 @@ STEPS = [
     train("continue_k128", "{runs}/convert_k128", N, **CONTINUE),
     train("continue_k256", "{runs}/convert_k256", N, **CONTINUE),
     train("continue_n4096_windowed", "{runs}/convert_n4096_windowed", LONG_N, **CONTINUE),
-    train("continue_n4096_projected", "{runs}/convert_n4096_projected", LONG_N, **CONTINUE),
     *[finetune("outlets_source", "{runs}/continue_source", "{runs}/data/outlets", N, s) for s in FINETUNE_SEEDS],
     *[finetune("outlets_n4096", "{runs}/continue_n4096_windowed", "{runs}/data/outlets", LONG_N, s)
       for s in FINETUNE_SEEDS],
     *[finetune("rt_source", "{runs}/continue_source", "{runs}/data/rotten_tomatoes", 128, s) for s in FINETUNE_SEEDS],
     *[finetune("rt_n4096", "{runs}/continue_n4096_windowed", "{runs}/data/rotten_tomatoes", 128, s)
       for s in FINETUNE_SEEDS],
+    # The ablation behind windows + global slots comes last: nothing the release or the finetunes read waits for it.
+    train("continue_n4096_projected", "{runs}/convert_n4096_projected", LONG_N, **CONTINUE),
 ]
 
 
