@@ -682,14 +682,26 @@ def test_padding_compaction_is_a_stable_sort_of_padding(seed):
     generator = torch.Generator().manual_seed(seed)
     mask = (torch.rand(6, 37, generator=generator) < 0.6).long()
     mask[0] = 0  # a row of padding only
-    key_mask, key_index = compact_padding(mask, hidden_size=3)
+    key_mask, key_index = compact_padding(mask)
     expected = torch.argsort((mask == 0).to(torch.uint8), dim=1, stable=True)
-    assert torch.equal(key_index[..., 0], expected) and key_index.shape == (6, 37, 3)
+    assert torch.equal(key_index, expected)
     assert torch.equal(key_mask, mask.bool().gather(1, expected))
     right = torch.ones(2, 9, dtype=torch.long)
     right[1, 5:] = 0
-    assert compact_padding(torch.ones(2, 9), 3) == (None, None)
-    assert compact_padding(right, 3)[1] is None and torch.equal(compact_padding(right, 3)[0], right.bool())
+    assert compact_padding(torch.ones(2, 9)) == (None, None)
+    assert compact_padding(right)[1] is None and torch.equal(compact_padding(right)[0], right.bool())
+
+
+def test_take_rows_is_a_per_row_gather():
+    """take_rows (one Gather over the flattened batch) picks what an element-wise gather along the length picks,
+    for an index shorter than the rows too."""
+    from linformer_hf.modeling_linformer import take_rows
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 11, 2, 5, generator=generator)
+    index = torch.randint(0, 11, (3, 7), generator=generator)
+    expected = x.gather(1, index[:, :, None, None].expand(-1, -1, 2, 5))
+    assert torch.equal(take_rows(x, index), expected)
 
 
 # ---- input checks -------------------------------------------------------------------------------------

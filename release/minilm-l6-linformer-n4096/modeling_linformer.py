@@ -161,6 +161,15 @@ def pad_slots(key, value, blocked, slots):
     return F.pad(key, (0, 0, 0, missing)), F.pad(value, (0, 0, 0, missing)), F.pad(blocked, (0, missing), value=True)
 
 
+def take_rows(x, index):
+    """`x[b, index[b]]` for each row b of a (B, L, ...) tensor and a (B, L') index, as one row gather over the
+    flattened batch: ONNX gets a Gather of B * L' row numbers instead of an element-wise gather (or scatter) whose
+    index is as large as `x`."""
+    batch, width = index.shape
+    rows = index + torch.arange(batch, device=index.device)[:, None] * x.shape[1]
+    return x.flatten(0, 1).index_select(0, rows.flatten()).unflatten(0, (batch, width))
+
+
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -317,7 +326,7 @@ class LinformerSelfAttention(nn.Module):
         tokens) or a (batch,) bool tensor choosing per sequence. `key_index` moves real tokens first."""
         query = self._heads(self.query(hidden_states))
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
-        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)
+        x = hidden_states if key_index is None else take_rows(hidden_states, key_index)
         key, value, blocked = self._keys_values(x, key_mask, proj_key, proj_value, short)
         output, weights = self._attend(query, key, value, blocked, kwargs)
         return output.reshape(*hidden_states.shape[:-1], -1), weights
@@ -471,7 +480,7 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
                 f"separate); ask for attentions on inputs of at most {self.window} tokens")
         long = long_sequences(short)
         query = self._heads(self.query(hidden_states))
-        x = hidden_states if key_index is None else hidden_states.gather(1, key_index)  # real tokens first
+        x = hidden_states if key_index is None else take_rows(hidden_states, key_index)  # real tokens first
         key, value = self._heads(self.key(x)), self._heads(self.value(x))  # (B, H, L, D)
         # The k slots come from the projected path's own route (E x first where that is cheaper: one
         # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
@@ -486,8 +495,7 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
     def _near(self, query, key, value, key_mask, key_index, kwargs):
         """Exact attention inside consecutive windows of `window` real tokens (B, L, H, D), in input order."""
         batch, _, length, _ = key.shape
-        order = None if key_index is None else key_index[:, None, :, : self.head_dim].expand(-1, self.num_heads, -1, -1)
-        near_query = query if order is None else query.gather(2, order)
+        near_query = query if key_index is None else take_rows(query.transpose(1, 2), key_index).transpose(1, 2)
         windows = (length + self.window - 1) // self.window  # no negative floor division: ONNX truncates
         pad = windows * self.window - length
         real = key_mask if key_mask is not None else key.new_ones(batch, length, dtype=torch.bool)
@@ -502,8 +510,9 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
         near = near.transpose(1, 2).unflatten(1, (self.num_heads, windows)).flatten(2, 3)  # (B, H, padded, D)
         # The first `length` rows, picked by index: a slice would ask a tracer to prove length <= padded.
         near = near.index_select(2, torch.arange(length, device=near.device)).transpose(1, 2)  # (B, L, H, D)
-        if order is not None:  # back to input order
-            near = torch.empty_like(near).scatter_(1, order.transpose(1, 2), near)
+        if key_index is not None:  # back to input order: input position p is compacted row inverse[p]
+            positions = torch.arange(length, device=near.device).expand_as(key_index)
+            near = take_rows(near, torch.empty_like(key_index).scatter_(1, key_index, positions))
         return near
 
 
@@ -571,9 +580,9 @@ class LinformerLayer(GradientCheckpointingLayer):
         return self.output(self.intermediate(attended), attended)
 
 
-def compact_padding(attention_mask, hidden_size):
-    """(key_mask, key_index): which compacted positions hold real tokens, and the gather that moves each
-    sequence's real tokens to the front in order (None where nothing has to move).
+def compact_padding(attention_mask):
+    """(key_mask, key_index): which compacted positions hold real tokens, and the (B, L) positions that move each
+    sequence's real tokens to the front in order (`take_rows`; None where nothing has to move).
 
     On CPU one read of the mask skips the work for a batch without padding or right-padded (a read costs
     nothing there); on an accelerator or under torch.compile, where a read would stall the device or break the
@@ -592,7 +601,7 @@ def compact_padding(attention_mask, hidden_size):
     target = torch.where(real, counts.cumsum(1), counts.sum(1, keepdim=True) + (1 - counts).cumsum(1)) - 1
     source = torch.arange(real.shape[1], device=real.device).expand_as(target)
     key_index = torch.empty_like(target).scatter_(1, target, source)
-    return real.gather(1, key_index), key_index[..., None].expand(-1, -1, hidden_size)
+    return real.gather(1, key_index), key_index
 
 
 def route_short_sequences(key_mask, length, limit):
@@ -628,7 +637,7 @@ class LinformerEncoder(nn.Module):
         attention_mask: torch.Tensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutput:
-        key_mask, key_index = compact_padding(attention_mask, hidden_states.shape[-1])
+        key_mask, key_index = compact_padding(attention_mask)
         for idx, layer in enumerate(self.layer):
             short = route_short_sequences(key_mask, hidden_states.shape[1], layer.attention.self.exact_length)
             proj_key, proj_value = self.projections.for_layer(idx)
