@@ -120,15 +120,15 @@ def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference(
     assert interval["low"] < interval["ratio"] < interval["high"] and interval["high"] - interval["low"] > 0.01
 
 
-def test_report_says_each_goal_met_or_missed_from_its_interval(tmp_path):
+def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
     from experiments.masked_lm import report
 
     def ratio(model, low, high, reading="blocks"):
         return {"reading": reading, "model": model, "reference": "continue_source", "ratio": (low + high) / 2,
                 "low": low, "high": high, "units": 300}
 
-    evaluation = {"models": {}, "comparisons": [ratio("continue_k256", 1.00, 1.02), ratio("continue_k128", 1.03, 1.07),
-                                                ratio("continue_n4096_windowed", 0.90, 0.95, "documents")]}
+    evaluation = {"models": {}, "comparisons": [ratio("continue_k256", 1.00, 1.02), ratio("continue_k128", 1.06, 1.09),
+                                                ratio("continue_n4096_windowed", 0.99, 1.01, "documents")]}
     rng = np.random.default_rng(0)
     truth = rng.random(200) < 0.6
     finetuning = {}
@@ -144,7 +144,8 @@ def test_report_says_each_goal_met_or_missed_from_its_interval(tmp_path):
              or line.startswith("| Rotten")}
     assert goals == {"n = 512, k = 256 within 3% of standard attention": "met",
                      "n = 512, k = 128 within 5% of standard attention": "**missed**",
-                     "n = 4096 on whole documents no worse than the source on 512-token windows": "met",
+                     "n = 4096 on whole documents no worse than the source on 512-token windows":
+                         "tie (the interval spans 1)",
                      "outlets, whole articles: n = 4096 beats the source truncated to 512": "met",
                      "Rotten Tomatoes within 1 point of the source": "-"}
     assert "Rotten Tomatoes within 1 point of the source | not measured yet" in text
