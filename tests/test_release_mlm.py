@@ -14,8 +14,8 @@ from conftest import REPO
 
 RELEASE = REPO / "release" / "minilm-l6-linformer-mlm-n4096"
 pytestmark = pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-mlm-n4096 is not built yet")
-# A sentence of news article 3064 (validation split: never trained on) with one word masked, and that word.
-HELD_OUT = ("Negative interest [MASK] cost banks dearly since they were introduced.", "rates")
+# A sentence of news article 608 (validation split: never trained on) with one word masked, and that word.
+HELD_OUT = ('"I\'m more than thrilled," Zhang said in an [MASK] with Xinhua News Agency in 2014.', "interview")
 
 
 def check_fill_mask(folder, sentence, word):

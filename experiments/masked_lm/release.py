@@ -25,7 +25,7 @@ from linformer_training import checkpoints, outputs
 RUN = "continue_n4096_windowed"
 OUT = REPO / "release" / "minilm-l6-linformer-mlm-n4096"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
-EXAMPLE = "The central bank raised interest [MASK] by a quarter of a point on Tuesday."
+EXAMPLE = "Zhang said in an [MASK] with Xinhua News Agency in 2014."
 
 
 def card(config, results_md):
