@@ -59,7 +59,7 @@ def make_study_copy(root):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
     (root / "experiments/quality").mkdir(parents=True)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
-                 "quality/finetune_exact.py", "quality/paper_numbers.yaml"):
+                 "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -170,19 +170,19 @@ def test_run_study_lists_and_rejects_unknown_runs(ran):
     assert bad.returncode == 2 and "unknown run(s) roberta_n512_s9" in bad.stderr
 
 
-def test_finetune_exact_reads_short_inputs_exactly_and_render_shows_it(ran):
-    """finetune_exact.py finetunes the Linformer runs (only) with the exact short path, skips finished seeds when
-    run again, and render.py sets its accuracy beside the run's own."""
+def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows_it(ran):
+    """run_study.py --exact_short_path finetunes the Linformer runs (only) with the exact short path, skips
+    finished seeds when run again, and render.py sets its accuracy beside the run's own."""
     root = ran[0]
-    out = run_script(root, "finetune_exact")
+    out = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (record,) = [json.loads(p.read_text()) for p in (root / "experiments/quality/results/exact_rt").glob("*.json")]
     assert record["name"] == "linformer_n512_k128_layerwise_s0" and set(record["finetune"]) == {"0"}
     assert "--config_overrides exact_attention_length=32" in record["finetune"]["0"]["command"]
     tuned = json.loads((root / "runs/linformer_n512_k128_layerwise_s0_rt_exact_s0/config.json").read_text())
     assert tuned["exact_attention_length"] == 32 and tuned["attention_type"] == "projected"
-    again = run_script(root, "finetune_exact")
-    assert again.returncode == 0 and "seed 0" not in again.stdout
+    again = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
+    assert again.returncode == 0 and "exact short path" not in again.stdout
     assert run_script(root, "render").returncode == 0
     report = (root / "experiments/quality/results.md").read_text()
     assert "## Short inputs read exactly" in report and "| linformer_n512_k128_layerwise_s0 | " in report

@@ -176,10 +176,10 @@ for arch, kind, limit in TARGETS:
         shown += f" ({len(s['runs'])} pretraining seed{'s' * (len(s['runs']) != 1)})"
     lines.append(f"| {text} | {shown} | {'not measured' if value is None else ('met' if ok else 'MISSED')} |")
 
-# --- Rotten Tomatoes through the exact short path (finetune_exact.py) ------------------------------
+# --- Rotten Tomatoes through the exact short path (run_study.py --exact_short_path) ---------------
 exact = {r["name"]: r for r in (read(path, "name", "finetune") for path in sorted((HERE / "results/exact_rt").glob("*.json")))}
 if exact:
-    lines += ["", "## Short inputs read exactly (finetune_exact.py)", "",
+    lines += ["", "## Short inputs read exactly (run_study.py --exact_short_path)", "",
               "Every pretraining block was n tokens long, so E/F only ever projected n positions; a Rotten Tomatoes "
               "review (at most 128 tokens) is read through their first L columns. The same finetuning (recipe, seeds) "
               "with `--config_overrides exact_attention_length=L` (L: the finetuning length, or k if larger) reads "

@@ -16,6 +16,7 @@ where developer checkouts have them; where to get them: experiments/README.md, "
     python -m experiments.quality.run_study --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
     python -m experiments.quality.run_study --stage pretrain         # pretraining only
     python -m experiments.quality.run_study --finetune_seeds 0       # one finetuning seed per run
+    python -m experiments.quality.run_study --exact_short_path       # Linformer runs, short inputs read exactly
     python -m experiments.quality.run_study --list
 """
 
@@ -44,12 +45,22 @@ p.add_argument("--stage", choices=["all", "pretrain", "finetune"], default="all"
 p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINETUNE_SEEDS))
 p.add_argument("--rebuild", action="store_true", help="pretrain again from scratch even where results exist; "
                "the results file is rewritten")
+p.add_argument("--exact_short_path", action="store_true",
+               help="finetune the pretrained Linformer runs again with every Rotten Tomatoes input read by exact "
+                    "attention with the pretrained weights (study.finetune_exact_overrides): pretraining only fed "
+                    "n-token blocks through E/F; results go to results/exact_rt/NAME.json")
 p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
 p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
 study.add_data_dir_argument(p)
 args = p.parse_args()
 
 runs = study.select(args.only, p)
+if args.exact_short_path:
+    if args.stage == "pretrain" or args.rebuild:
+        p.error("--exact_short_path finetunes the pretrained runs as they are: it takes neither --stage pretrain "
+                "nor --rebuild")
+    args.stage = "finetune"
+    runs = [r for r in runs if r["model_type"] == "linformer"]
 if any(s < 0 for s in args.finetune_seeds):
     p.error("--finetune_seeds must be non-negative")
 RUNS_DIR = study.runs_dir(args.runs_dir)
@@ -146,11 +157,14 @@ def pretrain(r, out, data):
             "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "finetune": {}}
 
 
-def finetune(r, out, seed, data):
-    """Finetune one run's pretrained model on Rotten Tomatoes with one seed; its record."""
-    ft_out = RUNS_DIR / f"{r['name']}_rt_s{seed}"
+def finetune(r, out, seed, data, exact=False):
+    """Finetune one run's pretrained model on Rotten Tomatoes with one seed (with `exact`, every input read by the
+    exact short path); its record."""
+    ft_out = RUNS_DIR / f"{r['name']}_rt{'_exact' if exact else ''}_s{seed}"
     options = {**data, **study.FINETUNE, "model_name_or_path": out, "seed": seed, "output_dir": ft_out,
                "overwrite_output_dir": "true"}  # a cut finetuning run (minutes) starts again
+    if exact:
+        options["config_overrides"] = study.finetune_exact_overrides(r)
     cmd = [sys.executable, "finetune_glue.py", *flags(options)]
     seconds = execute(cmd, ft_out.with_suffix(".log"))
     scores = json.loads((ft_out / "eval_results.json").read_text())
@@ -222,12 +236,15 @@ if "finetune" in data:
 
 for r in runs:
     name, out = r["name"], RUNS_DIR / r["name"]
-    result = load(name)
+    path = RESULTS / ("exact_rt" if args.exact_short_path else "") / f"{name}.json"
+    result = json.loads(path.read_text()) if path.exists() else None
+    if args.exact_short_path and result is None and (out / "model.safetensors").exists():
+        result = {"name": name, "overrides": study.finetune_exact_overrides(r), "finetune": {}}
     if args.stage != "finetune" and (result is None or args.rebuild):
         if args.rebuild and out.exists():
             shutil.rmtree(out)
         result = pretrain(r, out, data["pretrain"])
-        save(RESULTS / f"{name}.json", result)
+        save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
     if args.stage == "pretrain":
@@ -241,7 +258,8 @@ for r in runs:
         if not (out / "model.safetensors").exists():
             sys.exit(f"run_study.py: {name}: its pretrained model {out} is missing; rebuild it with --only {name} "
                      f"--rebuild")
-        result["finetune"][str(seed)] = finetune(r, out, seed, data["finetune"])
-        save(RESULTS / f"{name}.json", result)
-        print(f"{name}: Rotten Tomatoes validation accuracy {result['finetune'][str(seed)]['accuracy']:.4f} "
+        result["finetune"][str(seed)] = finetune(r, out, seed, data["finetune"], args.exact_short_path)
+        save(path, result)
+        print(f"{name}: Rotten Tomatoes validation accuracy{' (exact short path)' * args.exact_short_path} "
+              f"{result['finetune'][str(seed)]['accuracy']:.4f} "
               f"(seed {seed}, {result['finetune'][str(seed)]['seconds'] / 60:.1f} min)", flush=True)

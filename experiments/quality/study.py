@@ -51,7 +51,7 @@ def finetune_exact_overrides(r):
     """The same finetuning of a Linformer run with every Rotten Tomatoes input read by exact attention with the
     pretrained weights (the exact short path), instead of through E/F sliced to its length: pretraining only ever
     saw n-token blocks. The exact length covers the finetuning inputs and is at least k (the config's rule).
-    finetune_exact.py runs it; results/exact_rt/NAME.json holds it."""
+    `run_study.py --exact_short_path` runs it; results/exact_rt/NAME.json holds it."""
     return {"exact_attention_length": min(r["n"], max(r["k"], FINETUNE["max_seq_length"]))}
 
 
