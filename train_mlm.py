@@ -69,6 +69,15 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
     eval_mlm_probability: float | None = arg(None, "fraction of tokens masked in validation (default: "
                                                    "--mlm_probability); fixed, it keeps perplexities comparable "
                                                    "between runs trained at different rates")
+    mask_replace_prob: float = arg(0.8, "share of the masked tokens replaced by <mask> in training (BERT: 0.8)")
+    random_replace_prob: float = arg(0.1, "share of the masked tokens replaced by a random token in training (BERT: "
+                                          "0.1); the rest keep their own token")
+    eval_mask_replace_prob: float | None = arg(None, "--mask_replace_prob of validation (default: training's). 1 with "
+                                                     "--eval_random_replace_prob 0 scores prediction from context alone: "
+                                                     "a kept token is its own answer, so with BERT's 80/10/10 a model that "
+                                                     "only copies its input and knows unigram frequencies scores ~half "
+                                                     "the unigram perplexity")
+    eval_random_replace_prob: float | None = arg(None, "--random_replace_prob of validation (default: training's)")
     # The demo's values of shared flags.
     train_file: list[str] | None = arg([str(REPO / "data/moby_dick/chapters.jsonl")], "local text/json(l)/"
                                        "parquet/csv/tsv files or globs, optionally compressed")
@@ -80,7 +89,8 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
     output_dir: str = arg("outputs/tiny", "folder for the final model, checkpoints and logs")
 
     bounds = {"tokenizer_vocab_size": "[8, inf)", "tokenizer_train_docs": "[1, inf)", "mlm_probability": "(0, 1)",
-              "eval_mlm_probability": "(0, 1)", "head_learning_rate": "(0, inf)"}
+              "eval_mlm_probability": "(0, 1)", "head_learning_rate": "(0, inf)", "mask_replace_prob": "[0, 1]",
+              "random_replace_prob": "[0, 1]", "eval_mask_replace_prob": "[0, 1]", "eval_random_replace_prob": "[0, 1]"}
 
     def __post_init__(self):
         super().__post_init__()
@@ -90,10 +100,22 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
         if self.streaming and trains_tokenizer and self.tokenizer_train_docs is None:
             raise UsageError("--streaming with a trained tokenizer needs --tokenizer_train_docs (how many documents "
                              "to train it on), or pass --tokenizer_name")
+        for prefix in ("", "eval_"):
+            mask, random = self.replacement(prefix == "eval_")
+            if mask + random > 1:
+                raise UsageError(f"--{prefix}mask_replace_prob {mask:g} + --{prefix}random_replace_prob {random:g} "
+                                 f"exceed 1: they are shares of the same masked tokens (BERT: 0.8 + 0.1, the rest kept)")
         if trains_tokenizer and self.tokenizer_vocab_size < MIN_VOCAB_SIZE:
             raise UsageError(f"--tokenizer_vocab_size {self.tokenizer_vocab_size}: a byte-level BPE has at least "
                              f"{MIN_VOCAB_SIZE} tokens (256 bytes and {MIN_VOCAB_SIZE - 256} special tokens); pass "
                              f"{MIN_VOCAB_SIZE} or more")
+
+    def replacement(self, validation=False):
+        """(mask_replace_prob, random_replace_prob) of training or validation (validation's default to training's)."""
+        if not validation:
+            return self.mask_replace_prob, self.random_replace_prob
+        return (self.mask_replace_prob if self.eval_mask_replace_prob is None else self.eval_mask_replace_prob,
+                self.random_replace_prob if self.eval_random_replace_prob is None else self.eval_random_replace_prob)
 
 
 def model_config(args, tokenizer=None):
@@ -210,8 +232,7 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
     """Model, optimizer, scheduler and data loaders, prepared by Accelerate, as one `loop.Run`."""
     config = model_config(args, tokenizer)
     train_loader, eval_loader = block_loaders(
-        args, blocks, BlockSeededMLMCollator(tokenizer, args.mlm_probability, seed=args.seed),
-        BlockSeededMLMCollator(tokenizer, args.eval_mlm_probability or args.mlm_probability, seed=args.seed + 1))
+        args, blocks, masking(tokenizer, args, validation=False), masking(tokenizer, args, validation=True))
     model = load_model(args, config, accelerator)
     optimizer = loop.build_optimizer(model, args, own_rates(model, args))
     scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
@@ -220,6 +241,14 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
     return loop.Run(args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
                     objective=objective(accelerator), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
                     output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=tokenizer)
+
+
+def masking(tokenizer, args, validation):
+    """The collator of training or validation: which tokens are masked (seeded per block) and what replaces them."""
+    mask, random = args.replacement(validation)
+    rate = (args.eval_mlm_probability or args.mlm_probability) if validation else args.mlm_probability
+    return BlockSeededMLMCollator(tokenizer, rate, seed=args.seed + int(validation), mask_replace_prob=mask,
+                                  random_replace_prob=random)
 
 
 def objective(accelerator):

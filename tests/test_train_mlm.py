@@ -397,6 +397,9 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
     ("validation masks nothing", None, ["--eval_mlm_probability", "1e-9"],
      r"^validation: no token was masked at the rate 1e-09 \(--eval_mlm_probability, else --mlm_probability\), so "
      r"its loss would read 0 and its perplexity 1; raise the rate$", True),
+    ("mask and random shares over 1", None, ["--eval_mask_replace_prob", "0.95"],
+     r"--eval_mask_replace_prob 0.95 \+ --eval_random_replace_prob 0.1 exceed 1: they are shares of the same masked "
+     r"tokens \(BERT: 0.8 \+ 0.1, the rest kept\)$", True),
     ("validation_split_percentage 0: no evaluation, said", None,
      ["--validation_split_percentage", "0", "--max_steps", "3"],
      r"No validation split \(--validation_split_percentage 0, no --validation_file\): nothing is evaluated", False),
@@ -608,6 +611,31 @@ def test_validation_masks_at_its_own_rate(tmp_path, micro):
     assert first_eval("40", "--mlm_probability", "0.4") != at_15
     with pytest.raises(SystemExit):
         run(micro, tmp_path / "bad", "--eval_mlm_probability", "1.0")
+
+
+def test_validation_can_hide_every_masked_token(tmp_path, micro):
+    """--eval_mask_replace_prob 1 --eval_random_replace_prob 0: every token validation scores is <mask> in its
+    input, so no kept token answers itself (with 80/10/10 a model that copies its input and knows only unigram
+    frequencies scored half the unigram perplexity); training keeps its 80/10/10, and the same positions are masked."""
+    from linformer_training.tokenization import train_tokenizer
+    from linformer_training.corpus import load_corpus
+    from linformer_training.mlm import pack
+
+    args = parse_args(train_mlm.MLMArguments, ["--config", str(micro / "micro.yaml"), "--eval_mask_replace_prob", "1",
+                                               "--eval_random_replace_prob", "0"])
+    docs = load_corpus(train_file=args.train_file)["train"]
+    tok = train_tokenizer(docs, 400)
+    examples = [{"input_ids": ids} for ids in pack(docs, tok, 64)["input_ids"][:64]]
+    scored = {}
+    for validation in (False, True):
+        collate = train_mlm.masking(tok, args, validation)
+        collate.mask_seed = 0  # the same positions in both, to compare what replaces them
+        batch = collate(examples)
+        chosen = batch["labels"] != -100
+        scored[validation] = chosen
+        share = (batch["input_ids"][chosen] == tok.mask_token_id).float().mean().item()
+        assert (share == 1.0) if validation else (0.7 < share < 0.9)
+    assert torch.equal(scored[False], scored[True]) and scored[True].sum() > 100
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, micro):
