@@ -228,7 +228,9 @@ def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_cla
     computed by the modeling code of commit 60efd70 (one attention class with four routes, adapters beside the
     maps, three long-input config fields), on a short input, an exact padded batch, a 1,500-token input and
     padded batches mixing exact and windowed rows on either side. Today's code, reading the same committed
-    config.json (the old fields) and weights (the old adapter names), must give them bit for bit."""
+    config.json (the old fields) and weights (the old adapter names), must give them to float32 rounding: bit for
+    bit on the CPU that wrote the reference, within 2e-6 on others, whose kernels round differently (seen: 5e-7;
+    a changed computation moves them by orders of magnitude more)."""
     from safetensors.torch import load_file
     from transformers import AutoModel
 
@@ -241,7 +243,7 @@ def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_cla
             mask = reference[f"{case}.attention_mask"].long()
             hidden = model(input_ids=reference[f"{case}.input_ids"].long(), attention_mask=mask).last_hidden_state
             pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-            assert torch.equal(pooled, reference[f"{case}.embeddings"]), (
+            assert (pooled - reference[f"{case}.embeddings"]).abs().max() <= 2e-6, (
                 case, (pooled - reference[f"{case}.embeddings"]).abs().max().item())
     finally:
         torch.set_num_threads(threads)
