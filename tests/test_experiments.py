@@ -33,6 +33,7 @@ def test_study_covers_every_comparison_of_the_issue_under_one_budget():
     assert not any(key.endswith("_file") for key in [*study.PRETRAIN, *study.FINETUNE])
     # Resumable, and validated at one fixed masking rate whatever the training rate.
     assert study.PRETRAIN["checkpointing_steps"] > 0 and study.PRETRAIN["eval_mlm_probability"] == 0.15
+    assert (study.PRETRAIN["eval_mask_replace_prob"], study.PRETRAIN["eval_random_replace_prob"]) == (1.0, 0.0)
     assert not any(key in study.PRETRAIN for key in ("resume_from_checkpoint", "output_dir", "tokenizer_name"))
 
 
@@ -59,7 +60,7 @@ def make_study_copy(root):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
     (root / "experiments/quality").mkdir(parents=True)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
-                 "quality/paper_numbers.yaml"):
+                 "quality/record_pilot.py", "quality/order_check.py", "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -141,6 +142,36 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     assert rt["tfidf_logistic_regression"]["validation_accuracy"] == 1.0  # the words give the labels away
     # Finished work is skipped: the second invocation runs no command at all.
     assert again.returncode == 0 and "$ " not in again.stdout
+
+
+def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran):
+    """record_pilot.py turns a train_mlm.py folder into results/pilots/NAME.json (its resolved command, curve, ratio
+    to the unigram reference), refusing a folder that is not one; order_check.py scores a model on validation blocks
+    as written and shuffled; the two-neighbour count reference lies between 1 and the unigram's."""
+    root = ran[0]
+    run = root / "runs/roberta_n512_s0"
+    out = run_script(root, "record_pilot", str(run), "--name", "P", "--what", "a pilot", "--finetune",
+                     str(root / "runs/roberta_n512_s0_rt_s0"))
+    assert out.returncode == 0, out.stderr[-3000:]
+    record = json.loads((root / "experiments/quality/results/pilots/P.json").read_text())
+    unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())["unigram_perplexity"]
+    assert [p["step"] for p in record["curve"]] == [0, 2, 4] and record["what"] == "a pilot"
+    assert record["final_vs_unigram"] == round(record["curve"][-1]["perplexity"] / unigram, 3)
+    assert "--eval_mask_replace_prob 1.0 --eval_random_replace_prob 0.0" in record["pretrain_command"]
+    assert "--max_steps 4 " in record["pretrain_command"] and "num_parameters" not in record["pretrain_command"]
+    results = json.loads((root / "experiments/quality/results/roberta_n512_s0.json").read_text())
+    (lr, tuned), = record["finetune"].items()
+    assert tuned["accuracy"] == results["finetune"]["0"]["accuracy"] and tuned["seed"] == 0
+    assert tuned["command"].startswith("OMP_NUM_THREADS=1 python finetune_glue.py") and "--task " not in tuned["command"]
+    (root / "experiments/quality/results/pilots/P.json").unlink()
+    bad = run_script(root, "record_pilot", str(root / "runs"), "--name", "Q", "--what", "x")
+    assert bad.returncode == 2 and "has no metrics.jsonl: not a finished train_mlm.py output folder" in bad.stderr
+    check = run_script(root, "order_check", str(run), "--block_size", "32", "--blocks", "8", "--data_dir", "data")
+    assert check.returncode == 0, check.stderr[-3000:]
+    scores = json.loads(check.stdout.strip().splitlines()[-1])
+    assert scores["blocks"] == 8 and scores["perplexity_as_written"] > 1 and scores["perplexity_shuffled"] > 1
+    neighbours = json.loads((root / "experiments/quality/results/reference/neighbours.json").read_text())
+    assert 1 < neighbours["neighbours_perplexity"] < unigram
 
 
 def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):

@@ -48,9 +48,10 @@ def read(path, *keys):
 results = [read(path, "name", "perplexity", "curve") for path in sorted((HERE / "results").glob("*.json"))]
 pilots = [read(path, "name", "what", "curve") for path in sorted((HERE / "results/pilots").glob("*.json"))]
 paper = yaml.safe_load((HERE / "paper_numbers.yaml").read_text())
-reference = {name: json.loads(path.read_text()) for name in ("unigram", "rotten_tomatoes")
+reference = {name: json.loads(path.read_text()) for name in ("unigram", "neighbours", "rotten_tomatoes")
              if (path := HERE / f"results/reference/{name}.json").exists()}
 unigram = reference.get("unigram", {}).get("unigram_perplexity")
+neighbours = reference.get("neighbours", {}).get("neighbours_perplexity")
 
 arch_of = lambda name: name.rsplit("_s", 1)[0]  # noqa: E731  run name without the seed
 order = list(dict.fromkeys(arch_of(r["name"]) for r in study.RUNS))
@@ -110,16 +111,26 @@ lines += [f"Every run: {fields['num_hidden_layers']} layers, hidden {fields['hid
           f"{c['max_steps']:,} updates of {study.TOKENS_PER_UPDATE:,} tokens ({c['max_steps'] * study.TOKENS_PER_UPDATE:,} "
           f"tokens), {100 * c['mlm_probability']:g}% of tokens masked in training and "
           f"{100 * c['eval_mlm_probability']:g}% in validation, learning rate {c['learning_rate']} "
-          f"({c['lr_scheduler_type']} decay after {100 * c['warmup_ratio']:g}% warmup), mixed precision "
+          f"({c['lr_scheduler_type']}, "
+          + (f"{100 * c['warmup_ratio']:g}% warmup" if c.get("warmup_ratio") else f"{c.get('warmup_steps', 0)} warmup updates")
+          + f"), mixed precision "
           f"{c['mixed_precision']}, news corpus (train/validation as given), one shared byte-level BPE tokenizer "
           f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}). Rotten Tomatoes: finetune_glue.py with the default "
           f"classification head (first token), {study.FINETUNE['num_train_epochs']} epochs, learning rate "
           f"{study.FINETUNE['learning_rate']}, validation accuracy of the final model (no epoch selection). "
           f"Intervals: 95% t-intervals over pretraining seeds (accuracy: each seed's mean over its "
           f"{len(study.FINETUNE_SEEDS)} finetuning seeds).", ""]
+lines += [f"Validation replaces every masked token by `<mask>` (train_mlm.py --eval_mask_replace_prob "
+          f"{c['eval_mask_replace_prob']:g} --eval_random_replace_prob {c['eval_random_replace_prob']:g}): a token is "
+          f"predicted from its context alone. Under BERT's 80/10/10, a tenth of the scored tokens are their own answer, "
+          f"and a model that only copies its input and knows unigram frequencies scores about half the unigram "
+          f"perplexity without reading any context.", ""]
 if unigram is not None:
-    lines += [f"Reference: a context-free (unigram) model scores perplexity {unigram:.1f} on the same validation "
-              f"tokens (`results/reference/unigram.json`); a model near it has not learnt to use context.", ""]
+    lines += [f"References on the same validation tokens: a context-free (unigram) model scores perplexity "
+              f"{unigram:.1f} (`results/reference/unigram.json`); a model near it has not learnt to use context."
+              + (f" A count model that sees only the two neighbours of each token (train-split counts, fixed "
+                 f"interpolation) scores {neighbours:.1f} (`results/reference/neighbours.json`): what reading the "
+                 f"words around a mask is worth." if neighbours is not None else ""), ""]
 if "rotten_tomatoes" in reference:
     rt = reference["rotten_tomatoes"]
     lines += [f"Reference, Rotten Tomatoes validation: always predicting the majority label scores "
@@ -222,15 +233,20 @@ if results:
 # --- pilots --------------------------------------------------------------------------------------
 if pilots:
     lines += ["", "## Pilots (chose the recipe; not part of the tables above)", "",
-              "Short runs recorded by hand from a frozen checkout (`results/pilots/NAME.json`: command, curve, "
-              "tokens/s). Perplexity at 15% masking on the same validation tokens.", "",
+              "Runs recorded with `python -m experiments.quality.record_pilot RUN --name NAME --what ...` "
+              "(`results/pilots/NAME.json`: command, curve, tokens/s). Validation perplexity with every masked token "
+              "replaced by `<mask>`, as the study's, on the validation split's first `--max_eval_samples` blocks "
+              "(the command says how many).", "",
               "| pilot | what | tokens seen | tokens/s | final perplexity | x unigram | RT accuracy (finetuning lr) |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in pilots:
         rt = ", ".join(f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"
         lines.append(f"| {r['name']} | {r['what']} | {r['tokens_seen']:,} | {r['tokens_per_second_median']:,} | "
                      f"{r['final_perplexity']:.1f} | {r['final_vs_unigram']:.3f} | {rt} |")
-    lines += ["", "Pilot commands:", ""] + [f"- `{r['name']}`: `{r['pretrain_command']}`" for r in pilots]
+    lines += ["", "Pilot commands:", ""]
+    for r in pilots:
+        lines += [f"- `{r['name']}`: `{r['pretrain_command']}`"]
+        lines += [f"  - finetuning, lr {lr}: `{f['command']}`" for lr, f in r.get("finetune", {}).items() if "command" in f]
 
 missing = [name for name in planned if name not in {r["name"] for r in results}]
 unfinetuned = [r["name"] for r in results if len(r["finetune"]) < len(study.FINETUNE_SEEDS)]
@@ -248,8 +264,12 @@ for r in results:
 # --- plot: validation perplexity against tokens seen ------------------------------------------------
 panels = [("k (n=512, layerwise sharing)", compared["k"]), ("sharing (n=512, k=128)", compared["sharing"]),
           ("n (k=128, layerwise sharing)", [BASELINE, *compared["n"]])]
-fig, axes = plt.subplots(1, 3, figsize=(17, 5.5), sharey=True)
-for ax, (title, archs) in zip(axes, panels):
+fig, axes = plt.subplots(1, 4, figsize=(22, 5.5), sharey=True)
+for r in pilots:  # the fourth panel: how long each recipe sat on the unigram line
+    axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
+                 marker="o", ms=2, label=r["name"])
+axes[3].set_title("pilots (recipes, first validation blocks)")
+for ax, (title, archs) in zip(axes, [*panels, ("", [])]):
     for arch in [a for a in archs if groups.get(a)]:
         runs = groups[arch]
         tokens = [p["tokens_seen"] for p in runs[0]["curve"]]
@@ -264,7 +284,9 @@ for ax, (title, archs) in zip(axes, panels):
     if unigram is not None:
         ax.axhline(unigram, color="gray", ls="--", lw=1, label=f"unigram, no context ({unigram:.0f})")
         ax.axhline(0.3 * unigram, color="gray", ls=":", lw=1, label="0.3 x unigram (target)")
-    ax.set(title=title, xlabel="tokens seen (millions)", yscale="log")
+    if neighbours is not None:
+        ax.axhline(neighbours, color="gray", ls="-.", lw=1, label=f"two-neighbour count model ({neighbours:.0f})")
+    ax.set(title=title or ax.get_title(), xlabel="tokens seen (millions)", yscale="log")
     ax.grid(True, which="both", alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)

@@ -189,6 +189,39 @@ def unigram_reference(news):
             "vocab_size": vocab}
 
 
+def neighbours_reference(news, weights=(0.4, 0.4, 0.2)):
+    """The perplexity of a count model that sees only a token's two neighbours, on the same validation tokens as
+    `unigram_reference`: p(w | l, r) from train-split counts, interpolated with the mean of p(w | l) and p(w | r)
+    and the add-one unigram, with fixed weights (not tuned on validation). A model that has learnt to read the
+    words around a mask should approach or beat it; one near the unigram line has not started."""
+    from linformer_training.corpus import load_corpus
+    from linformer_training.tokenization import load_tokenizer
+    tok, corpus = load_tokenizer(TOKENIZER), load_corpus(**news)
+    ids = {split: tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
+           for split in ("train", "validation")}
+    edge = tok.eos_token_id  # a document's neighbour outside it, as packing puts </s> between documents
+    unigram, left, right, both, seen_left, seen_right, seen_both = (Counter() for _ in range(7))
+    for doc in ids["train"]:
+        doc = [edge, *doc, edge]
+        for l, w, r in zip(doc, doc[1:], doc[2:]):
+            unigram[w] += 1
+            left[l, w], right[w, r], both[l, w, r] = left[l, w] + 1, right[w, r] + 1, both[l, w, r] + 1
+            seen_left[l], seen_right[r], seen_both[l, r] = seen_left[l] + 1, seen_right[r] + 1, seen_both[l, r] + 1
+    total, vocab = sum(unigram.values()), len(tok)
+    nll, tokens = 0.0, 0
+    for doc in ids["validation"]:
+        doc = [edge, *doc, edge]
+        for l, w, r in zip(doc, doc[1:], doc[2:]):
+            p_unigram = (unigram[w] + 1) / (total + vocab)
+            p_left = left[l, w] / seen_left[l] if seen_left[l] else p_unigram
+            p_right = right[w, r] / seen_right[r] if seen_right[r] else p_unigram
+            p_both = both[l, w, r] / seen_both[l, r] if seen_both[l, r] else 0.0
+            nll -= math.log(weights[0] * p_both + weights[1] * (p_left + p_right) / 2 + weights[2] * p_unigram)
+            tokens += 1
+    return {"neighbours_perplexity": math.exp(nll / tokens), "validation_tokens": tokens, "train_tokens": total,
+            "weights": {"both_neighbours": weights[0], "one_neighbour": weights[1], "unigram": weights[2]}}
+
+
 def rotten_tomatoes_references(files):
     """Rotten Tomatoes validation accuracy of the training split's majority label, and of TF-IDF features (words
     and word pairs) with logistic regression fitted on the training split: the floor a model that learnt any
@@ -230,6 +263,8 @@ if "pretrain" in data:
         train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(TOKENIZER)
     if not (RESULTS / "reference/unigram.json").exists():
         save(RESULTS / "reference/unigram.json", unigram_reference(news))
+    if not (RESULTS / "reference/neighbours.json").exists():
+        save(RESULTS / "reference/neighbours.json", neighbours_reference(news))
 if "finetune" in data:
     if not (RESULTS / "reference/rotten_tomatoes.json").exists():
         save(RESULTS / "reference/rotten_tomatoes.json", rotten_tomatoes_references(data["finetune"]))
