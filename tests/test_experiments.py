@@ -160,10 +160,14 @@ def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran
     assert "--eval_mask_replace_prob 1.0 --eval_random_replace_prob 0.0" in record["pretrain_command"]
     assert "--max_steps 4 " in record["pretrain_command"] and "num_parameters" not in record["pretrain_command"]
     results = json.loads((root / "experiments/quality/results/roberta_n512_s0.json").read_text())
-    (lr, tuned), = record["finetune"].items()
+    (key, tuned), = record["finetune"].items()
+    assert key.startswith("lr ") and key.endswith(", seed 0")
     assert tuned["accuracy"] == results["finetune"]["0"]["accuracy"] and tuned["seed"] == 0
     assert tuned["command"].startswith("OMP_NUM_THREADS=1 python finetune_glue.py") and "--task " not in tuned["command"]
     (root / "experiments/quality/results/pilots/P.json").unlink()
+    twice = run_script(root, "record_pilot", str(run), "--name", "Q", "--what", "x", "--finetune",
+                       str(root / "runs/roberta_n512_s0_rt_s0"), str(root / "runs/roberta_n512_s0_rt_s0"))
+    assert twice.returncode == 2 and "names two runs of lr" in twice.stderr and "pass each once" in twice.stderr
     bad = run_script(root, "record_pilot", str(root / "runs"), "--name", "Q", "--what", "x")
     assert bad.returncode == 2 and "has no metrics.jsonl: not a finished train_mlm.py output folder" in bad.stderr
     check = run_script(root, "order_check", str(run), "--block_size", "32", "--blocks", "8", "--data_dir", "data")

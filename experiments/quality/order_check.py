@@ -7,18 +7,17 @@ same on both; one that reads the words around a mask scores far better on the bl
 """
 
 import argparse
-import gzip
 import json
 import math
 from pathlib import Path
 
 import torch
-from datasets import Dataset
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.quality import study
-from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
+from linformer_training.corpus import load_corpus
+from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
 
 p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
 p.add_argument("model", help="a masked-LM folder (train_mlm.py output)")
@@ -33,10 +32,8 @@ if not data.is_file():
     p.exit(2, f"order_check.py: no {data}: pass --data_dir (experiments/README.md, \"Data\")\n")
 tokenizer = AutoTokenizer.from_pretrained(args.model)
 model = AutoModelForMaskedLM.from_pretrained(args.model, dtype=torch.float32).eval()
-with (gzip.open if data.suffix == ".gz" else open)(data, "rt", encoding="utf-8") as f:
-    texts = [row["text"] for row in map(json.loads, f)]
-blocks = [ids for ids in pack(Dataset.from_dict({"text": texts}), tokenizer, args.block_size)["input_ids"]
-          if len(ids) == args.block_size][:args.blocks]
+texts = load_corpus(train_file=[str(data)], validation_split_percentage=0)["train"]
+blocks = [ids for ids in pack(texts, tokenizer, args.block_size)["input_ids"] if len(ids) == args.block_size][:args.blocks]
 collate = BlockSeededMLMCollator(tokenizer, 0.15, seed=args.seed, mask_replace_prob=1.0, random_replace_prob=0.0)
 batch = collate([{"input_ids": ids} for ids in blocks])
 order = torch.randperm(args.block_size - 1, generator=torch.Generator().manual_seed(args.seed)) + 1  # <s> stays first
@@ -45,13 +42,13 @@ shuffled = torch.cat([torch.zeros(1, dtype=torch.long), order])
 
 @torch.no_grad()
 def perplexity(input_ids, labels):
-    total, count = 0.0, 0
+    """Over every masked token, 16 blocks at a time, with the training loop's own masked-LM loss."""
+    objective, total, count = MaskedLMObjective(sparse_head=True), 0.0, 0
     for start in range(0, len(input_ids), 16):
-        ids, target = input_ids[start:start + 16], labels[start:start + 16]
-        masked = target != -100
-        logits = mlm_head(model)(model.base_model(input_ids=ids).last_hidden_state[masked])
-        total += torch.nn.functional.cross_entropy(logits.float(), target[masked], reduction="sum").item()
-        count += masked.sum().item()
+        batch = {"input_ids": input_ids[start:start + 16], "labels": labels[start:start + 16]}
+        batch["attention_mask"] = torch.ones_like(batch["input_ids"])
+        total += objective.loss_sum(model, batch).item()
+        count += objective.count(batch).item()
     return math.exp(total / count)
 
 

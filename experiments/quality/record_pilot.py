@@ -29,7 +29,7 @@ p.add_argument("run", type=Path, help="the train_mlm.py --output_dir of the pilo
 p.add_argument("--name", required=True, help="the pilot's name (results/pilots/NAME.json)")
 p.add_argument("--what", required=True, help="what the pilot tried, in a few words")
 p.add_argument("--finetune", type=Path, nargs="*", default=[], metavar="RUN",
-               help="finetune_glue.py output folders of the pilot's model (Rotten Tomatoes), recorded by learning rate")
+               help="finetune_glue.py output folders of the pilot's model (Rotten Tomatoes), recorded by learning rate and seed")
 args = p.parse_args()
 
 for folder, needed, script in [(args.run, "metrics.jsonl", "train_mlm.py"), (args.run, "train_config.yaml", "train_mlm.py"),
@@ -56,9 +56,11 @@ unigram = json.loads((HERE / "results/reference/unigram.json").read_text())["uni
 finetune = {}
 for folder in args.finetune:
     tuned = yaml.safe_load((folder / "train_config.yaml").read_text())
-    finetune[f"{tuned['learning_rate']:g}"] = {
-        "accuracy": json.loads((folder / "eval_results.json").read_text())["validation"]["accuracy"],
-        "seed": tuned["seed"], "command": command("finetune_glue.py", tuned)}
+    key = f"lr {tuned['learning_rate']:g}, seed {tuned['seed']}"
+    if key in finetune:
+        p.exit(2, f"record_pilot.py: --finetune names two runs of {key}; pass each once\n")
+    finetune[key] = {"accuracy": json.loads((folder / "eval_results.json").read_text())["validation"]["accuracy"],
+                     "seed": tuned["seed"], "command": command("finetune_glue.py", tuned)}
 record = {
     "name": args.name, "what": args.what,
     "pretrain_command": command("train_mlm.py", config),
@@ -73,6 +75,8 @@ record = {
 }
 out = HERE / "results/pilots" / f"{args.name}.json"
 out.parent.mkdir(parents=True, exist_ok=True)
-out.write_text(json.dumps(record, indent=1) + "\n")
+tmp = out.with_suffix(".json.tmp")  # renamed over the record: an interrupted write leaves the old one
+tmp.write_text(json.dumps(record, indent=1) + "\n")
+tmp.replace(out)
 print(f"wrote {out}: {record['final_perplexity']:.1f} ({record['final_vs_unigram']:.3f} x unigram) after "
       f"{record['tokens_seen']:,} tokens", file=sys.stderr)

@@ -237,7 +237,7 @@ if pilots:
               "(`results/pilots/NAME.json`: command, curve, tokens/s). Validation perplexity with every masked token "
               "replaced by `<mask>`, as the study's, on the validation split's first `--max_eval_samples` blocks "
               "(the command says how many).", "",
-              "| pilot | what | tokens seen | tokens/s | final perplexity | x unigram | RT accuracy (finetuning lr) |",
+              "| pilot | what | tokens seen | tokens/s | final perplexity | x unigram | RT accuracy (finetuning) |",
               "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in pilots:
         rt = ", ".join(f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"
@@ -246,7 +246,7 @@ if pilots:
     lines += ["", "Pilot commands:", ""]
     for r in pilots:
         lines += [f"- `{r['name']}`: `{r['pretrain_command']}`"]
-        lines += [f"  - finetuning, lr {lr}: `{f['command']}`" for lr, f in r.get("finetune", {}).items() if "command" in f]
+        lines += [f"  - finetuning, {key}: `{f['command']}`" for key, f in r.get("finetune", {}).items() if "command" in f]
 
 missing = [name for name in planned if name not in {r["name"] for r in results}]
 unfinetuned = [r["name"] for r in results if len(r["finetune"]) < len(study.FINETUNE_SEEDS)]

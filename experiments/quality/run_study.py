@@ -172,16 +172,19 @@ def finetune(r, out, seed, data, exact=False):
             "eval_results": scores}
 
 
-def unigram_reference(news):
-    """The perplexity of a context-free model (train-split unigram frequencies, add-one smoothed) on the validation
-    tokens that masking can pick (no special tokens). A model near it has not learnt to use context."""
+def reference_tokens(news):
+    """The shared tokenizer and both news splits tokenized with it (no special tokens): what the references count."""
     from linformer_training.corpus import load_corpus
     from linformer_training.tokenization import load_tokenizer
     tok, corpus = load_tokenizer(TOKENIZER), load_corpus(**news)
-    counts = {}
-    for split in ("train", "validation"):
-        ids = tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
-        counts[split] = Counter(i for doc in ids for i in doc)
+    return tok, {split: tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
+                 for split in ("train", "validation")}
+
+
+def unigram_reference(tok, ids):
+    """The perplexity of a context-free model (train-split unigram frequencies, add-one smoothed) on the validation
+    tokens that masking can pick (no special tokens). A model near it has not learnt to use context."""
+    counts = {split: Counter(i for doc in docs for i in doc) for split, docs in ids.items()}
     total, vocab = sum(counts["train"].values()), len(tok)
     nll = -sum(c * math.log((counts["train"][i] + 1) / (total + vocab)) for i, c in counts["validation"].items())
     tokens = sum(counts["validation"].values())
@@ -189,16 +192,11 @@ def unigram_reference(news):
             "vocab_size": vocab}
 
 
-def neighbours_reference(news, weights=(0.4, 0.4, 0.2)):
+def neighbours_reference(tok, ids, weights=(0.4, 0.4, 0.2)):
     """The perplexity of a count model that sees only a token's two neighbours, on the same validation tokens as
     `unigram_reference`: p(w | l, r) from train-split counts, interpolated with the mean of p(w | l) and p(w | r)
     and the add-one unigram, with fixed weights (not tuned on validation). A model that has learnt to read the
     words around a mask should approach or beat it; one near the unigram line has not started."""
-    from linformer_training.corpus import load_corpus
-    from linformer_training.tokenization import load_tokenizer
-    tok, corpus = load_tokenizer(TOKENIZER), load_corpus(**news)
-    ids = {split: tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
-           for split in ("train", "validation")}
     edge = tok.eos_token_id  # a document's neighbour outside it, as packing puts </s> between documents
     unigram, left, right, both, seen_left, seen_right, seen_both = (Counter() for _ in range(7))
     for doc in ids["train"]:
@@ -261,10 +259,12 @@ if "pretrain" in data:
         from linformer_training.tokenization import train_tokenizer
         print(f"training the shared tokenizer into {TOKENIZER}", flush=True)
         train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(TOKENIZER)
-    if not (RESULTS / "reference/unigram.json").exists():
-        save(RESULTS / "reference/unigram.json", unigram_reference(news))
-    if not (RESULTS / "reference/neighbours.json").exists():
-        save(RESULTS / "reference/neighbours.json", neighbours_reference(news))
+    references = {"unigram": unigram_reference, "neighbours": neighbours_reference}
+    missing = {name: count for name, count in references.items() if not (RESULTS / f"reference/{name}.json").exists()}
+    if missing:
+        tokens = reference_tokens(news)
+        for name, count in missing.items():
+            save(RESULTS / f"reference/{name}.json", count(*tokens))
 if "finetune" in data:
     if not (RESULTS / "reference/rotten_tomatoes.json").exists():
         save(RESULTS / "reference/rotten_tomatoes.json", rotten_tomatoes_references(data["finetune"]))
