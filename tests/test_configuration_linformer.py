@@ -45,6 +45,8 @@ def test_auto_map_names_every_head():
         (dict(max_position_embeddings=512), "max_position_embeddings"),
         (dict(pad_token_id=None), "pad_token_id"),
         (dict(projection_init_std=-1.0), "projection_init_std"),
+        (dict(projection_init="identity"), "projection_init"),
+        (dict(projection_type="conv", projected_dim=128, projection_init="window_mean"), "projection_init"),
         (dict(max_seq_length=0), "max_seq_length"),
         (dict(projection_length_scaling="log"), "projection_length_scaling"),
         (dict(classifier_pooling="max"), "classifier_pooling"),

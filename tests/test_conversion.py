@@ -27,7 +27,8 @@ from transformers import (
 
 from linformer_hf import LinformerForMaskedLM, LinformerModel
 from linformer_training.arguments import ScriptError, UsageError
-from linformer_training.conversion import convert_to_linformer, window_mean_projection
+from linformer_hf.modeling_linformer import window_mean_projection
+from linformer_training.conversion import convert_to_linformer
 
 from conftest import Payload
 
@@ -85,14 +86,6 @@ def make_source(kind, folder, tokenizer, max_positions):
 def bpe_tokenizer(tokenizer):
     """conftest's RoBERTa-style byte-level BPE tokenizer (<s>=0, <pad>=1), for the RoBERTa and XLM-R sources."""
     return tokenizer
-
-
-def test_window_mean_projection():
-    assert torch.equal(window_mean_projection(6, 6), torch.eye(6))
-    e = window_mean_projection(3, 8)  # windows [0, 2), [2, 5), [5, 8)
-    assert torch.allclose(e.sum(1), torch.ones(3))
-    assert (e > 0).int().tolist() == [[1, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 1, 1]]
-    assert torch.allclose(e[1, 2:5], torch.full((3,), 1 / 3))
 
 
 def test_minilm_identity_projection_is_exact(minilm, tmp_path):

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
 from experiments.quality import study
 
@@ -18,12 +20,18 @@ REPO = Path(__file__).resolve().parents[1]
 def test_study_covers_every_comparison_of_the_issue_under_one_budget():
     runs = {r["name"]: r for r in study.RUNS}
     arch = {(r["model_type"], r["n"], r.get("k"), r.get("sharing")) for r in study.RUNS}
-    assert ("roberta", 512, None, None) in arch
-    assert {("linformer", 512, k, "layerwise") for k in (64, 128, 256)} <= arch
-    assert {("linformer", 512, 128, s) for s in ("none", "headwise", "key_value", "layerwise")} <= arch
-    assert {("linformer", n, 128, "layerwise") for n in (512, 1024, 2048)} <= arch
-    for name in ("roberta_n512", "linformer_n512_k128_layerwise"):
+    n, k = study.N, study.K  # the paper's n = 512 and k = 128, scaled alike
+    assert k * 512 == n * 128
+    assert ("roberta", n, None, None) in arch
+    assert {("linformer", n, k * f, "layerwise") for f in (0.5, 1, 2)} <= arch
+    assert {("linformer", n, k, s) for s in ("none", "headwise", "key_value", "layerwise")} <= arch
+    assert {("linformer", n * f, k, "layerwise") for f in (1, 2, 4)} <= arch
+    assert study.BASELINE == f"roberta_n{n}" and study.LINFORMER == f"linformer_n{n}_k{k}_layerwise"
+    for name in (study.BASELINE, study.LINFORMER):
         assert {runs[f"{name}_s{s}"]["seed"] for s in (0, 1, 2)} == {0, 1, 2}
+    # Every paper row compared names a run of the study.
+    paper = yaml.safe_load((REPO / "experiments/quality/paper_numbers.yaml").read_text())
+    assert {row["ours"] for row in paper["table2"]["rows"] if row.get("ours")} <= {study.name_of(r) for r in study.RUNS}
     assert len(study.FINETUNE_SEEDS) >= 3
     # The budget is shared: runs differ only in attention, n, seed and the batch that keeps tokens per update.
     assert all(study.TOKENS_PER_UPDATE % r["n"] == 0 for r in study.RUNS)
@@ -52,7 +60,9 @@ PRETRAIN = {{**PRETRAIN, "warmup_ratio": 0.25, "max_steps": 4, "eval_steps": 2, 
 FINETUNE = {{**FINETUNE, "max_seq_length": 32, "per_device_train_batch_size": 8, "mixed_precision": "no",
             "logging_steps": 1}}
 FINETUNE_SEEDS = (0,)
-RUNS = [run("roberta_n512", roberta(32), 0), run("linformer_n512_k128_layerwise", linformer(32, 8), 0)]
+N, K = 32, 8
+BASELINE, LINFORMER = name_of(roberta()), name_of(linformer())
+RUNS = [run(roberta(), 0), run(linformer(), 0)]
 '''
 
 
@@ -60,7 +70,8 @@ def make_study_copy(root):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
     (root / "experiments/quality").mkdir(parents=True)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
-                 "quality/record_pilot.py", "quality/order_check.py", "quality/paper_numbers.yaml"):
+                 "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
+                 "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -117,7 +128,7 @@ def ran(study_copy):
 def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     root, first, again = ran
     results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results").glob("*.json")}
-    assert set(results) == {"roberta_n512_s0", "linformer_n512_k128_layerwise_s0"}
+    assert set(results) == {"roberta_n32_s0", "linformer_n32_k8_layerwise_s0"}
     for name, r in results.items():
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
         tokens = [p["tokens_seen"] for p in r["curve"]]
@@ -133,8 +144,8 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
         assert set(r["finetune"]) == {"0"} and 0 <= r["finetune"]["0"]["accuracy"] <= 1
         assert (root / "runs" / name / "model.safetensors").is_file()  # save_pretrained, outside the results
         assert sorted(c.name for c in (root / "runs" / name / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_4"]
-    assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise " in \
-        results["linformer_n512_k128_layerwise_s0"]["pretrain_command"]
+    assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise,projection_init=window_mean " in \
+        results["linformer_n32_k8_layerwise_s0"]["pretrain_command"]
     unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())
     assert unigram["unigram_perplexity"] > 1 and unigram["vocab_size"] <= 300
     rt = json.loads((root / "experiments/quality/results/reference/rotten_tomatoes.json").read_text())
@@ -149,9 +160,9 @@ def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran
     to the unigram reference), refusing a folder that is not one; order_check.py scores a model on validation blocks
     as written and shuffled; the two-neighbour count reference lies between 1 and the unigram's."""
     root = ran[0]
-    run = root / "runs/roberta_n512_s0"
+    run = root / "runs/roberta_n32_s0"
     out = run_script(root, "record_pilot", str(run), "--name", "P", "--what", "a pilot", "--finetune",
-                     str(root / "runs/roberta_n512_s0_rt_s0"))
+                     str(root / "runs/roberta_n32_s0_rt_s0"))
     assert out.returncode == 0, out.stderr[-3000:]
     record = json.loads((root / "experiments/quality/results/pilots/P.json").read_text())
     unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())["unigram_perplexity"]
@@ -159,14 +170,14 @@ def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran
     assert record["final_vs_unigram"] == round(record["curve"][-1]["perplexity"] / unigram, 3)
     assert "--eval_mask_replace_prob 1.0 --eval_random_replace_prob 0.0" in record["pretrain_command"]
     assert "--max_steps 4 " in record["pretrain_command"] and "num_parameters" not in record["pretrain_command"]
-    results = json.loads((root / "experiments/quality/results/roberta_n512_s0.json").read_text())
+    results = json.loads((root / "experiments/quality/results/roberta_n32_s0.json").read_text())
     (key, tuned), = record["finetune"].items()
     assert key.startswith("lr ") and key.endswith(", seed 0")
     assert tuned["accuracy"] == results["finetune"]["0"]["accuracy"] and tuned["seed"] == 0
     assert tuned["command"].startswith("OMP_NUM_THREADS=1 python finetune_glue.py") and "--task " not in tuned["command"]
     (root / "experiments/quality/results/pilots/P.json").unlink()
     twice = run_script(root, "record_pilot", str(run), "--name", "Q", "--what", "x", "--finetune",
-                       str(root / "runs/roberta_n512_s0_rt_s0"), str(root / "runs/roberta_n512_s0_rt_s0"))
+                       str(root / "runs/roberta_n32_s0_rt_s0"), str(root / "runs/roberta_n32_s0_rt_s0"))
     assert twice.returncode == 2 and "names two runs of lr" in twice.stderr and "pass each once" in twice.stderr
     bad = run_script(root, "record_pilot", str(root / "runs"), "--name", "Q", "--what", "x")
     assert bad.returncode == 2 and "has no metrics.jsonl: not a finished train_mlm.py output folder" in bad.stderr
@@ -178,11 +189,49 @@ def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran
     assert 1 < neighbours["neighbours_perplexity"] < unigram
 
 
+def test_projection_check_tells_a_random_mixture_from_a_local_average(ran, tmp_path):
+    """projection_check.py on the study's Linformer (E started as window means and trained 4 updates: still local),
+    then on the same model with E set exactly to window means (whose three numbers are known exactly) and to a
+    Gaussian matrix (near the random yardstick); a RoBERTa folder is refused in one line."""
+    from safetensors.torch import load_file, save_file
+
+    root = ran[0]
+    run = root / "runs/linformer_n32_k8_layerwise_s0"
+
+    def check(folder):
+        out = run_script(root, "projection_check", str(folder))
+        assert out.returncode == 0, out.stderr[-3000:]
+        report = json.loads(out.stdout.strip().splitlines()[-1])
+        assert (report["n"], report["k"]) == (32, 8) and set(report["projections"]) == {"shared[0]", "random"}
+        return report["projections"]["shared[0]"], report["projections"]["random"]
+
+    trained, random = check(run)
+    assert trained["positions_read"] < 8 < 0.5 * 32 < random["positions_read"]
+    assert trained["nearby_share"] > 0.8 > 0.3 > random["nearby_share"]
+
+    def with_projection(name, matrix):
+        folder = tmp_path / name
+        shutil.copytree(run, folder, ignore=shutil.ignore_patterns("checkpoints"))
+        weights = load_file(folder / "model.safetensors")
+        weights[next(k for k in weights if k.endswith("projections.shared"))] = matrix[None]
+        save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+        return folder
+
+    local = with_projection("local", torch.kron(torch.eye(8), torch.full((1, 4), 0.25)))  # slot j: 4j..4j+3
+    assert check(local)[0] == {"positions_read": 4.0, "nearby_share": 1.0, "average_part": 1.0}
+    gaussian = with_projection("gaussian", torch.randn(8, 32, generator=torch.Generator().manual_seed(1)))
+    mixed = check(gaussian)[0]
+    assert abs(mixed["positions_read"] - random["positions_read"]) < 0.25 * 32
+    assert mixed["nearby_share"] < 0.3 and mixed["average_part"] < 0.5
+    refused = run_script(root, "projection_check", str(root / "runs/roberta_n32_s0"))
+    assert refused.returncode == 2 and "is a 'roberta' model; only a Linformer has projections" in refused.stderr
+
+
 def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):
     """A run cut after its first checkpoint (no results file, no final model, its last checkpoint lost) continues
     from that checkpoint when run_study is run again, with the same command, and ends with the uncut run's curve."""
     root = make_study_copy(tmp_path / "repo")
-    name, runs, results = "roberta_n512_s0", tmp_path / "repo/runs", tmp_path / "repo/experiments/quality/results"
+    name, runs, results = "roberta_n32_s0", tmp_path / "repo/runs", tmp_path / "repo/experiments/quality/results"
     whole = run_script(root, "run_study", "--only", name, "--stage", "pretrain")
     assert whole.returncode == 0, whole.stderr[-3000:]
     uncut = json.loads((results / f"{name}.json").read_text())
@@ -200,9 +249,9 @@ def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):
 def test_run_study_lists_and_rejects_unknown_runs(ran):
     root = ran[0]
     listed = run_script(root, "run_study", "--list")
-    assert "linformer_n512_k128_layerwise_s0" in listed.stdout and "finetuning seeds: [0]" in listed.stdout
-    bad = run_script(root, "run_study", "--only", "roberta_n512_s9")
-    assert bad.returncode == 2 and "unknown run(s) roberta_n512_s9" in bad.stderr
+    assert "linformer_n32_k8_layerwise_s0" in listed.stdout and "finetuning seeds: [0]" in listed.stdout
+    bad = run_script(root, "run_study", "--only", "roberta_n32_s9")
+    assert bad.returncode == 2 and "unknown run(s) roberta_n32_s9" in bad.stderr
 
 
 def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows_it(ran):
@@ -212,15 +261,15 @@ def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows
     out = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (record,) = [json.loads(p.read_text()) for p in (root / "experiments/quality/results/exact_rt").glob("*.json")]
-    assert record["name"] == "linformer_n512_k128_layerwise_s0" and set(record["finetune"]) == {"0"}
+    assert record["name"] == "linformer_n32_k8_layerwise_s0" and set(record["finetune"]) == {"0"}
     assert "--config_overrides exact_attention_length=32" in record["finetune"]["0"]["command"]
-    tuned = json.loads((root / "runs/linformer_n512_k128_layerwise_s0_rt_exact_s0/config.json").read_text())
+    tuned = json.loads((root / "runs/linformer_n32_k8_layerwise_s0_rt_exact_s0/config.json").read_text())
     assert tuned["exact_attention_length"] == 32 and tuned["attention_type"] == "projected"
     again = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
     assert again.returncode == 0 and "exact short path" not in again.stdout
     assert run_script(root, "render").returncode == 0
     report = (root / "experiments/quality/results.md").read_text()
-    assert "## Short inputs read exactly" in report and "| linformer_n512_k128_layerwise_s0 | " in report
+    assert "## Short inputs read exactly" in report and "| linformer_n32_k8_layerwise_s0 | " in report
 
 
 def test_report_writes_tables_plots_and_the_model_card_section(ran):
@@ -233,15 +282,15 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
         "finetune": {"1e-4": {"accuracy": 0.7}}, "pretrain_command": "python train_mlm.py --pilot"}))
     # A second pretraining seed of the baseline, 10 above the first: the interval over two seeds is
     # mean ± t(0.975, 1) s / sqrt(2) = ± 12.706 x 7.071 / 1.414 = ± 63.5.
-    first = json.loads((root / "experiments/quality/results/roberta_n512_s0.json").read_text())
-    second = {**first, "name": "roberta_n512_s1", "perplexity": first["perplexity"] + 10}
-    (root / "experiments/quality/results/roberta_n512_s1.json").write_text(json.dumps(second))
+    first = json.loads((root / "experiments/quality/results/roberta_n32_s0.json").read_text())
+    second = {**first, "name": "roberta_n32_s1", "perplexity": first["perplexity"] + 10}
+    (root / "experiments/quality/results/roberta_n32_s1.json").write_text(json.dumps(second))
     out = run_script(root, "render")
     assert out.returncode == 0, out.stderr[-3000:]
     report = (root / "experiments/quality/results.md").read_text()
     assert f"| {first['perplexity'] + 5:.1f} ± 63.5 |" in report
-    for text in ("## Every configuration", "| roberta_n512 | 32 |", "| linformer_n512_k128_layerwise | 32 | 8 |",
-                 "## Targets (issue 34)", "roberta_n512 perplexity <= 0.3 x unigram", "TF-IDF features",
+    for text in ("## Every configuration", "| roberta_n32 | 32 |", "| linformer_n32_k8_layerwise | 32 | 8 |",
+                 "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
                  "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",
                  "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):
         assert text in report, text

@@ -18,7 +18,7 @@ from linformer_hf import (
     LinformerForTokenClassification,
     LinformerModel,
 )
-from linformer_hf.modeling_linformer import LinformerSelfAttention, resample_columns
+from linformer_hf.modeling_linformer import LinformerSelfAttention, resample_columns, window_mean_projection
 
 SHARING = ["none", "headwise", "key_value", "layerwise"]
 TYPES = ["linear", "mean_pool", "max_pool", "conv"]
@@ -258,6 +258,19 @@ def test_initialisation_is_the_documented_one():
         projections = AutoModel.from_config(tiny_config(projection_sharing=sharing)).encoder.projections
         for name, param in projections.named_parameters():
             assert abs(param.std().item() - 32**-0.5) < 0.3 * 32**-0.5, name
+    for sharing in SHARING:  # window_mean: every E/F starts as the same stretch means, in every sharing mode
+        config = tiny_config(projection_sharing=sharing, projection_init="window_mean")
+        for name, param in AutoModel.from_config(config).encoder.projections.named_parameters():
+            groups, k, n = param.shape
+            assert torch.equal(param, window_mean_projection(k, n).expand(groups, k, n)), name
+
+
+def test_window_mean_projection():
+    assert torch.equal(window_mean_projection(6, 6), torch.eye(6))
+    e = window_mean_projection(3, 8)  # windows [0, 2), [2, 5), [5, 8)
+    assert torch.allclose(e.sum(1), torch.ones(3))
+    assert (e > 0).int().tolist() == [[1, 1, 0, 0, 0, 0, 0, 0], [0, 0, 1, 1, 1, 0, 0, 0], [0, 0, 0, 0, 0, 1, 1, 1]]
+    assert torch.allclose(e[1, 2:5], torch.full((3,), 1 / 3))
 
 
 def test_chunked_feed_forward_matches_and_allows_any_length():

@@ -3,7 +3,7 @@ block shuffled (the same permutation for inputs and targets, the masked position
 masked token replaced by <mask>. A model that only knows which words occur together (a bag of words) scores the
 same on both; one that reads the words around a mask scores far better on the blocks as written.
 
-    python -m experiments.quality.order_check ~/runs/quality/roberta_n512_s0 --block_size 512
+    python -m experiments.quality.order_check ~/runs/quality/roberta_n128_s0 --block_size 128
 """
 
 import argparse

@@ -26,13 +26,13 @@ argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescrip
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
-BASELINE = "roberta_n512"
+BASELINE, N, K = study.BASELINE, study.N, study.K
 # The issue's targets: (what, run, kind, limit). "ratio": perplexity at most limit x the unigram reference;
 # "accuracy": Rotten Tomatoes accuracy at least limit (%); "gap": perplexity at most limit % above the baseline's;
 # "points": accuracy at most limit points below the baseline's.
 TARGETS = [(BASELINE, "ratio", 0.3), (BASELINE, "accuracy", 68.0),
-           ("linformer_n512_k128_layerwise", "gap", 5.0), ("linformer_n512_k128_layerwise", "points", 1.0),
-           ("linformer_n512_k256_layerwise", "gap", 3.0)]
+           (study.LINFORMER, "gap", 5.0), (study.LINFORMER, "points", 1.0),
+           (study.name_of(study.linformer(k=2 * K)), "gap", 3.0)]
 
 
 # --- load ----------------------------------------------------------------------------------------
@@ -115,7 +115,9 @@ lines += [f"Every run: {fields['num_hidden_layers']} layers, hidden {fields['hid
           + (f"{100 * c['warmup_ratio']:g}% warmup" if c.get("warmup_ratio") else f"{c.get('warmup_steps', 0)} warmup updates")
           + f"), mixed precision "
           f"{c['mixed_precision']}, news corpus (train/validation as given), one shared byte-level BPE tokenizer "
-          f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}). Rotten Tomatoes: finetune_glue.py with the default "
+          f"(vocabulary {study.TOKENIZER_VOCAB_SIZE}); every Linformer's E/F start as "
+          f"`projection_init={study.linformer()['config_overrides']['projection_init']}` (README.md, \"Budget\"). "
+          f"Rotten Tomatoes: finetune_glue.py with the default "
           f"classification head (first token), {study.FINETUNE['num_train_epochs']} epochs, learning rate "
           f"{study.FINETUNE['learning_rate']}, validation accuracy of the final model (no epoch selection). "
           f"Intervals: 95% t-intervals over pretraining seeds (accuracy: each seed's mean over its "
@@ -212,9 +214,9 @@ if exact:
         lines.append(f"| {name} | {seeds_cell(own)} | {seeds_cell(r['finetune'])} | {seeds_cell(base_run)} |")
 
 lines += ["", "## The paper's Figure 3 claims beside ours", ""]
-compared = {"k": [a for a in order if a == BASELINE or (a.startswith("linformer_n512_") and a.endswith("layerwise"))],
-            "sharing": [a for a in order if a == BASELINE or a.startswith("linformer_n512_k128_")],
-            "n": [a for a in order if a.startswith("linformer_") and "_k128_layerwise" in a]}
+compared = {"k": [a for a in order if a == BASELINE or (a.startswith(f"linformer_n{N}_") and a.endswith("layerwise"))],
+            "sharing": [a for a in order if a == BASELINE or a.startswith(f"linformer_n{N}_k{K}_")],
+            "n": [a for a in order if a.startswith("linformer_") and f"_k{K}_layerwise" in a]}
 for key, claim in paper["figure3"].items():
     ours = sorted((summary(a)["ppl"][0], a) for a in compared[key] if groups.get(a))
     lines += [f"- **{key}** - paper: {claim}", "  - ours (final validation perplexity, best first): "
@@ -262,8 +264,8 @@ for r in results:
         lines += [f"  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"]
 
 # --- plot: validation perplexity against tokens seen ------------------------------------------------
-panels = [("k (n=512, layerwise sharing)", compared["k"]), ("sharing (n=512, k=128)", compared["sharing"]),
-          ("n (k=128, layerwise sharing)", [BASELINE, *compared["n"]])]
+panels = [(f"k (n={N}, layerwise sharing)", compared["k"]), (f"sharing (n={N}, k={K})", compared["sharing"]),
+          (f"n (k={K}, layerwise sharing)", [BASELINE, *compared["n"]])]
 fig, axes = plt.subplots(1, 4, figsize=(22, 5.5), sharey=True)
 for r in pilots:  # the fourth panel: how long each recipe sat on the unigram line
     axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],

@@ -13,7 +13,7 @@ where developer checkouts have them; where to get them: experiments/README.md, "
 
     python -m experiments.quality.run_study                          # every run, in priority order
     python -m experiments.quality.run_study --data_dir ~/linformer-data --runs_dir /scratch/quality
-    python -m experiments.quality.run_study --only roberta_n512_s0 linformer_n512_k128_layerwise_s0
+    python -m experiments.quality.run_study --only roberta_n128_s0 linformer_n128_k32_layerwise_s0
     python -m experiments.quality.run_study --stage pretrain         # pretraining only
     python -m experiments.quality.run_study --finetune_seeds 0       # one finetuning seed per run
     python -m experiments.quality.run_study --exact_short_path       # Linformer runs, short inputs read exactly

@@ -35,6 +35,7 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
+from linformer_hf.modeling_linformer import window_mean_projection
 from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengthScaling, ProjectionSharing,
                                                   ProjectionType)
 
@@ -101,15 +102,6 @@ class ConvertArguments(Arguments):
         super().__post_init__()
         if self.projection_length_scaling is None:
             self.projection_length_scaling = "resample" if self.projection_type == "linear" else "none"
-
-
-def window_mean_projection(k, n):
-    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n."""
-    edges = [i * n // k for i in range(k + 1)]
-    matrix = torch.zeros(k, n)
-    for i in range(k):
-        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
-    return matrix
 
 
 def extend_positions(learned, length):
