@@ -237,6 +237,16 @@ _ADAPTER_RENAMINGS = [
     for stored, live in _ADAPTED_MAPS.items() for part in ("down", "up", "bias")]
 
 
+def window_mean_projection(k, n):
+    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n. Each slot
+    then reads one stretch of neighbouring tokens, where random E/F mix all n positions with random signs."""
+    edges = [i * n // k for i in range(k + 1)]
+    matrix = torch.zeros(k, n)
+    for i in range(k):
+        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
+    return matrix
+
+
 class LinformerProjections(nn.Module):
     """Every distinct sequence projection of the model, each stored exactly once.
 
@@ -688,10 +698,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
             n = self.config.max_seq_length
             std = self.config.projection_init_std or 1.0 / math.sqrt(n)
             for param in module.parameters():
-                if module.kind == "linear":
-                    init.normal_(param, mean=0.0, std=std)
-                else:  # conv kernels start as mean pooling over their window
+                if module.kind != "linear":  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
+                elif self.config.projection_init == "window_mean":
+                    init.copy_(param, window_mean_projection(param.shape[1], n).expand_as(param))
+                else:
+                    init.normal_(param, mean=0.0, std=std)
         elif isinstance(module, LinformerWindowedSelfAttention):
             init.zeros_(module.global_gate)
         elif isinstance(module, LinformerLongInputLinear):
