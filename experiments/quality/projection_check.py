@@ -47,11 +47,9 @@ def main(argv=None):
     if projections.kind != "linear":
         p.error(f"model: {args.model} has projection_type={projections.kind!r}: its projections are fixed "
                 f"poolings of n / k positions by construction; only 'linear' E/F are learnt position by position")
-    report = {}
-    for name, param in projections.named_parameters():
-        for group, matrix in enumerate(param.detach().float()):
-            report[f"{name}[{group}]"] = describe(matrix)
-    k, n = matrix.shape
+    report = {f"{name}[{group}]": describe(matrix) for name, param in projections.named_parameters()
+              for group, matrix in enumerate(param.detach().float())}
+    n, k = model.config.max_seq_length, model.config.projected_dims[0]
     report["random"] = describe(torch.randn(k, n, generator=torch.Generator().manual_seed(0)) / math.sqrt(n))
     print(json.dumps({"model": args.model, "n": n, "k": k, "projections": report}))
 

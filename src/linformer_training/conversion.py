@@ -35,9 +35,9 @@ from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_
 
 import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
-from linformer_hf.modeling_linformer import window_mean_projection
 from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengthScaling, ProjectionSharing,
                                                   ProjectionType)
+from linformer_hf.modeling_linformer import window_mean_projection
 
 from . import checkpoints, outputs
 from .arguments import Arguments, UsageError, arg
