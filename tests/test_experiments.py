@@ -2,6 +2,7 @@
 study.py keeps the real helpers but shrinks the model, data and budget to seconds."""
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from scipy import stats
 
 from experiments.quality import study
 
@@ -280,15 +282,29 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
         "name": "A", "what": "a pilot", "curve": [{"step": 0, "tokens_seen": 0, "perplexity": 300.0}],
         "tokens_seen": 1000, "tokens_per_second_median": 100, "final_perplexity": 250.0, "final_vs_unigram": 0.2,
         "finetune": {"1e-4": {"accuracy": 0.7}}, "pretrain_command": "python train_mlm.py --pilot"}))
-    # A second pretraining seed of the baseline, 10 above the first: the interval over two seeds is
-    # mean ± t(0.975, 1) s / sqrt(2) = ± 12.706 x 7.071 / 1.414 = ± 63.5.
+    # A second pretraining seed of the baseline and of the Linformer, each e^0.2 times its first: perplexity is
+    # averaged over the loss, so the baseline shows exp(l + 0.1) with bounds exp(l + 0.1 -+ t(0.975, 1) x 0.2 / 2),
+    # the Linformer gap is read on the losses (Welch's t) and its verdict from that interval.
     first = json.loads((root / "experiments/quality/results/roberta_n32_s0.json").read_text())
-    second = {**first, "name": "roberta_n32_s1", "perplexity": first["perplexity"] + 10}
+    assert first["hardware"].startswith("CPU, ")  # run_study.py records where it trained
+    loss, half = math.log(first["perplexity"]), stats.t.ppf(0.975, 1) * 0.2 / 2
+    second = {**first, "name": "roberta_n32_s1", "perplexity": first["perplexity"] * math.exp(0.2)}
     (root / "experiments/quality/results/roberta_n32_s1.json").write_text(json.dumps(second))
+    lin = json.loads((root / "experiments/quality/results/linformer_n32_k8_layerwise_s0.json").read_text())
+    lin = {**lin, "perplexity": first["perplexity"] * math.exp(3)}  # far above the baseline: the 5% target missed
+    (root / "experiments/quality/results/linformer_n32_k8_layerwise_s0.json").write_text(json.dumps(lin))
+    (root / "experiments/quality/results/linformer_n32_k8_layerwise_s1.json").write_text(json.dumps(
+        {**lin, "name": "linformer_n32_k8_layerwise_s1", "perplexity": lin["perplexity"] * math.exp(0.2)}))
     out = run_script(root, "render")
     assert out.returncode == 0, out.stderr[-3000:]
     report = (root / "experiments/quality/results.md").read_text()
-    assert f"| {first['perplexity'] + 5:.1f} ± 63.5 |" in report
+    assert (f"| {math.exp(loss + 0.1):.1f} ({math.exp(loss + 0.1 - half):.1f}-{math.exp(loss + 0.1 + half):.1f}) |"
+            in report)
+    t2 = stats.t.ppf(0.975, 2) * (0.02 / 2 + 0.02 / 2) ** 0.5  # Welch: equal spreads, 2 degrees of freedom
+    assert (f"perplexity within 5% of the baseline's | {100 * (math.exp(3) - 1):+.1f}% "
+            f"({100 * (math.exp(3 - t2) - 1):+.1f} to {100 * (math.exp(3 + t2) - 1):+.1f}), 2 vs 2 pretraining seeds | "
+            f"MISSED |") in report
+    assert f"| {first['hardware']} | 4 |" in report  # the Cost table by hardware: the four runs above
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
                  "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",

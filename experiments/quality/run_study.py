@@ -129,6 +129,15 @@ def training_seconds(train_log):
     return seconds
 
 
+def hardware():
+    """Where this invocation trains (render.py's Cost table): the GPU train_mlm.py will pick, else the CPU and its
+    threads. Runs on different hardware share the recipe, not the numerics or the speed."""
+    import torch
+    if torch.cuda.is_available():
+        return f"{torch.cuda.get_device_name(0)} (CUDA)"
+    return f"CPU, {env['OMP_NUM_THREADS']} thread{'s' * (env['OMP_NUM_THREADS'] != '1')}"
+
+
 def pretrain(r, out, data):
     """Pretrain one run (resuming its newest checkpoint, if any) and return its results record."""
     n = r["n"]
@@ -154,7 +163,7 @@ def pretrain(r, out, data):
             "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
-            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "finetune": {}}
+            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(), "finetune": {}}
 
 
 def finetune(r, out, seed, data, exact=False):
