@@ -146,6 +146,10 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
         assert set(r["finetune"]) == {"0"} and 0 <= r["finetune"]["0"]["accuracy"] <= 1
         assert (root / "runs" / name / "model.safetensors").is_file()  # save_pretrained, outside the results
         assert sorted(c.name for c in (root / "runs" / name / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_4"]
+        # What it learnt: word order for every run, E/F's locality for a Linformer, with the commands.
+        assert r["order_check"]["command"] == f"python -m experiments.quality.order_check runs/{name} --block_size 32"
+        assert r["order_check"]["block_size"] == 32 and r["order_check"]["perplexity_shuffled"] > 1
+        assert ("projection_check" in r) == name.startswith("linformer")
     assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise,projection_init=window_mean " in \
         results["linformer_n32_k8_layerwise_s0"]["pretrain_command"]
     unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())
@@ -305,7 +309,7 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
             f"({100 * (math.exp(3 - t2) - 1):+.1f} to {100 * (math.exp(3 + t2) - 1):+.1f}), 2 vs 2 pretraining seeds | "
             f"MISSED |") in report
     assert f"| {first['hardware']} | 4 |" in report  # the Cost table by hardware: the four runs above
-    for text in ("## Every configuration", "| roberta_n32 | 32 |", "| linformer_n32_k8_layerwise | 32 | 8 |",
+    for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ", "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
                  "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",
                  "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):

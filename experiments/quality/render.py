@@ -268,11 +268,55 @@ lines += ["", "## The paper's Figure 3 claims beside ours", ""]
 compared = {"k": [a for a in order if a == BASELINE or (a.startswith(f"linformer_n{N}_") and a.endswith("layerwise"))],
             "sharing": [a for a in order if a == BASELINE or a.startswith(f"linformer_n{N}_k{K}_")],
             "n": [a for a in order if a.startswith("linformer_") and f"_k{K}_layerwise" in a]}
+baselines = [a for a in order if a.startswith("roberta_")]  # standard attention at each n
+linformer_seeds = summary(study.LINFORMER)["ppl"]
 for key, claim in paper["figure3"].items():
-    ours = sorted((summary(a)["ppl"][0], a) for a in compared[key] if groups.get(a))
-    lines += [f"- **{key}** - paper: {claim}", "  - ours (final validation perplexity, best first): "
-              + ("; ".join(f"{a} {fmt_perplexity(summary(a)['ppl'])}" + on_unigram_line(summary(a)["ppl"][0]) for _, a in ours)
-                 or "no runs yet")]
+    def listing(archs):  # best first
+        ours = sorted((summary(a)["ppl"][0], a) for a in archs if groups.get(a))
+        return "; ".join(f"{a} {fmt_perplexity(summary(a)['ppl'])}" + on_unigram_line(summary(a)["ppl"][0])
+                         for _, a in ours) or "no runs yet"
+    lines += [f"- **{key}** - paper: {claim}", f"  - ours (final validation perplexity, best first): {listing(compared[key])}"]
+    if key == "n":
+        lines.append(f"  - standard attention at each n, the same budget: {listing(baselines)}")
+    single = [a for a in compared[key] if a.startswith("linformer_") and len(groups.get(a, [])) == 1]
+    if key != "n" and single and linformer_seeds[1]:
+        # One pretraining seed against the spread of the three-seed Linformer: inside its interval is a tie.
+        low, high = linformer_seeds[1]
+        inside = [a for a in single if low <= groups[a][0]["perplexity"] <= high]
+        outside = [a for a in single if a not in inside]
+        lines.append(f"  - one-seed runs against {study.LINFORMER}'s seed interval ({low:.1f}-{high:.1f}): inside "
+                     f"(a tie): {', '.join(inside) or 'none'}; outside: {', '.join(outside) or 'none'}")
+checked = [r for r in results if "order_check" in r]
+if checked:
+    first = checked[0]["order_check"]
+    lines += ["", "## What the models learnt: word order, and how local E/F became", "",
+              f"`order_check.py`: perplexity on the first {first['blocks']} validation blocks of each run's n, as "
+              "written and with each block's tokens shuffled (masks moving with their tokens, every masked token "
+              "`<mask>`): a model that reads word order scores far better as written; one that knows only which words "
+              "occur together scores the same. `projection_check.py` (Linformers): how many of the n positions each "
+              "slot of E/F reads, and the share of its weight in its best stretch of n/k neighbouring positions, means "
+              "over slots and matrices, beside a Gaussian matrix of the same shape (where E/F would be had they "
+              "learnt no locality). E/F start as window means (each slot reads its own n/k positions, share 1); a matrix whose "
+              "best-stretch share fell under 1.5 x the Gaussian's has become a mixture of the whole block. Each run's "
+              "commands are in its results file.", "",
+              "| run | as written | shuffled | shuffled / as written | E/F: positions read per slot (Gaussian) | "
+              "E/F: share in best stretch (Gaussian) | E/F matrices as mixed as a Gaussian |",
+              "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in checked:
+        o = r["order_check"]
+        e = r.get("projection_check", {}).get("projections", {})
+        learnt = [v for key, v in e.items() if key != "random"]
+        mean = lambda key: statistics.mean(v[key] for v in learnt)  # noqa: E731
+        # A matrix whose best stretch holds under 1.5 x a Gaussian's share has lost the locality it started with.
+        mixed = sum(v["nearby_share"] < 1.5 * e["random"]["nearby_share"] for v in learnt) if learnt else 0
+        local = (f"{mean('positions_read'):.1f} ({e['random']['positions_read']:.1f}) | "
+                 f"{mean('nearby_share'):.3f} ({e['random']['nearby_share']:.3f}) | {mixed} of {len(learnt)}"
+                 ) if learnt else "- | - | -"
+        lines.append(f"| {r['name']} | {o['perplexity_as_written']:.1f} | {o['perplexity_shuffled']:.1f} | "
+                     f"{o['shuffled_over_written']:.2f} | {local} |")
+    unchecked = [r["name"] for r in results if "order_check" not in r]
+    if unchecked:
+        lines += ["", f"Not checked (no model in the runs folder): {', '.join(unchecked)}."]
 card_end = len(lines)
 
 # --- cost ----------------------------------------------------------------------------------------
@@ -323,7 +367,7 @@ for r in results:
 
 # --- plot: validation perplexity against tokens seen ------------------------------------------------
 panels = [(f"k (n={N}, layerwise sharing)", compared["k"]), (f"sharing (n={N}, k={K})", compared["sharing"]),
-          (f"n (k={K}, layerwise sharing)", [BASELINE, *compared["n"]])]
+          (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", [*baselines, *compared["n"]])]
 fig, axes = plt.subplots(1, 4, figsize=(22, 5.5), sharey=True)
 for r in pilots:  # the fourth panel: how long each recipe sat on the unigram line
     axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
@@ -341,7 +385,8 @@ for ax, (title, archs) in zip(axes, [*panels, ("", [])]):
         mean = [math.exp(statistics.mean(map(math.log, v))) for v in zip(*curves)]  # as the tables: over the loss
         line, = ax.plot([t / 1e6 for t in tokens[1:]], mean[1:], marker="o", ms=3,
                         label=f"{arch} ({len(curves)} seed{'s' * (len(curves) > 1)})",
-                        color="black" if arch == BASELINE else None)
+                        color="black" if arch == BASELINE else None,
+                        ls="--" if arch in baselines and arch != BASELINE else "-")
         if len(curves) > 1:
             ax.fill_between([t / 1e6 for t in tokens[1:]], [min(v) for v in zip(*curves)][1:],
                             [max(v) for v in zip(*curves)][1:], color=line.get_color(), alpha=0.2)

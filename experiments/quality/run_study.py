@@ -1,7 +1,7 @@
 """Run the quality study: pretrain each run of experiments/quality/study.py with train_mlm.py, then finetune it
 on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/quality/results/NAME.json
-(config, commands, validation perplexity curve, final perplexity, finetuning accuracies), written when a run's
-pretraining ends and again after each finetuning seed.
+(config, commands, validation perplexity curve, final perplexity, finetuning accuracies, order_check.py's and
+projection_check.py's reports), written when a run's pretraining ends and again after each check and finetuning seed.
 
 Checkpoints, logs and the shared tokenizer go to --runs_dir (default ~/runs/quality), outside the work tree.
 Every run is resumable: pretraining saves a checkpoint every `checkpointing_steps` updates and this script always
@@ -181,6 +181,18 @@ def finetune(r, out, seed, data, exact=False):
             "eval_results": scores}
 
 
+def check(script, out, *extra):
+    """One of this folder's model checks (order_check.py, projection_check.py) on a pretrained run: its JSON report
+    and command, for render.py's table of what the models learnt."""
+    cmd = [sys.executable, "-m", f"experiments.quality.{script}", flag_value(out), *extra]
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode:
+        sys.exit(f"run_study.py: {script}.py failed on {out} (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    report.pop("model")  # the folder, machine-specific: the command names it
+    return {**report, "command": shown(cmd)}
+
+
 def reference_tokens(news):
     """The shared tokenizer and both news splits tokenized with it (no special tokens): what the references count."""
     from linformer_training.corpus import load_corpus
@@ -291,6 +303,15 @@ for r in runs:
         save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
+    if args.stage != "finetune" and result is not None and (out / "model.safetensors").exists():
+        # What the model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became.
+        checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
+        if r["model_type"] == "linformer":
+            checks["projection_check"] = []
+        for script, extra in checks.items():
+            if script not in result:
+                result[script] = check(script, out, *extra)
+                save(path, result)
     if args.stage == "pretrain":
         continue
     if result is None:
