@@ -46,7 +46,7 @@ def read(path, *keys):
     return record
 
 
-results = [read(path, "name", "perplexity", "curve") for path in sorted((HERE / "results").glob("*.json"))]
+results = [read(path, "name", "perplexity", "curve", "hardware") for path in sorted((HERE / "results").glob("*.json"))]
 pilots = [read(path, "name", "what", "curve") for path in sorted((HERE / "results/pilots").glob("*.json"))]
 paper = yaml.safe_load((HERE / "paper_numbers.yaml").read_text())
 reference = {name: json.loads(path.read_text()) for name in ("unigram", "neighbours", "rotten_tomatoes")
@@ -125,9 +125,34 @@ def welch(ours, theirs):
     return ci.low, ci.high
 
 
+def prediction_interval(runs):
+    """Where one more pretraining seed's perplexity would fall (95%, over the loss): the yardstick for a
+    configuration run with one seed. None with fewer than two seeds."""
+    losses = [math.log(r["perplexity"]) for r in runs]
+    if len(losses) < 2:
+        return None
+    half = stats.t.ppf(0.975, len(losses) - 1) * statistics.stdev(losses) * (1 + 1 / len(losses)) ** 0.5
+    return math.exp(statistics.mean(losses) - half), math.exp(statistics.mean(losses) + half)
+
+
+def judged(value, low, high, meets):
+    """True (met), False (MISSED) or None (undecided): from the 95% interval where there is one (met when both
+    ends meet, missed when neither does), else from the estimate alone."""
+    if low is None:
+        return meets(value)
+    return meets(low) if meets(low) == meets(high) else None
+
+
 def on_unigram_line(perplexity):
     """A note for a perplexity within 10% of the unigram reference's or above it: no use of context learnt."""
     return " (on the unigram line: no context learnt)" if unigram and perplexity and perplexity > 0.9 * unigram else ""
+
+
+def listing(archs):
+    """Configurations with their final perplexity, best first."""
+    ours = sorted((summary(a)["ppl"][0], a) for a in archs if groups.get(a))
+    return "; ".join(f"{a} {fmt_perplexity(summary(a)['ppl'])}" + on_unigram_line(summary(a)["ppl"][0])
+                     for _, a in ours) or "no runs yet"
 
 
 def gap(value, reference):  # relative perplexity gap, in percent
@@ -221,7 +246,7 @@ for arch, kind, limit in TARGETS:
         if ci:
             low, high = (100 * (math.exp(x) - 1) for x in ci)
         text, shown = f"{arch} perplexity within {limit:g}% of the baseline's", "-" if value is None else f"{value:+.1f}%"
-        ok = value is not None and value <= limit if low is None else (high <= limit or (False if low > limit else None))
+        ok = None if value is None else judged(value, low, high, lambda x: x <= limit)
     else:
         value = None if s["acc"][0] is None or base["acc"][0] is None else 100 * (s["acc"][0] - base["acc"][0])
         ci = welch(*([statistics.mean(f["accuracy"] for f in r["finetune"].values()) for r in x["runs"] if r["finetune"]]
@@ -230,7 +255,7 @@ for arch, kind, limit in TARGETS:
             low, high = (100 * x for x in ci)
         text, shown = f"{arch} Rotten Tomatoes accuracy within {limit:g} point of the baseline's", \
             "-" if value is None else f"{value:+.1f} points"
-        ok = value is not None and value >= -limit if low is None else (low >= -limit or (False if high < -limit else None))
+        ok = None if value is None else judged(value, low, high, lambda x: x >= -limit)
     if low is not None:
         shown += f" ({low:+.1f} to {high:+.1f})"
     if value is not None and kind in ("gap", "points"):
@@ -269,22 +294,8 @@ compared = {"k": [a for a in order if a == BASELINE or (a.startswith(f"linformer
             "sharing": [a for a in order if a == BASELINE or a.startswith(f"linformer_n{N}_k{K}_")],
             "n": [a for a in order if a.startswith("linformer_") and f"_k{K}_layerwise" in a]}
 baselines = [a for a in order if a.startswith("roberta_")]  # standard attention at each n
-def prediction_interval(runs):
-    """Where one more pretraining seed's perplexity would fall (95%, over the loss): the yardstick for a
-    configuration run with one seed. None with fewer than two seeds."""
-    losses = [math.log(r["perplexity"]) for r in runs]
-    if len(losses) < 2:
-        return None
-    half = stats.t.ppf(0.975, len(losses) - 1) * statistics.stdev(losses) * (1 + 1 / len(losses)) ** 0.5
-    return math.exp(statistics.mean(losses) - half), math.exp(statistics.mean(losses) + half)
-
-
 linformer_seeds = prediction_interval(groups.get(study.LINFORMER, []))
 for key, claim in paper["figure3"].items():
-    def listing(archs):  # best first
-        ours = sorted((summary(a)["ppl"][0], a) for a in archs if groups.get(a))
-        return "; ".join(f"{a} {fmt_perplexity(summary(a)['ppl'])}" + on_unigram_line(summary(a)["ppl"][0])
-                         for _, a in ours) or "no runs yet"
     lines += [f"- **{key}** - paper: {claim}", f"  - ours (final validation perplexity, best first): {listing(compared[key])}"]
     if key == "n":
         lines.append(f"  - standard attention at each n, the same budget: {listing(baselines)}")
@@ -332,17 +343,16 @@ card_end = len(lines)
 
 # --- cost ----------------------------------------------------------------------------------------
 if results:
-    where = lambda r: r.get("hardware", "CPU, 1 thread")  # noqa: E731  results written before run_study.py recorded it
     lines += ["", "## Cost", "", "Every run follows the same recipe; only where it ran differs. Pretraining time is "
               "summed over logging windows (it survives resumption); on a GPU shared by several runs at once it is wall "
               "time under that sharing. Finetuning: each finetuning command's wall time.", "",
               "| hardware | runs | pretraining hours | finetuning hours |", "| --- | --- | --- | --- |"]
-    for hw in dict.fromkeys(map(where, results)):
-        mine = [r for r in results if where(r) == hw]
+    for hw in dict.fromkeys(r["hardware"] for r in results):
+        mine = [r for r in results if r["hardware"] == hw]
         lines.append(f"| {hw} | {len(mine)} | {sum(r['pretrain_seconds'] for r in mine) / 3600:.2f} | "
                      f"{sum(f['seconds'] for r in mine for f in r['finetune'].values()) / 3600:.2f} |")
     lines += ["", "| run | hardware | tokens/s | training minutes |", "| --- | --- | --- | --- |"]
-    lines += [f"| {r['name']} | {where(r)} | {r['tokens_per_second']:,} | {r['pretrain_seconds'] / 60:.1f} |"
+    lines += [f"| {r['name']} | {r['hardware']} | {r['tokens_per_second']:,} | {r['pretrain_seconds'] / 60:.1f} |"
               for r in results]
 
 # --- pilots --------------------------------------------------------------------------------------
