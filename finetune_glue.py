@@ -30,7 +30,9 @@ import yaml
 from accelerate.utils import set_seed
 from datasets import load_dataset
 from torch.utils.data import DataLoader
+import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding
+from transformers.trainer_pt_utils import LengthGroupedSampler
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes, tasks, tokenization
@@ -97,6 +99,8 @@ class FinetuneArguments(OptimizerArguments, RunArguments):
     warmup_ratio: float = arg(0.06, "fraction of the updates spent warming up (overrides --warmup_steps)")
     per_device_train_batch_size: int = arg(32, "examples per process per forward pass")
     per_device_eval_batch_size: int = arg(64, "examples per process per evaluation batch")
+    group_by_length: bool = arg(False, "batch training examples of like length (transformers' length-grouped "
+                                       "order, drawn anew each epoch): less padding where lengths vary")
     eval_steps: int | None = arg(None, "evaluate every N updates (default: once per epoch; 0: only at the end)")
     output_dir: str = arg("outputs/finetune", "folder for the final model, results, checkpoints and logs")
     logging_steps: int = arg(50, "log the training loss every N updates")
@@ -339,11 +343,34 @@ def eval_loader(args, dataset, tokenizer):
                       collate_fn=DataCollatorWithPadding(tokenizer))
 
 
+class EpochLengthGroupedSampler(LengthGroupedSampler):
+    """transformers' length-grouped order with its generator seeded from --seed and the epoch, which Accelerate's
+    loader passes to `set_epoch`: a resumed run draws the batches the uninterrupted one drew."""
+
+    def __init__(self, batch_size, lengths, seed):
+        super().__init__(batch_size, lengths=lengths)
+        self.seed = seed
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch):
+        self.generator = torch.Generator().manual_seed(self.seed + epoch)
+
+
+def train_loader_of(args, dataset, tokenizer):
+    """Shuffled batches, or (--group_by_length) batches of like length, which pad far less when lengths vary
+    as whole articles' do."""
+    collate = DataCollatorWithPadding(tokenizer)
+    if not args.group_by_length:
+        return DataLoader(dataset, batch_size=args.per_device_train_batch_size, shuffle=True, collate_fn=collate)
+    sampler = EpochLengthGroupedSampler(args.per_device_train_batch_size, [len(ids) for ids in dataset["input_ids"]],
+                                        args.seed)
+    return DataLoader(dataset, batch_size=args.per_device_train_batch_size, sampler=sampler, collate_fn=collate)
+
+
 def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation):
     """Optimizer, schedule and data prepared by Accelerate, as one `loop.Run` that keeps the best model:
     evaluated every --eval_steps updates, or once per epoch."""
-    train_loader = DataLoader(splits.data[splits.train], batch_size=args.per_device_train_batch_size, shuffle=True,
-                              collate_fn=DataCollatorWithPadding(tokenizer))
+    train_loader = train_loader_of(args, splits.data[splits.train], tokenizer)
     optimizer = loop.build_optimizer(model, args)
     model, optimizer, train_loader, *eval_loaders = accelerator.prepare(
         model, optimizer, train_loader, *(eval_loader(args, splits.data[s], tokenizer) for s in splits.evaluated))

@@ -18,12 +18,10 @@ import torch
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.long_documents.release import results_section, write_untrained
 from experiments.masked_lm.report import HERE
-from experiments.masked_lm.run import RUNS_DIR
-from experiments.shared import REPO
+from experiments.masked_lm.run import RELEASE, RUNS_DIR
 from linformer_training import checkpoints, outputs
 
 RUN = "continue_n4096_windowed"
-OUT = REPO / "release" / "minilm-l6-linformer-mlm-n4096"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
 EXAMPLE = "Zhang said in an [MASK] with Xinhua News Agency in 2014."
 
@@ -67,7 +65,8 @@ experiments/masked_lm/run.py, evaluate.py, report.py, release.py); the commands 
 
 """
     return outputs.model_card("all-MiniLM-L6-v2 as a Linformer masked-LM for inputs of up to 4096 tokens", intro,
-                              {"Use": use, "How it was made": made + results_section(results_md)}, pipeline_tag="fill-mask",
+                              {"Use": use, "How it was made": made + results_section(results_md)},
+                              pipeline_tag="fill-mask",
                               tags=["linformer", "masked-lm", "long-context"], base_model=SOURCE)
 
 
@@ -100,7 +99,7 @@ def main(argv=None):
     p.add_argument("--run", type=Path, help=f"the finished run (default: --runs_dir/{RUN})")
     p.add_argument("--runs_dir", default=RUNS_DIR)
     p.add_argument("--results", type=Path, default=HERE / "results.md", help="report.py's results.md")
-    p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument("--out", type=Path, default=RELEASE)
     args = p.parse_args(argv)
     run = args.run or Path(args.runs_dir).expanduser() / RUN
     for flag, path in (("--run", run / "model.safetensors"), ("--results", args.results)):

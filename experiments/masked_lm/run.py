@@ -12,7 +12,9 @@
 3. `continue_*`: the source and every conversion continue with the same budget (CONTINUE): same data, same
    order, same masks, so the comparisons of evaluate.py differ in the attention only.
 4. `finetune_*`: outlet classification of whole held-out articles (n = 4096 against the source truncated to 512)
-   and Rotten Tomatoes, FINETUNE_SEEDS each.
+   and Rotten Tomatoes, FINETUNE_SEEDS each. The n = 4096 side finetunes the committed release folder, as its
+   users will (release.py writes it from continue_n4096_windowed in fp16); rebuilding the release means deleting
+   outlets_n4096_* and rt_n4096_* so that they run again.
 
 Runs, checkpoints and logs live in --runs_dir (outside the work tree). A step is done when its output folder
 holds a final model (or, finetuning, eval_results.json); training steps always pass --resume_from_checkpoint
@@ -34,6 +36,7 @@ from experiments.long_documents.evaluate import outlet_of
 from experiments.shared import HELDOUT, REPO
 
 RUNS_DIR = "~/runs/masked_lm"
+RELEASE = REPO / "release/minilm-l6-linformer-mlm-n4096"  # continue_n4096_windowed in fp16 (release.py)
 DATA = "../shared/data"
 N, LONG_N = 512, 4096
 TOKENS_PER_UPDATE = 8192          # 16 blocks of 512 tokens, or 2 of 4096
@@ -54,10 +57,12 @@ SOURCE_HEAD = {"learning_rate": 2e-4, "head_learning_rate": 2e-3, "max_steps": 4
 CONTINUE = {"learning_rate": 2e-4, "gate_learning_rate": 1e-2, "max_steps": 150, "eval_steps": 50,
             "checkpointing_steps": 25}
 # Evaluated once, at the end (no best-epoch selection on the only labelled held-out split); the validation file is
-# also predicted as the test split, so predictions/ holds each article's label for paired comparisons.
-FINETUNE = {"learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8,
+# also predicted as the test split, so predictions/ holds each article's label for paired comparisons. Batches of
+# like length: shuffled batches of 8 whole articles (up to 2,416 tokens) pad to about twice their tokens.
+FINETUNE = {"learning_rate": 5e-5, "num_train_epochs": 3, "per_device_train_batch_size": 8, "group_by_length": "true",
             "eval_steps": 10**9, "do_predict": "true", "mixed_precision": "bf16", "report_to": "none",
-            "logging_steps": 20, "overwrite_output_dir": "true"}
+            "logging_steps": 20, "checkpointing_steps": 25, "save_total_limit": 1, "resume_from_checkpoint": "latest",
+            "overwrite_output_dir": "true"}
 
 
 def minilm():
@@ -97,11 +102,9 @@ STEPS = [
     train("continue_k256", "{runs}/convert_k256", N, **CONTINUE),
     train("continue_n4096_windowed", "{runs}/convert_n4096_windowed", LONG_N, **CONTINUE),
     *[finetune("outlets_source", "{runs}/continue_source", "{runs}/data/outlets", N, s) for s in FINETUNE_SEEDS],
-    *[finetune("outlets_n4096", "{runs}/continue_n4096_windowed", "{runs}/data/outlets", LONG_N, s)
-      for s in FINETUNE_SEEDS],
+    *[finetune("outlets_n4096", "{release}", "{runs}/data/outlets", LONG_N, s) for s in FINETUNE_SEEDS],
     *[finetune("rt_source", "{runs}/continue_source", "{runs}/data/rotten_tomatoes", 128, s) for s in FINETUNE_SEEDS],
-    *[finetune("rt_n4096", "{runs}/continue_n4096_windowed", "{runs}/data/rotten_tomatoes", 128, s)
-      for s in FINETUNE_SEEDS],
+    *[finetune("rt_n4096", "{release}", "{runs}/data/rotten_tomatoes", 128, s) for s in FINETUNE_SEEDS],
     # The ablation behind windows + global slots comes last: nothing the release or the finetunes read waits for it.
     train("continue_n4096_projected", "{runs}/convert_n4096_projected", LONG_N, **CONTINUE),
 ]
@@ -152,7 +155,7 @@ def write_csv(path, rows):
 
 def command(step, runs, data_dir):
     """The step's command line; every step writes to --runs_dir/NAME, which is_done reads."""
-    fill = {"runs": str(runs), "data": str(data_dir), "minilm": minilm()}
+    fill = {"runs": str(runs), "data": str(data_dir), "minilm": minilm(), "release": str(RELEASE)}
     options = {key: str(value).format(**fill) for key, value in step["options"].items()}
     options["output_dir"] = str(runs / step["name"])
     return [sys.executable, step["script"], *[x for item in options.items() for x in (f"--{item[0]}", item[1])]]
