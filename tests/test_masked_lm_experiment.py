@@ -86,7 +86,7 @@ def tiny_bert(tmp_path_factory):
     return folder, tokenizer, text
 
 
-def test_masks_are_fixed_and_a_window_reading_equals_the_whole_reading(tiny_bert):
+def test_masks_are_fixed_all_mask_tokens_and_a_window_reading_equals_the_whole_reading(tiny_bert):
     folder, tokenizer, text = tiny_bert
     articles = [" ".join(text[i:i + 15]) for i in range(0, 60, 15)]  # about 600 tokens each
     blocks, documents, cut = evaluate.masked_readings(tokenizer, articles)
@@ -94,6 +94,10 @@ def test_masks_are_fixed_and_a_window_reading_equals_the_whole_reading(tiny_bert
     assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(blocks + documents,
                                                                                     again[0] + again[1]))
     assert len(documents) == 4 and cut == 0 and all(len(ids[0]) <= evaluate.N for ids, _ in blocks)
+    for ids, labels in blocks + documents:  # every scored token is the mask token: predicted from context alone
+        scored = labels != -100
+        mask = ids == tokenizer.mask_token_id
+        assert scored.any() and torch.equal(mask, scored)
     model = AutoModelForMaskedLM.from_pretrained(folder).eval()
     ids, labels = documents[0]
     short, short_labels = ids[:, :evaluate.N - 1], labels[:, :evaluate.N - 1].clone()
@@ -120,6 +124,20 @@ def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference(
     assert interval["low"] < interval["ratio"] < interval["high"] and interval["high"] - interval["low"] > 0.01
 
 
+def test_paired_accuracy_counts_hits_on_the_same_tokens():
+    """Top-1/top-5 differences equal the plain difference of hit rates, with intervals that hold it (and collapse
+    to it for identical hits)."""
+    rng = np.random.default_rng(1)
+    reference = [np.column_stack([np.ones(30), rng.random(30) < 0.3, rng.random(30) < 0.5]).astype(float)
+                 for _ in range(40)]
+    better = [np.column_stack([u[:, 0], np.maximum(u[:, 1], rng.random(30) < 0.2), u[:, 2]]) for u in reference]
+    result = evaluate.paired_accuracy(better, reference)
+    expected = np.concatenate(better)[:, 1].mean() - np.concatenate(reference)[:, 1].mean()
+    assert result["top1"]["difference"] == pytest.approx(expected) and expected > 0.1
+    assert 0 < result["top1"]["low"] < expected < result["top1"]["high"]
+    assert result["top5"] == {"difference": 0.0, "low": 0.0, "high": 0.0} and result["units"] == 40
+
+
 def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
     from experiments.masked_lm import report
 
@@ -128,7 +146,7 @@ def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
                 "low": low, "high": high, "units": 300}
 
     evaluation = {"models": {}, "comparisons": [ratio("continue_k256", 1.00, 1.02), ratio("continue_k128", 1.06, 1.09),
-                                                ratio("continue_n4096_windowed", 0.99, 1.01, "documents")]}
+                                                ratio(run.RELEASE.name, 0.99, 1.01, "documents")]}
     rng = np.random.default_rng(0)
     truth = rng.random(200) < 0.6
     finetuning = {}
@@ -149,6 +167,14 @@ def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
                      "outlets, whole articles: n = 4096 beats the source truncated to 512": "met",
                      "Rotten Tomatoes within 1 point of the source": "-"}
     assert "Rotten Tomatoes within 1 point of the source | not measured yet" in text
+    summary = {"perplexity": 50.0, "top1": 0.34, "top5": 0.52}
+    evaluation |= {"models": {run.RELEASE.name: {"blocks": summary, "documents": summary}},
+                   "fill_mask": [{"reading": "blocks", "model": run.RELEASE.name, "reference": "source_head",
+                                  "top1": {"difference": 0.017, "low": 0.012, "high": 0.022},
+                                  "top5": {"difference": -0.001, "low": -0.006, "high": 0.004}, "units": 256}]}
+    text = report.render(evaluation, {})
+    assert ("| the release: n = 4096 windows + slots, continued (fp16) | source + head (BERT attention) | "
+            "+1.7 [+1.2, +2.2] | -0.1 [-0.6, +0.4] |") in text
 
 
 def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_path):
@@ -177,3 +203,34 @@ def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_
     ids = tokenizer([text[0] * 10], truncation=True, max_length=600, return_tensors="pt")
     with torch.no_grad():
         torch.testing.assert_close(ours(**ids).logits, reference(**ids).logits, atol=0.05, rtol=0.01)  # fp16 weights
+
+    # --card_only: a new card from new results, every other file byte for byte, the manifest matching the folder
+    from linformer_training import checkpoints
+
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    results.write_text("# Results\n\n## Goals\n\n| goal | status |\n|---|---|\n| k | **missed** |\n")
+    release.main(["--card_only", "--out", str(out), "--results", str(results)])
+    after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert after.keys() == before.keys()
+    assert {n for n in after if after[n] != before[n]} == {"README.md", checkpoints.MANIFEST}
+    assert "| k | **missed** |" in (out / "README.md").read_text()
+    checkpoints.check_manifest(out)
+    with pytest.raises(SystemExit, match="--card_only: .* holds no release"):
+        release.main(["--card_only", "--out", str(tmp_path / "none"), "--results", str(results)])
+
+
+def test_a_training_record_whose_run_is_gone_stays_marked_as_an_earlier_build():
+    """The release's run may be gone from the runs folder; its record stays, marked, and the table says so.
+    Finetuning records of gone runs are dropped (their recipe may have changed)."""
+    from experiments.masked_lm import report
+
+    record = {"done": True, "tokens": 10, "hours": 0.5, "curve": [{"step": 0, "tokens": 0, "perplexity": 9.0}],
+              "command": "python train_mlm.py"}
+    previous = {"training": {"continue_n4096_windowed": record, "source_head": {**record, "tokens": 1}},
+                "finetuning": {"outlets_source_s0": {"accuracy": 0.5}}}
+    collected = {"training": {"source_head": {**record, "tokens": 2}}, "finetuning": {}}
+    report.keep_earlier_builds(collected, previous)
+    assert collected["training"]["source_head"] == {**record, "tokens": 2}
+    assert collected["training"]["continue_n4096_windowed"] == {**record, "earlier_build": True}
+    assert collected["finetuning"] == {}
+    assert "| continue_n4096_windowed (earlier build) | yes | 10 | 0.50 | 9.0 | 9.0 |" in report.render({}, collected)

@@ -6,7 +6,9 @@
 Two readings of the news validation articles (never trained on: train_mlm.py read news/train without the held-out
 articles):
 - `blocks`: packed into 512-token blocks as train_mlm.py packs them; 15% of each block's tokens masked by a
-  generator seeded from its content (BlockSeededMLMCollator), so every model meets the same masks.
+  generator seeded from its content (BlockSeededMLMCollator), so every model meets the same masks. Every masked
+  token becomes the mask token (not BERT's 80/10/10, which leaves a tenth of the scored tokens as their own answer
+  and another tenth as noise): fill-mask top-1/top-5 and perplexity are predictions from context alone.
 - `documents`: each article longer than 512 tokens, whole up to 4,094 tokens (longer ones are cut there; the
   count is recorded), masked once. A model of n >= 4096 reads each document at once; any other reads it in
   consecutive windows of 510 tokens, each between [CLS] and [SEP], with the same masked tokens.
@@ -28,31 +30,36 @@ from datasets import Dataset
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from experiments.masked_lm.run import DATA, LONG_N, N, RUNS_DIR
+from experiments.masked_lm.run import DATA, LONG_N, N, RELEASE, RUNS_DIR
 from experiments.shared import REPO
 from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
 from linformer_training.models import input_limit
 
 RESULTS = REPO / "experiments/masked_lm/results"
 MASK_SEED = 36
+MASKING = {"mlm_probability": 0.15, "mask_replace_prob": 1.0, "random_replace_prob": 0.0}
+MASKS = f"seed{MASK_SEED}-all-mask"  # in the cache's name: losses scored under other masks are never reused
 BOOTSTRAP = 2000
-RELEASE = REPO / "release/minilm-l6-linformer-mlm-n4096"  # continue_n4096_windowed in fp16 (release.py)
 MODELS = ["source_head", "continue_source", "convert_k128", "continue_k128", "convert_k256", "continue_k256",
           "convert_n4096_windowed", "continue_n4096_windowed", "convert_n4096_projected", "continue_n4096_projected",
           str(RELEASE)]
-# (reading, model, reference): the ratio model / reference of perplexity on the same masked tokens.
+# (reading, model, reference): the ratio model / reference of perplexity on the same masked tokens. The n = 4096
+# goals read the release (continue_n4096_windowed in fp16), the model users get and finetune_glue.py finetunes.
 COMPARISONS = [
     ("blocks", "continue_k128", "continue_source"),
     ("blocks", "continue_k256", "continue_source"),
     ("blocks", "convert_k128", "source_head"),
     ("blocks", "convert_k256", "source_head"),
-    ("blocks", "continue_n4096_windowed", "continue_source"),
-    ("documents", "continue_n4096_windowed", "continue_source"),
+    ("blocks", RELEASE.name, "continue_source"),
+    ("documents", RELEASE.name, "continue_source"),
     ("documents", "continue_n4096_projected", "continue_source"),
     ("documents", "continue_n4096_windowed", "continue_n4096_projected"),
     ("documents", "convert_n4096_windowed", "source_head"),
+    ("documents", "convert_n4096_projected", "source_head"),
     ("blocks", RELEASE.name, "source_head"),
 ]
+# (model, reference): fill-mask top-1 / top-5 differences on the same masked tokens of 512-token blocks.
+FILL_MASK = [(RELEASE.name, "source_head"), (RELEASE.name, "continue_source")]
 
 
 def read_articles(data_dir):
@@ -62,7 +69,7 @@ def read_articles(data_dir):
 
 def masked_readings(tokenizer, articles):
     """(blocks, documents): lists of (input_ids, labels) tensors, masks fixed by MASK_SEED and content."""
-    collator = BlockSeededMLMCollator(tokenizer, 0.15, seed=MASK_SEED)
+    collator = BlockSeededMLMCollator(tokenizer, seed=MASK_SEED, **MASKING)
     packed = pack(Dataset.from_dict({"text": articles}), tokenizer, N, desc="packing held-out news")
     blocks = [collator.torch_mask_tokens(torch.tensor([ids]))
               for ids in packed["input_ids"]]
@@ -132,6 +139,20 @@ def paired_ratio(units, reference_units, seed=0):
             "high": float(high), "units": len(units)}
 
 
+def paired_accuracy(units, reference_units, seed=0):
+    """Top-1 and top-5 differences (model - reference) over the same masked tokens, 95% bootstrap intervals with
+    units resampled whole."""
+    hits = np.array([u[:, 1:3].sum(0) for u in units])
+    reference = np.array([u[:, 1:3].sum(0) for u in reference_units])
+    counts = np.array([len(u) for u in units])
+    draws = np.random.default_rng(seed).integers(0, len(units), size=(BOOTSTRAP, len(units)))
+    differences = (hits[draws].sum(1) - reference[draws].sum(1)) / counts[draws].sum(1)[:, None]
+    low, high = np.percentile(differences, [2.5, 97.5], axis=0)
+    whole = (hits.sum(0) - reference.sum(0)) / counts.sum()
+    return {f"top{k}": {"difference": float(whole[i]), "low": float(low[i]), "high": float(high[i])}
+            for i, k in enumerate((1, 5))} | {"units": len(units)}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", default=MODELS, metavar="NAME",
@@ -153,7 +174,8 @@ def main(argv=None):
         if not (folder / "config.json").exists():
             print(f"skipped {name}: no model at {folder}")
             continue
-        cache = runs / "eval" / f"{folder.name}{'' if args.max_articles is None else f'.first{args.max_articles}'}.npz"
+        subset = "" if args.max_articles is None else f".first{args.max_articles}"
+        cache = runs / "eval" / f"{folder.name}.{MASKS}{subset}.npz"
         if not cache.exists() or cache.stat().st_mtime < (folder / "config.json").stat().st_mtime:
             scored = score_model(folder, tokenizer, readings)
             cache.parent.mkdir(exist_ok=True)
@@ -164,13 +186,16 @@ def main(argv=None):
                                for reading, units in readings.items()}
         print(folder.name, {reading: summary(units) for reading, units in scores[folder.name].items()})
 
-    result = {"mask_seed": MASK_SEED, "bootstrap": BOOTSTRAP, "documents_cut_at_4094_tokens": cut,
+    result = {"mask_seed": MASK_SEED, "masking": MASKING, "bootstrap": BOOTSTRAP, "documents_cut_at_4094_tokens": cut,
               "models": {name: {reading: summary(units) for reading, units in by_reading.items()}
                          for name, by_reading in scores.items()},
               "comparisons": [{"reading": reading, "model": model, "reference": reference,
                                **paired_ratio(scores[model][reading], scores[reference][reading])}
                               for reading, model, reference in COMPARISONS
-                              if model in scores and reference in scores]}
+                              if model in scores and reference in scores],
+              "fill_mask": [{"reading": "blocks", "model": model, "reference": reference,
+                             **paired_accuracy(scores[model]["blocks"], scores[reference]["blocks"])}
+                            for model, reference in FILL_MASK if model in scores and reference in scores]}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(result, indent=1) + "\n")

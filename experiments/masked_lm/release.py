@@ -1,7 +1,8 @@
 """Turn the n = 4096 continued run into release/minilm-l6-linformer-mlm-n4096: LinformerForMaskedLM in fp16, its
 tokenizer, remote code, float32 as the load dtype, and a card with results.md's goals and commands.
 
-    python -m experiments.masked_lm.release          # after run.py, evaluate.py and report.py (`make release-mlm`)
+    python -m experiments.masked_lm.release              # after run.py, evaluate.py and report.py (`make release-mlm`)
+    python -m experiments.masked_lm.release --card_only  # the committed release, its card from results.md anew
 
 The folder appears only when complete (written beside it, then renamed over the old one).
 """
@@ -71,18 +72,42 @@ experiments/masked_lm/run.py, evaluate.py, report.py, release.py); the commands 
 
 
 def build(run, out, results_md):
+    """The release from the run: fp16 weights, tokenizer, remote code and card."""
     from transformers import AutoModelForMaskedLM
 
     model = AutoModelForMaskedLM.from_pretrained(run, dtype=torch.float32)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+
+    def fill(staging):
         for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                      "train_config.yaml"):
             if (run / name).is_file():
                 shutil.copy2(run / name, staging / name)
         model.to(torch.float16).save_pretrained(staging)
         write_untrained(staging)
+
+    write_release(out, results_md, fill)
+
+
+def rewrite_card(out, results_md):
+    """The committed release with a new card: its weights and every other file kept byte for byte (a release's
+    weights are replaced at most once per issue), its card and manifest written from results.md anew."""
+    if not (out / "model.safetensors").is_file():
+        raise SystemExit(f"release.py: error: --card_only: {out} holds no release to rewrite the card of")
+
+    def fill(staging):
+        for path in out.iterdir():
+            if path.name not in ("README.md", checkpoints.MANIFEST):
+                (shutil.copytree if path.is_dir() else shutil.copy2)(path, staging / path.name)
+
+    write_release(out, results_md, fill)
+
+
+def write_release(out, results_md, fill):
+    """Stage the folder beside `out`, `fill` it, add the card, then swap it in whole: it appears only complete."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fill(staging)
         config = json.loads((staging / "config.json").read_text())
         (staging / "README.md").write_text(card(config, results_md), encoding="utf-8")
         os.chmod(staging, 0o755)
@@ -100,7 +125,13 @@ def main(argv=None):
     p.add_argument("--runs_dir", default=RUNS_DIR)
     p.add_argument("--results", type=Path, default=HERE / "results.md", help="report.py's results.md")
     p.add_argument("--out", type=Path, default=RELEASE)
+    p.add_argument("--card_only", action="store_true",
+                   help="keep --out's weights and files, write its card from --results anew (no run needed)")
     args = p.parse_args(argv)
+    if args.card_only:
+        if not args.results.is_file():
+            raise SystemExit(f"release.py: error: --results: {args.results} does not exist (run the report first)")
+        return rewrite_card(args.out, args.results)
     run = args.run or Path(args.runs_dir).expanduser() / RUN
     for flag, path in (("--run", run / "model.safetensors"), ("--results", args.results)):
         if not path.is_file():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.masked_lm.run import FINETUNE_SEEDS, RUNS_DIR, STEPS, command, minilm
+from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR, STEPS, command, minilm
 from experiments.shared import REPO
 
 HERE = REPO / "experiments/masked_lm"
@@ -25,15 +25,15 @@ LABELS = {"source_head": "source + head (BERT attention)", "continue_source": "s
           "convert_k128": "Linformer k = 128, converted", "continue_k128": "Linformer k = 128, continued",
           "convert_k256": "Linformer k = 256, converted", "continue_k256": "Linformer k = 256, continued",
           "convert_n4096_windowed": "n = 4096 windows + slots, converted",
-          "continue_n4096_windowed": "n = 4096 windows + slots, continued (the release)",
+          "continue_n4096_windowed": "n = 4096 windows + slots, continued (fp32; the release in fp16)",
           "convert_n4096_projected": "n = 4096 projected + exact 512, converted",
           "continue_n4096_projected": "n = 4096 projected + exact 512, continued",
-          "minilm-l6-linformer-mlm-n4096": "release/minilm-l6-linformer-mlm-n4096 (fp16 weights)"}
+          RELEASE.name: "the release: n = 4096 windows + slots, continued (fp16)"}
 # (comparison in evaluation.json, the largest ratio the goal allows): met when the whole interval lies below it.
 PERPLEXITY_GOALS = [
     (("blocks", "continue_k256", "continue_source"), 1.03, "n = 512, k = 256 within 3% of standard attention"),
     (("blocks", "continue_k128", "continue_source"), 1.05, "n = 512, k = 128 within 5% of standard attention"),
-    (("documents", "continue_n4096_windowed", "continue_source"), 1.0,
+    (("documents", RELEASE.name, "continue_source"), 1.0,
      "n = 4096 on whole documents no worse than the source on 512-token windows"),
 ]
 
@@ -66,6 +66,15 @@ def collect(runs):
                 "correct": [int(p == y) for p, y in zip(predicted, labels)],
                 "command": "python " + " ".join(command_of(step, runs)).replace(str(Path.home()), "~")}
     return out
+
+
+def keep_earlier_builds(collected, previous):
+    """A training step whose run is gone from --runs_dir keeps its earlier record, marked as an earlier build: the
+    committed release was made by such a run, and its curve and cost stay on record. Finetuning records are never
+    kept (a recipe change makes them stale)."""
+    for name, record in previous.get("training", {}).items():
+        if name not in collected["training"]:
+            collected["training"][name] = {**record, "earlier_build": True}
 
 
 def training_hours(trained):
@@ -145,20 +154,34 @@ def render(evaluation, runs):
                   f"Held-out news validation articles: `blocks` are 512-token blocks packed as training packs them, "
                   f"`documents` each article of more than 512 tokens whole (cut at 4,094 tokens: "
                   f"{evaluation.get('documents_cut_at_4094_tokens', 0)} were), read at once by an n = 4096 model and "
-                  f"in 510-token windows by any other. Perplexity / top-1 / top-5 over the masked tokens.", "",
+                  f"in 510-token windows by any other. 15% of the tokens are masked, every one replaced by the mask "
+                  f"token (a prediction from context alone, as fill-mask asks). Perplexity / top-1 / top-5 over the "
+                  f"masked tokens.", "",
                   table(["model", "blocks", "documents"], rows), ""]
         rows = [[c["reading"], LABELS.get(c["model"], c["model"]), LABELS.get(c["reference"], c["reference"]),
                  f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"] for c in evaluation.get("comparisons", [])]
         lines += ["Perplexity ratios, paired over the same masked tokens (blocks or documents resampled):", "",
                   table(["reading", "model", "against", "ratio [95% interval]"], rows), ""]
+        rows = [[LABELS.get(c["model"], c["model"]), LABELS.get(c["reference"], c["reference"]),
+                 *[f"{c[k]['difference'] * 100:+.1f} [{c[k]['low'] * 100:+.1f}, {c[k]['high'] * 100:+.1f}]"
+                   for k in ("top1", "top5")]] for c in evaluation.get("fill_mask", [])]
+        if rows:
+            lines += ["Fill-mask on 512-token blocks: accuracy differences in points over the same masked tokens "
+                      "(95% interval, blocks resampled):", "",
+                      table(["model", "against", "top-1", "top-5"], rows), ""]
 
     training = runs.get("training", {})
     if training:
-        rows = [[name, "yes" if t["done"] else "no", f"{t['tokens']:,}", f"{t['hours']:.2f}",
+        rows = [[name + (" (earlier build)" if t.get("earlier_build") else ""), "yes" if t["done"] else "no",
+                 f"{t['tokens']:,}", f"{t['hours']:.2f}",
                  f"{t['curve'][0]['perplexity']:.1f}" if t["curve"] else "-",
                  f"{t['curve'][-1]['perplexity']:.1f}" if t["curve"] else "-"] for name, t in training.items()]
         lines += ["## Training", "", "Validation perplexity (train_mlm.py's own, on the first 128 validation blocks of "
-                  "each run's n) before and after each step; CPU hours from the logged throughput.", "",
+                  "each run's n, masked as in training: of the masked tokens 80% replaced by the mask token, 10% by "
+                  "a random one, 10% kept, so not comparable with the table above) before and after each step; CPU "
+                  "hours from the logged throughput. A step marked `earlier build` is the record of a run no longer "
+                  "in the runs folder (same command, an earlier build of the steps before it); the release was made "
+                  "by the earlier build of continue_n4096_windowed.", "",
                   table(["step", "done", "tokens", "hours", "first", "last"], rows), "",
                   "![perplexity curves](perplexity_curves.png)", "", "Commands:", "",
                   *[f"- `{name}`: `{t['command']}`" for name, t in training.items()], ""]
@@ -197,6 +220,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.collect:
         collected = collect(Path(args.runs_dir).expanduser())
+        if (args.results / "runs.json").is_file():
+            keep_earlier_builds(collected, json.loads((args.results / "runs.json").read_text()))
         args.results.mkdir(parents=True, exist_ok=True)
         (args.results / "runs.json").write_text(json.dumps(collected, indent=1) + "\n")
     evaluation = json.loads((args.results / "evaluation.json").read_text()) \

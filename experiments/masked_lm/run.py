@@ -61,9 +61,9 @@ CONTINUE = {"learning_rate": 2e-4, "gate_learning_rate": 1e-2, "max_steps": 150,
 # like length: shuffled batches of whole articles (up to 2,416 tokens) pad to about twice their tokens. 8 articles
 # per update in forward passes of 2: one pass of 8 long articles at n = 4096 took 15 GB and was killed for memory.
 FINETUNE = {"learning_rate": 5e-5, "num_train_epochs": 3, "total_batch_size": 8, "per_device_train_batch_size": 2,
-            "per_device_eval_batch_size": 8, "group_by_length": "true", "eval_steps": 10**9, "do_predict": "true", "mixed_precision": "bf16", "report_to": "none",
-            "logging_steps": 20, "checkpointing_steps": 25, "save_total_limit": 1, "resume_from_checkpoint": "latest",
-            "overwrite_output_dir": "true"}
+            "per_device_eval_batch_size": 8, "group_by_length": "true", "eval_steps": 10**9, "do_predict": "true",
+            "mixed_precision": "bf16", "report_to": "none", "logging_steps": 20, "checkpointing_steps": 25,
+            "save_total_limit": 1, "resume_from_checkpoint": "latest", "overwrite_output_dir": "true"}
 
 
 def minilm():
