@@ -26,11 +26,11 @@ from pathlib import Path
 from typing import Literal
 
 import datasets
+import torch
 import yaml
 from accelerate.utils import set_seed
 from datasets import load_dataset
 from torch.utils.data import DataLoader
-import torch
 from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding
 from transformers.trainer_pt_utils import LengthGroupedSampler
 

@@ -53,7 +53,7 @@ COMPARISONS = [
     ("blocks", RELEASE.name, "continue_source"),
     ("documents", RELEASE.name, "continue_source"),
     ("documents", "continue_n4096_projected", "continue_source"),
-    ("documents", "continue_n4096_windowed", "continue_n4096_projected"),
+    ("documents", RELEASE.name, "continue_n4096_projected"),
     ("documents", "convert_n4096_windowed", "source_head"),
     ("documents", "convert_n4096_projected", "source_head"),
     ("blocks", RELEASE.name, "source_head"),

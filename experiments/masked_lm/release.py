@@ -128,15 +128,15 @@ def main(argv=None):
     p.add_argument("--card_only", action="store_true",
                    help="keep --out's weights and files, write its card from --results anew (no run needed)")
     args = p.parse_args(argv)
-    if args.card_only:
-        if not args.results.is_file():
-            raise SystemExit(f"release.py: error: --results: {args.results} does not exist (run the report first)")
-        return rewrite_card(args.out, args.results)
     run = args.run or Path(args.runs_dir).expanduser() / RUN
-    for flag, path in (("--run", run / "model.safetensors"), ("--results", args.results)):
+    needed = [("--results", args.results)] + ([] if args.card_only else [("--run", run / "model.safetensors")])
+    for flag, path in needed:
         if not path.is_file():
             raise SystemExit(f"release.py: error: {flag}: {path} does not exist (finish the run / the report first)")
-    build(run, args.out, args.results)
+    if args.card_only:
+        rewrite_card(args.out, args.results)
+    else:
+        build(run, args.out, args.results)
 
 
 if __name__ == "__main__":
