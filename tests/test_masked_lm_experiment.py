@@ -153,9 +153,9 @@ def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
     for seed in run.FINETUNE_SEEDS:
         better = truth | (rng.random(200) < 0.5)  # the long model gets more right, every seed
         finetuning[f"outlets_n4096_s{seed}"] = {"correct": better.astype(int).tolist(), "accuracy": better.mean(),
-                                                "truncated": {}}
+                                                "truncated": {}, "command": f"python finetune_glue.py --seed {seed}"}
         finetuning[f"outlets_source_s{seed}"] = {"correct": truth.astype(int).tolist(), "accuracy": truth.mean(),
-                                                 "truncated": {}}
+                                                 "truncated": {}, "command": f"python finetune_glue.py --seed {seed}"}
     text = report.render(evaluation, {"finetuning": finetuning})
     goals = {line.split(" | ")[0].strip("| "): line.rsplit(" | ", 1)[1].strip(" |")
              for line in text.splitlines() if line.startswith("| n = ") or line.startswith("| outlets,")
@@ -167,6 +167,7 @@ def test_report_says_each_goal_met_missed_or_tied_from_its_interval(tmp_path):
                      "outlets, whole articles: n = 4096 beats the source truncated to 512": "met",
                      "Rotten Tomatoes within 1 point of the source": "-"}
     assert "Rotten Tomatoes within 1 point of the source | not measured yet" in text
+    assert "- `outlets_n4096_s2`: `python finetune_glue.py --seed 2`" in text  # every figure with its command
     summary = {"perplexity": 50.0, "top1": 0.34, "top5": 0.52}
     evaluation |= {"models": {run.RELEASE.name: {"blocks": summary, "documents": summary}},
                    "fill_mask": [{"reading": "blocks", "model": run.RELEASE.name, "reference": "source_head",
@@ -217,6 +218,17 @@ def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_
     checkpoints.check_manifest(out)
     with pytest.raises(SystemExit, match="--card_only: .* holds no release"):
         release.main(["--card_only", "--out", str(tmp_path / "none"), "--results", str(results)])
+
+
+def test_commands_on_record_run_from_the_repository_root(tmp_path):
+    """The n = 4096 finetunes read the committed release: results.md names it as a user's clone has it."""
+    from experiments.masked_lm import report
+    from experiments.shared import REPO
+
+    step = next(s for s in run.STEPS if s["name"] == "rt_n4096_s0")
+    shown = report.command_of(step, tmp_path)
+    assert shown.startswith(f"python finetune_glue.py --model_name_or_path release/{run.RELEASE.name} ")
+    assert str(REPO) not in shown and f"--output_dir {tmp_path}/rt_n4096_s0" in shown
 
 
 def test_a_training_record_whose_run_is_gone_stays_marked_as_an_earlier_build():

