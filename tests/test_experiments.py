@@ -65,6 +65,7 @@ FINETUNE_SEEDS = (0,)
 N, K = 32, 8
 BASELINE, LINFORMER = name_of(roberta()), name_of(linformer())
 RUNS = [run(roberta(), 0), run(linformer(), 0)]
+EXTENDED_STEPS, EXTENDED = (2, 4, 6), [LINFORMER + "_s0"]
 '''
 
 
@@ -250,6 +251,34 @@ def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):
     assert log.count("\n$ ") == 2 and "Resumed from" in log and "checkpoint_2" in log
     again = json.loads((results / f"{name}.json").read_text())
     assert again["curve"] == uncut["curve"] and again["pretrain_command"] == uncut["pretrain_command"]
+
+
+def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
+    """--extend trains an extended run again to each point in turn, resuming each time with a higher --max_steps:
+    its curve up to the study's last update is the uninterrupted run's, update for update, and every point has its
+    checks and finetuning seeds. Run again, it has nothing left to do."""
+    root = ran[0]
+    name = "linformer_n32_k8_layerwise_s0"
+    out = run_script(root, "run_study", "--extend", "--only", name)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
+    study_run = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
+    assert list(extended["points"]) == ["2", "4", "6"] and extended["mixed_precision"] == "no"
+    assert [p["step"] for p in extended["curve"]] == [0, 2, 4, 6]
+    assert extended["curve"][:3] == study_run["curve"]  # stopped at 2 and 4 and resumed: the same updates
+    for steps, point in extended["points"].items():
+        assert f"--max_steps {steps} " in point["pretrain_command"], point["pretrain_command"]
+        assert list(point["finetune"]) == ["0"] and "order_check" in point and "projection_check" in point
+        assert point["perplexity"] == next(p["perplexity"] for p in extended["curve"] if p["step"] == int(steps))
+    log = (root / f"runs/extended/{name}.pretrain.log").read_text()
+    assert log.count("Resumed from") == 2, log[-3000:]
+    again = run_script(root, "run_study", "--extend", "--only", name)
+    assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
+    # Only the runs of study.EXTENDED extend, and --mixed_precision belongs to --extend.
+    other = run_script(root, "run_study", "--extend", "--only", "roberta_n32_s0")
+    assert other.returncode == 2 and "only these runs are extended: " + name in other.stderr, other.stderr
+    alone = run_script(root, "run_study", "--mixed_precision", "no")
+    assert alone.returncode == 2 and "--mixed_precision is for --extend" in alone.stderr, alone.stderr
 
 
 def test_run_study_lists_and_rejects_unknown_runs(ran):

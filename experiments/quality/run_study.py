@@ -17,6 +17,7 @@ where developer checkouts have them; where to get them: experiments/README.md, "
     python -m experiments.quality.run_study --stage pretrain         # pretraining only
     python -m experiments.quality.run_study --finetune_seeds 0       # one finetuning seed per run
     python -m experiments.quality.run_study --exact_short_path       # Linformer runs, short inputs read exactly
+    python -m experiments.quality.run_study --extend --only roberta_n128_s0 --mixed_precision no   # issue 47
     python -m experiments.quality.run_study --list
 """
 
@@ -49,6 +50,14 @@ p.add_argument("--exact_short_path", action="store_true",
                help="finetune the pretrained Linformer runs again with every Rotten Tomatoes input read by exact "
                     "attention with the pretrained weights (study.finetune_exact_overrides): pretraining only fed "
                     "n-token blocks through E/F; results go to results/exact_rt/NAME.json")
+p.add_argument("--extend", action="store_true",
+               help=f"train the runs of study.EXTENDED again from their first update, stopping at each of "
+                    f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
+                    f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
+p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
+               help=f"with --extend: the precision of pretraining and finetuning (default the study's, "
+                    f"{study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs it tens of times "
+                    f"slower than fp32 ('no')")
 p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
 p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
 study.add_data_dir_argument(p)
@@ -61,6 +70,15 @@ if args.exact_short_path:
                 "nor --rebuild")
     args.stage = "finetune"
     runs = [r for r in runs if r["model_type"] == "linformer"]
+if args.extend:
+    if args.exact_short_path or args.rebuild or args.stage != "all":
+        p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
+                "--exact_short_path, --rebuild, --stage")
+    runs = [r for r in runs if r["name"] in study.EXTENDED]
+    if args.only and len(runs) < len(args.only):
+        p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
+elif args.mixed_precision:
+    p.error("--mixed_precision is for --extend (the study's own runs keep its recipe)")
 if any(s < 0 for s in args.finetune_seeds):
     p.error("--finetune_seeds must be non-negative")
 RUNS_DIR = study.runs_dir(args.runs_dir)
@@ -138,8 +156,9 @@ def hardware():
     return f"CPU, {env['OMP_NUM_THREADS']} thread{'s' * (env['OMP_NUM_THREADS'] != '1')}"
 
 
-def pretrain(r, out, data):
-    """Pretrain one run (resuming its newest checkpoint, if any) and return its results record."""
+def pretrain(r, out, data, **changes):
+    """Pretrain one run (resuming its newest checkpoint, if any) and return its results record. `changes`
+    replace the study's options (--extend: max_steps, mixed_precision)."""
     n = r["n"]
     if study.TOKENS_PER_UPDATE % n:
         sys.exit(f"run_study.py: {r['name']}: n={n} does not divide TOKENS_PER_UPDATE={study.TOKENS_PER_UPDATE}")
@@ -149,7 +168,7 @@ def pretrain(r, out, data):
                "per_device_train_batch_size": study.TOKENS_PER_UPDATE // n, "seed": r["seed"], "output_dir": out,
                # A folder with a checkpoint is resumed; one without (never started, or cut before its first
                # checkpoint) is started afresh.
-               "resume_from_checkpoint": "latest", "overwrite_output_dir": "true"}
+               "resume_from_checkpoint": "latest", "overwrite_output_dir": "true", **changes}
     cmd = [sys.executable, "train_mlm.py", *flags(options)]
     execute(cmd, out.with_suffix(".pretrain.log"))
     log = [json.loads(line) for line in open(out / "metrics.jsonl")]
@@ -166,12 +185,12 @@ def pretrain(r, out, data):
             "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(), "finetune": {}}
 
 
-def finetune(r, out, seed, data, exact=False):
+def finetune(r, out, seed, data, exact=False, ft_out=None, **changes):
     """Finetune one run's pretrained model on Rotten Tomatoes with one seed (with `exact`, every input read by the
-    exact short path); its record."""
-    ft_out = RUNS_DIR / f"{r['name']}_rt{'_exact' if exact else ''}_s{seed}"
+    exact short path; `changes` replace the study's options); its record."""
+    ft_out = ft_out or RUNS_DIR / f"{r['name']}_rt{'_exact' if exact else ''}_s{seed}"
     options = {**data, **study.FINETUNE, "model_name_or_path": out, "seed": seed, "output_dir": ft_out,
-               "overwrite_output_dir": "true"}  # a cut finetuning run (minutes) starts again
+               "overwrite_output_dir": "true", **changes}  # a cut finetuning run (minutes) starts again
     if exact:
         options["config_overrides"] = study.finetune_exact_overrides(r)
     cmd = [sys.executable, "finetune_glue.py", *flags(options)]
@@ -191,6 +210,58 @@ def check(script, out, *extra):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     report.pop("model")  # the folder, machine-specific: the command names it
     return {**report, "command": shown(cmd)}
+
+
+def add_checks(r, folder, record, path):
+    """What a pretrained model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became;
+    each check not yet in `record` is run on `folder` and saved to `path` at once."""
+    checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
+    if r["model_type"] == "linformer":
+        checks["projection_check"] = []
+    for script, extra in checks.items():
+        if script not in record:
+            record[script] = check(script, folder, *extra)
+            save(path, record)
+
+
+def extend(r, data):
+    """Issue 47: one run of study.EXTENDED trained again from its first update to each point of
+    study.EXTENDED_STEPS in turn (each a resume with a higher --max_steps: the rate is constant after warmup, so
+    where a run stops does not change its updates). At each point a copy of the model is kept, checked and
+    finetuned with every seed; the results file is rewritten after each step, so running again continues."""
+    name, out = r["name"], RUNS_DIR / "extended" / r["name"]
+    path = RESULTS / "extended" / f"{name}.json"
+    precision = args.mixed_precision or study.PRETRAIN["mixed_precision"]
+    result = json.loads(path.read_text()) if path.exists() else {
+        "name": name, "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
+        "mixed_precision": precision, "points": {}}
+    if result["mixed_precision"] != precision:
+        sys.exit(f"run_study.py: {name} was extended with --mixed_precision {result['mixed_precision']}: pass it "
+                 f"again to continue (a run mixing precisions would be neither's)")
+    for steps in study.EXTENDED_STEPS:
+        point, snapshot = result["points"].get(str(steps)), RUNS_DIR / "extended" / f"{name}_step{steps}"
+        if point is None:
+            record = pretrain(r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)
+            if record["curve"][-1]["step"] != steps:
+                sys.exit(f"run_study.py: {name}: training stopped at update {record['curve'][-1]['step']}, not {steps}")
+            shutil.rmtree(snapshot, ignore_errors=True)
+            shutil.copytree(out, snapshot, ignore=shutil.ignore_patterns("checkpoints", "logs", ".*"))
+            point = {key: record[key] for key in ("perplexity", "loss", "tokens_seen", "pretrain_seconds",
+                                                  "pretrain_command", "hardware")}
+            result["points"][str(steps)] = {**point, "finetune": {}}
+            result.update({key: record[key] for key in ("config", "curve", "train_curve")})
+            save(path, result)
+            print(f"{name}: validation perplexity {point['perplexity']:.2f} after {steps} updates", flush=True)
+        point = result["points"][str(steps)]
+        add_checks(r, snapshot, point, path)
+        for seed in args.finetune_seeds:
+            if str(seed) not in point["finetune"]:
+                point["finetune"][str(seed)] = finetune(
+                    r, snapshot, seed, data["finetune"], ft_out=RUNS_DIR / "extended" / f"{snapshot.name}_rt_s{seed}",
+                    mixed_precision=precision)
+                save(path, result)
+                print(f"{name} at {steps} updates: Rotten Tomatoes validation accuracy "
+                      f"{point['finetune'][str(seed)]['accuracy']:.4f} (seed {seed})", flush=True)
 
 
 def reference_tokens(news):
@@ -291,6 +362,9 @@ if "finetune" in data:
         save(RESULTS / "reference/rotten_tomatoes.json", rotten_tomatoes_references(data["finetune"]))
 
 for r in runs:
+    if args.extend:
+        extend(r, data)
+        continue
     name, out = r["name"], RUNS_DIR / r["name"]
     path = RESULTS / ("exact_rt" if args.exact_short_path else "") / f"{name}.json"
     result = json.loads(path.read_text()) if path.exists() else None
@@ -304,14 +378,7 @@ for r in runs:
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
     if args.stage != "finetune" and result is not None and (out / "model.safetensors").exists():
-        # What the model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became.
-        checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
-        if r["model_type"] == "linformer":
-            checks["projection_check"] = []
-        for script, extra in checks.items():
-            if script not in result:
-                result[script] = check(script, out, *extra)
-                save(path, result)
+        add_checks(r, out, result, path)
     if args.stage == "pretrain":
         continue
     if result is None:

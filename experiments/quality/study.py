@@ -109,6 +109,16 @@ RUNS = [
 ]
 assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 
+# Issue 47: delay or ceiling. These runs continue past the budget with the same recipe, the constant rate letting a
+# run extend by raising --max_steps and resuming. Each is trained again from its first update in a folder of its own
+# (runs_dir/extended/NAME), stopping at every point of EXTENDED_STEPS, where the model is checked and finetuned as
+# the study's are; results/extended/NAME.json holds them. The precision may differ from PRETRAIN's where the
+# hardware lacks it (a CPU without bf16 instructions): the file records the one used.
+EXTENDED_STEPS = (10_000, 20_000, 30_000)
+EXTENDED = ["roberta_n128_s0", "linformer_n128_k32_layerwise_s0", "linformer_n128_k32_key_value_s0",
+            "linformer_n128_k64_layerwise_s0"]
+assert set(EXTENDED) <= {r["name"] for r in RUNS}, "every extended run is a run of the study"
+
 
 def add_data_dir_argument(parser):
     files = ", ".join([*PRETRAIN_DATA.values(), *FINETUNE_DATA.values()])
