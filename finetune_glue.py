@@ -30,7 +30,6 @@ import torch
 import yaml
 from accelerate.utils import set_seed
 from datasets import load_dataset
-from torch.utils.data import DataLoader
 from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
@@ -339,8 +338,8 @@ def build_model(args, task, config):
 
 
 def eval_loader(args, dataset, tokenizer):
-    return DataLoader(dataset, batch_size=args.per_device_eval_batch_size,
-                      collate_fn=DataCollatorWithPadding(tokenizer))
+    return loop.data_loader(dataset, args.seed, batch_size=args.per_device_eval_batch_size,
+                            collate_fn=DataCollatorWithPadding(tokenizer))
 
 
 class EpochLengthGroupedSampler(LengthGroupedSampler):
@@ -361,10 +360,12 @@ def train_loader_of(args, dataset, tokenizer):
     as whole articles' do."""
     collate = DataCollatorWithPadding(tokenizer)
     if not args.group_by_length:
-        return DataLoader(dataset, batch_size=args.per_device_train_batch_size, shuffle=True, collate_fn=collate)
+        return loop.data_loader(dataset, args.seed, batch_size=args.per_device_train_batch_size, shuffle=True,
+                                collate_fn=collate)
     sampler = EpochLengthGroupedSampler(args.per_device_train_batch_size, [len(ids) for ids in dataset["input_ids"]],
                                         args.seed)
-    return DataLoader(dataset, batch_size=args.per_device_train_batch_size, sampler=sampler, collate_fn=collate)
+    return loop.data_loader(dataset, args.seed, batch_size=args.per_device_train_batch_size, sampler=sampler,
+                            collate_fn=collate)
 
 
 def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation):

@@ -494,6 +494,59 @@ def test_a_killed_run_resumes_to_the_same_model_and_results(checkpoints, own_dat
     assert evaluations[0] == evaluations[1] and [step for step, _ in evaluations[0]] == [6, 12]
 
 
+DROPOUT = ["--config_overrides", "hidden_dropout_prob=0.2,attention_probs_dropout_prob=0.2,classifier_dropout=0.2"]
+
+
+def kill_at(moment, monkeypatch):
+    """Interrupt a finetuning run (2 epochs of 6 updates, a checkpoint every 4, the best model saved at each
+    epoch's evaluation) at `moment`, as a kill would: mid epoch 1 or 2, halfway through writing checkpoint_8
+    (its files written, not yet published), or while saving the best model at the first epoch's end."""
+    from linformer_training import checkpoints
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt(moment)
+
+    if moment.startswith("update_"):
+        real, step = loop.train_update, int(moment.split("_")[1])
+        monkeypatch.setattr(loop, "train_update", lambda run, group: interrupt() if run.state.step == step
+                            else real(run, group))
+    elif moment == "writing_checkpoint_8":
+        real_publish = checkpoints.publish
+        monkeypatch.setattr(checkpoints, "publish", lambda tmp, target, whole=False: interrupt()
+                            if Path(target).name == "checkpoint_8" else real_publish(tmp, target, whole))
+    else:
+        monkeypatch.setattr(finetune_glue, "save_best_model", interrupt)
+
+
+@pytest.mark.parametrize("order", [[], ["--group_by_length", "true"]], ids=["shuffled", "grouped_by_length"])
+@pytest.mark.parametrize("moment", ["update_5", "update_9", "writing_checkpoint_8", "saving_best"])
+def test_a_run_with_dropout_resumes_bit_for_bit_at_any_kill_moment(checkpoints, own_data, tmp_path, monkeypatch,
+                                                                   order, moment):
+    """With dropout on, every random draw after a resume must be the one the uninterrupted run made: the batch
+    order (each loader's own generator) and dropout (the global RNG the checkpoint restores, which no loader may
+    draw from). Every tensor of the final model, the results and the evaluations match the uninterrupted run."""
+    import torch
+    from safetensors.torch import load_file
+
+    flags = ["--max_steps", "12", "--checkpointing_steps", "4", "--learning_rate", "3e-3", *order, *DROPOUT]
+    whole = main(own_args(checkpoints / "linformer", own_data, tmp_path / "whole", *flags))
+    out = tmp_path / "resumed"
+    with monkeypatch.context() as mp:
+        kill_at(moment, mp)
+        with pytest.raises(KeyboardInterrupt):
+            main(own_args(checkpoints / "linformer", own_data, out, *flags))
+    assert not (out / "model.safetensors").exists()
+    resumed = main(own_args(checkpoints / "linformer", own_data, out, *flags, "--resume_from_checkpoint", "latest"))
+    first, second = load_file(tmp_path / "whole" / "model.safetensors"), load_file(out / "model.safetensors")
+    assert first.keys() == second.keys()
+    assert [k for k in first if not torch.equal(first[k], second[k])] == []
+    assert resumed == whole
+    assert (out / "eval_results.json").read_text() == (tmp_path / "whole" / "eval_results.json").read_text()
+    losses = [[(r["step"], r["train_loss"]) for r in read_jsonl(folder / "metrics.jsonl") if "train_loss" in r]
+              for folder in (tmp_path / "whole", out)]
+    assert losses[0] == losses[1]
+
+
 def test_length_grouped_order_is_a_seeded_permutation_that_pads_less():
     """--group_by_length: every example once per epoch, the same order for the same seed and epoch (what an
     exact resume needs), a new one each epoch, and fewer padded tokens than shuffled batches of the same lengths."""

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 import torch
+from torch.utils.data import DataLoader
 from accelerate import Accelerator
 from accelerate.utils import (DataLoaderConfiguration, DistributedType, GradientAccumulationPlugin,
                               ProjectConfiguration)
@@ -178,6 +179,15 @@ def check_one_update(args, dataset, num_processes, accumulation):
                          f"process(es) x {accumulation} accumulation step(s) = {per_update} sequences per update, "
                          f"but the training set has only {len(dataset):,}; lower --per_device_train_batch_size "
                          f"(or --gradient_accumulation_steps / --total_batch_size)")
+
+
+def data_loader(dataset, seed, **kwargs):
+    """A DataLoader that owns its random generator, seeded from the run's seed. A loader without one draws a base
+    seed from the global RNG, which dropout also draws from, each time an iterator starts; a resumed run restores
+    that RNG and then starts an iterator mid-epoch where the uninterrupted run did not, so from there on its dropout
+    masks, and its weights, would differ. A shuffled loader's order comes from the same generator (Accelerate's
+    seedable sampler reseeds it from the seed and the epoch)."""
+    return DataLoader(dataset, generator=torch.Generator().manual_seed(seed), **kwargs)
 
 
 def build_optimizer(model, args, own_rates=()):

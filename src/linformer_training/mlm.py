@@ -16,10 +16,10 @@ import math
 import datasets
 import torch
 import torch.nn.functional as F
-from torch.utils.data import DataLoader
 from transformers import DataCollatorForLanguageModeling
 
 from .arguments import UsageError
+from .loop import data_loader
 
 
 def pack(split, tokenizer, block_size, num_proc=None, desc="Tokenizing and packing", documents=False):
@@ -81,13 +81,12 @@ def pack_corpus(corpus, tokenizer, block_size, args, keep=None, documents=False)
 
 
 def block_loaders(args, blocks, train_collate, eval_collate):
-    """DataLoaders over packed blocks: training shuffled (unless streamed) by a generator of its own, which keeps
-    dropout's RNG out of the order; validation in order."""
-    train = DataLoader(blocks["train"], batch_size=args.per_device_train_batch_size, shuffle=not args.streaming,
-                       collate_fn=train_collate, num_workers=args.dataloader_num_workers,
-                       generator=torch.Generator().manual_seed(args.seed))
-    validation = None if blocks["validation"] is None else DataLoader(
-        blocks["validation"], batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
+    """DataLoaders over packed blocks (training shuffled unless streamed, validation in order), each with its own
+    generator (`loop.data_loader`), which keeps dropout's RNG out of the order."""
+    train = data_loader(blocks["train"], args.seed, batch_size=args.per_device_train_batch_size,
+                        shuffle=not args.streaming, collate_fn=train_collate, num_workers=args.dataloader_num_workers)
+    validation = None if blocks["validation"] is None else data_loader(
+        blocks["validation"], args.seed, batch_size=args.per_device_eval_batch_size, collate_fn=eval_collate,
         num_workers=args.dataloader_num_workers)
     return train, validation
 
