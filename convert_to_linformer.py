@@ -13,9 +13,9 @@ experiments/conversion/results.md.
 """
 
 import dataclasses
-import sys
 
-from linformer_training.arguments import ScriptError, parse_args
+from linformer_training import processes
+from linformer_training.arguments import parse_args
 from linformer_training.conversion import ConvertArguments, convert_to_linformer
 
 
@@ -29,7 +29,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ScriptError as e:
-        sys.exit(f"convert_to_linformer.py: error: {e}")
+    processes.run_script(main, "convert_to_linformer.py")

@@ -14,7 +14,6 @@ resume, metrics.jsonl and trackers, --push_to_hub. Documents whose id is listed 
 --exclude_ids_file (by default the held-out news articles of experiments/conversion/) are never read.
 """
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -26,7 +25,7 @@ from transformers import AutoModel
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, distillation, loop, models, outputs, processes
 from linformer_training.arguments import (CorpusArguments, LinformerRateArguments, OptimizerArguments, RunArguments,
-                                          ScriptError, UsageError, arg, parse_args)
+                                          UsageError, arg, parse_args)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
 from linformer_training.mlm import block_loaders, pack_corpus
 from linformer_training.tracking import MetricsLog
@@ -242,7 +241,4 @@ def main(argv=None):
                           extra_files=sentence_transformers)
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ScriptError as e:
-        sys.exit(f"distill.py: error: {e}")
+    processes.run_script(main, "distill.py")

@@ -10,9 +10,9 @@ is written. Needs the `onnx` extra (pip install 'linformer-hf[onnx]').
 """
 
 import dataclasses
-import sys
 
-from linformer_training.arguments import ScriptError, parse_args
+from linformer_training import processes
+from linformer_training.arguments import parse_args
 from linformer_training.onnx_export import ExportArguments, export_onnx
 
 
@@ -23,7 +23,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ScriptError as e:
-        sys.exit(f"export_onnx.py: error: {e}")
+    processes.run_script(main, "export_onnx.py")

@@ -20,7 +20,6 @@ any training starts.
 import dataclasses
 import json
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -577,7 +576,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ScriptError as e:
-        sys.exit(f"finetune_glue.py: error: {e}")
+    processes.run_script(main, "finetune_glue.py")

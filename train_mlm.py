@@ -14,7 +14,6 @@ however many processes share it, so a run on one process and on eight follow the
 """
 
 import logging
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -25,7 +24,7 @@ from transformers import AutoConfig, AutoModelForMaskedLM
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (SCHEDULERS, CorpusArguments, LinformerRateArguments, OptimizerArguments,
-                                          RunArguments, ScriptError, UsageError, apply_overrides, arg, parse_args,
+                                          RunArguments, UsageError, apply_overrides, arg, parse_args,
                                           parse_overrides)
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
@@ -286,7 +285,4 @@ def main(argv=None):
                                                 f"{run.state.step} updates")
 
 if __name__ == "__main__":
-    try:
-        main()
-    except ScriptError as e:
-        sys.exit(f"train_mlm.py: error: {e}")
+    processes.run_script(main, "train_mlm.py")

@@ -1,7 +1,11 @@
 """Shared fixtures: tiny configs and an offline byte-level BPE tokenizer trained on the bundled corpus."""
 
+import contextlib
 import json
 import os
+import signal
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -109,3 +113,35 @@ class Payload:
 
     def __reduce__(self):
         return open, (self.marker, "w")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_group(command, timeout, **kwargs):
+    """`subprocess.run(command, capture_output=True, text=True)` for a command that starts processes of its own
+    (`accelerate launch`, torchrun): it runs in a session of its own, and when it returns, fails or runs past
+    `timeout`, every process left in that session is killed, so no child outlives its test. A timeout fails the
+    test with what the command printed so far."""
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, **kwargs)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_session(proc)
+        out, err = proc.communicate()
+        raise AssertionError(f"{' '.join(map(str, command[:6]))} ... still running after {timeout} s, killed with its "
+                             f"processes; its stderr ended:\n{err[-3000:]}") from None
+    finally:
+        kill_session(proc)
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def kill_session(proc):
+    """SIGKILL to every process of `proc`'s session (it leads it: start_new_session), whatever is left of it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -5,7 +5,6 @@ import json
 import re
 import shutil
 import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +18,7 @@ from linformer_training.conversion import convert_to_linformer
 from linformer_training.corpus import ExcludedIds, load_corpus
 from linformer_training.tracking import read_jsonl
 
-from conftest import REPO, write_jsonl
+from conftest import REPO, free_port, run_group, write_jsonl
 
 import distill  # noqa: E402
 
@@ -400,20 +399,15 @@ def test_two_processes(models, data, tmp_path):
     the replicas end identical, and the evaluation before training (spans drawn per block, gathered over
     processes) is the one process's."""
     import os
-    import socket
-    import subprocess
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     run(models, data, tmp_path / "one", "--per_device_eval_batch_size", "3")
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
+    result = run_group(
         [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines",
-         "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(port),
+         "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          str(REPO / "distill.py"), *flags(models, data, tmp_path / "two"), "--per_device_train_batch_size", "2",
          "--checkpointing_steps", "2"],
-        env=env, capture_output=True, text=True, timeout=600)
+        env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 process(es), 4 sequences per update" in result.stdout
     assert "Weights identical on all 2 processes" in result.stdout

@@ -17,7 +17,7 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RT = SHARED_DATA / "rotten_tomatoes"
 
 import finetune_glue  # noqa: E402
-from conftest import Payload, error_of, tiny_config  # noqa: E402
+from conftest import Payload, error_of, free_port, run_group, tiny_config  # noqa: E402
 from finetune_glue import UsageError, main  # noqa: E402
 from linformer_training import loop  # noqa: E402
 from linformer_training.tracking import read_jsonl  # noqa: E402
@@ -592,8 +592,8 @@ def test_fsdp2_finetuning_keeps_the_best_model(tokenizer, own_data, tmp_path):
                str(REPO / "tests" / "fsdp_on_cpu.py"), "finetune_glue.py",
                *own_args(base, own_data, out, "--eval_steps", "2", "--num_train_epochs", "3", "--learning_rate", "1e-2",
                          "--per_device_train_batch_size", "4")]
-    result = subprocess.run(command, env={**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"},
-                            capture_output=True, text=True, timeout=600, cwd=REPO)
+    result = run_group(command, env={**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}, timeout=600,
+                       cwd=REPO)
     assert result.returncode == 0, result.stderr[result.stderr.find("Traceback"):][:3000]
     best = json.loads((out / "eval_results.json").read_text())["best"]
     assert best["value"] == 1.0 and best["step"] < 18
@@ -602,14 +602,6 @@ def test_fsdp2_finetuning_keeps_the_best_model(tokenizer, own_data, tmp_path):
     rows = sentences(16, 50)  # the validation file
     assert [p["label"] for p in classify([r["text"] for r in rows])] == [r["label"] for r in rows]
     assert not (out / "checkpoints").exists()  # the best model's copy was removed once published
-
-
-def free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_every_flag_has_help_every_number_a_bound_and_the_defaults_are_robertas():

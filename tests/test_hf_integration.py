@@ -18,7 +18,7 @@ from transformers import (
     pipeline,
 )
 
-from conftest import tiny_config
+from conftest import free_port, run_group, tiny_config
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
 
 TESTS = Path(__file__).resolve().parent
@@ -176,14 +176,6 @@ def test_model_in_bfloat16():
     assert torch.isfinite(model(ids, attention_mask=mask).last_hidden_state.float()).all()
 
 
-def free_port():
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def run_trainer_worker(tmp_path, processes, gradient_checkpointing=False):
     command = [sys.executable, str(TESTS / "trainer_worker.py"), str(tmp_path), "layerwise",
                *(["gradient_checkpointing"] if gradient_checkpointing else [])]
@@ -191,7 +183,7 @@ def run_trainer_worker(tmp_path, processes, gradient_checkpointing=False):
         command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
                    "--master_addr=127.0.0.1", f"--master_port={free_port()}", *command[1:]]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    result = run_group(command, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(l.split(" ", 1)[1]) for l in result.stdout.splitlines() if l.startswith("RESULT ")]
     return {row["head"]: row for row in rows}

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 import finetune_glue
-from linformer_training import loop
 from linformer_training.mlm import block_loaders
 
 REPO = Path(__file__).resolve().parents[1]

@@ -25,7 +25,7 @@ from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
 from linformer_training.tracking import read_jsonl
 
-from conftest import REPO, Payload, error_of, write_jsonl
+from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, write_jsonl
 
 import train_mlm  # noqa: E402
 
@@ -952,12 +952,6 @@ def test_resume_after_kill_reaches_the_same_weights(tmp_path, micro):
 # --- distributed: 2-process data parallel through accelerate launch --------------------------------
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_two_processes_match_one_process(tmp_path, micro):
     """`accelerate launch` with 2 CPU processes (gloo) and 4 sequences each = 1 process with 8: same
@@ -965,12 +959,12 @@ def test_two_processes_match_one_process(tmp_path, micro):
     end with identical weights (the script checks and says so)."""
     run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
+    result = run_group(
         [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          *script("--config", str(micro / "micro.yaml"), "--max_steps", "4", "--per_device_train_batch_size", "4",
                  "--checkpointing_steps", "2", "--output_dir", str(tmp_path / "two"), *NO_DROPOUT)[1:]],
-        env=env, capture_output=True, text=True, timeout=600)
+        env=env, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "2 process(es), 8 sequences per update" in result.stdout
     assert "Weights identical on all 2 processes" in result.stdout
@@ -983,22 +977,21 @@ def test_two_processes_match_one_process(tmp_path, micro):
 
     # An error found on the main process only (the tokenizer is checked there first) stops both ranks
     # with the message, instead of leaving rank 1 waiting at a barrier.
-    result = subprocess.run(
+    result = run_group(
         [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
          "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
          *script("--config", str(micro / "micro.yaml"), "--config_overrides", "vocab_size=100",
                  "--output_dir", str(tmp_path / "bad"))[1:]],
-        env=env, capture_output=True, text=True, timeout=300)
+        env=env, timeout=300)
     assert result.returncode != 0 and "is below --tokenizer_vocab_size" in result.stderr
 
 
 def launch(*args, env_extra=None, timeout=600):
     """`accelerate launch` on 2 CPU processes; `args` are the launcher's flags, then the script and its flags."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", **(env_extra or {})}
-    return subprocess.run([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
-                           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-                           "--main_process_port", str(free_port()), *args],
-                          env=env, capture_output=True, text=True, timeout=timeout, cwd=REPO)
+    return run_group([sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2",
+                      "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+                      "--main_process_port", str(free_port()), *args], env=env, timeout=timeout, cwd=REPO)
 
 
 def launch_without_agent(tmp_path, *command, timeout=300):
@@ -1013,17 +1006,19 @@ def launch_without_agent(tmp_path, *command, timeout=300):
                "MASTER_PORT": port}
         with open(tmp_path / f"stderr_{rank}", "w") as err:
             procs.append(subprocess.Popen([sys.executable, *command], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                                          stderr=err))
+                                          stderr=err, start_new_session=True))
     ended = [None, None]
-    while None in ended:
-        for rank, proc in enumerate(procs):
-            if ended[rank] is None and proc.poll() is not None:
-                ended[rank] = time.monotonic() - start
-        if time.monotonic() - start > timeout:
-            for proc in procs:
-                proc.kill()
-            raise AssertionError(f"still running after {timeout} s: {ended}")
-        time.sleep(0.1)
+    try:
+        while None in ended:
+            for rank, proc in enumerate(procs):
+                if ended[rank] is None and proc.poll() is not None:
+                    ended[rank] = time.monotonic() - start
+            if time.monotonic() - start > timeout:
+                raise AssertionError(f"still running after {timeout} s: {ended}")
+            time.sleep(0.1)
+    finally:
+        for proc in procs:
+            kill_session(proc)
     return [(proc.returncode, (tmp_path / f"stderr_{rank}").read_text(), ended[rank]) for rank, proc in enumerate(procs)]
 
 

@@ -1,0 +1,78 @@
+"""linformer_training/processes.py: how a script ends. A process of a multi-process run must leave when its work
+is done even if the interpreter's teardown would block (a gloo group destroyed there can deadlock), and its error is
+one line. Also the suite's own guard, conftest.run_group: nothing a test launches outlives it."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, run_group
+
+# A script whose teardown blocks forever: a non-daemon thread that never ends, as a gloo worker waiting for the
+# interpreter lock does. `main` has finished (it printed DONE) before teardown starts.
+BLOCKED_AT_EXIT = """
+import sys, threading
+from linformer_training import processes
+from linformer_training.arguments import ScriptError
+
+def main():
+    threading.Thread(target=threading.Event().wait).start()
+    print("DONE", flush=True)
+    if sys.argv[1] == "fail":
+        raise ScriptError("the data is bad")
+
+processes.run_script(main, "demo.py")
+"""
+
+
+def run_demo(mode, world_size, timeout=60):
+    env = {**os.environ, "WORLD_SIZE": str(world_size), "PYTHONPATH": str(REPO / "src")}
+    return run_group([sys.executable, "-c", BLOCKED_AT_EXIT, mode], env=env, timeout=timeout)
+
+
+@pytest.mark.parametrize("mode, code", [("ok", 0), ("fail", 1)])
+def test_a_process_of_a_multi_process_run_leaves_even_when_teardown_would_block(mode, code):
+    result = run_demo(mode, world_size=2)
+    assert result.returncode == code and result.stdout == "DONE\n", result.stderr
+    assert result.stderr == ("demo.py: error: the data is bad\n" if mode == "fail" else "")
+
+
+def test_a_single_process_ends_as_python_does():
+    """Alone (no WORLD_SIZE > 1), a script keeps Python's usual ending, non-daemon threads included: the same
+    script then waits for its thread, which is what the multi-process exit avoids."""
+    with pytest.raises(AssertionError, match="still running after 5 s"):
+        run_demo("ok", world_size=1, timeout=5)
+
+
+def test_nothing_a_test_launches_outlives_it(tmp_path):
+    """run_group kills the whole session of the command it ran: here a launcher whose child would sleep on after
+    the launcher itself timed out."""
+    pid_file = tmp_path / "child.pid"
+    launcher = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+                f"open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()")
+    with pytest.raises(AssertionError, match="still running after 3 s"):
+        run_group([sys.executable, "-c", launcher], timeout=3)
+    child = int(pid_file.read_text())
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and alive(child):
+        time.sleep(0.1)
+    assert not alive(child)
+
+
+def alive(pid):
+    """Whether `pid` runs (a zombie, killed and waiting for its reaper, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_scripts_end_through_run_script():
+    """Every script's `__main__` goes through processes.run_script, so none can hang at exit in a multi-process run."""
+    for script in ("train_mlm.py", "finetune_glue.py", "distill.py", "convert_to_linformer.py", "export_onnx.py"):
+        tail = (REPO / script).read_text().split('if __name__ == "__main__":')[1]
+        assert tail.strip() == f'processes.run_script(main, "{script}")', script
