@@ -109,10 +109,10 @@ def onnx_files(args):
 def candidates(args, threads, ids, onnx_dirs):
     """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
     each."""
-    import onnxruntime
     from transformers import AutoModel
 
     import linformer_hf  # noqa: F401
+    from linformer_training.onnx_export import onnx_session
 
     mask = np.ones_like(ids)
     win_ids, win_mask, owners = windows(ids)
@@ -132,11 +132,7 @@ def candidates(args, threads, ids, onnx_dirs):
 
             out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
         for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-            options.log_severity_level = 3
-            session = onnxruntime.InferenceSession(os.path.join(folder, name), options,
-                                                   providers=["CPUExecutionProvider"])
+            session = onnx_session(os.path.join(folder, name), threads=threads)
 
             def run(session=session, x=x, m=m, own=own):
                 hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]

@@ -3,6 +3,7 @@
 """export_onnx: one ONNX graph per model that ONNX Runtime runs at every batch size and length up to n, equal to
 PyTorch (<= 1e-4) on both sides of the exact length and across padded mixed batches; bad input is one line."""
 
+import shutil
 import subprocess
 import sys
 
@@ -101,3 +102,116 @@ def test_command_refuses_to_overwrite_unless_asked(tmp_path):
                             capture_output=True, text=True, cwd=REPO)
     assert result.returncode != 0 and "--overwrite_output_dir true" in result.stderr
     assert (tmp_path / "model" / "onnx" / "model.onnx").read_text() == "an older export"
+
+
+# --- nothing is overwritten or left behind that the user did not ask for (issue 46) ------------------------------
+
+
+def export_command(*args, limit=None):
+    """export_onnx.py as a user runs it; `limit`: the largest file (bytes) the process may write (ulimit -f)."""
+    import resource
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    return subprocess.run([sys.executable, "export_onnx.py", *map(str, args)], capture_output=True, text=True,
+                          cwd=REPO, preexec_fn=cap if limit else None, timeout=600)
+
+
+def one_line_error(result, *fragments):
+    """The command failed with one line of its own (the last; the exporter's warnings may come before it)."""
+    last = result.stderr.strip().splitlines()[-1]
+    assert result.returncode == 1 and last.startswith("export_onnx.py: error: "), result.stderr[-3000:]
+    assert "Traceback" not in result.stderr and result.stderr.count("error: ") == 1, result.stderr[-3000:]
+    assert all(f in last for f in fragments), last
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("saved") / "model"
+    random_model(LinformerModel).save_pretrained(folder)
+    return folder
+
+
+def test_no_existing_file_is_replaced_unless_asked_and_a_cut_export_is_cleaned(saved, tmp_path):
+    """Either file existing (here only the int8 copy, which the old guard missed) refuses the export; with
+    --overwrite_output_dir both are replaced, and the staging folder an export killed mid-way left is removed."""
+    out = tmp_path / "onnx"
+    out.mkdir()
+    (out / "model_qint8.onnx").write_text("a committed export")
+    one_line_error(export_command("--model_name_or_path", saved, "--output_dir", out), "model_qint8.onnx",
+                   "--overwrite_output_dir true")
+    assert sorted(p.name for p in out.iterdir()) == ["model_qint8.onnx"]
+    (out / ".onnx-export-999999999-cut").mkdir()  # a process id no process has: its export was killed
+    assert export_command("--model_name_or_path", saved, "--output_dir", out, "--overwrite_output_dir", "true",
+                          ).returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == ["model.onnx", "model_qint8.onnx"]
+    assert (out / "model_qint8.onnx").read_bytes() != b"a committed export"
+
+
+def test_a_released_folder_gets_no_file_its_manifest_does_not_cover(saved, tmp_path):
+    """A folder with a manifest.json (a release) is written to only when asked, and then its manifest lists the new
+    files, so the release's own check still passes."""
+    from linformer_training import checkpoints
+
+    release = tmp_path / "release"
+    shutil.copytree(saved, release)
+    checkpoints.write_manifest(release)
+    before = {p.name: p.read_bytes() for p in release.iterdir()}
+    one_line_error(export_command("--model_name_or_path", release, "--quantize", "false"), "manifest.json",
+                   "--overwrite_output_dir true")
+    assert {p.name: p.read_bytes() for p in release.iterdir()} == before
+    assert export_command("--model_name_or_path", release, "--quantize", "false", "--overwrite_output_dir",
+                          "true").returncode == 0
+    assert sorted(p.name for p in (release / "onnx").iterdir()) == ["model.onnx"]
+    assert checkpoints.check_manifest(release) is True
+
+
+@pytest.mark.parametrize("case", ["output_dir_is_a_file", "output_dir_under_a_file", "truncated_weights",
+                                  "no_weights", "file_size_limit"])
+def test_each_failure_is_one_line_and_publishes_nothing(case, saved, tmp_path):
+    model, out, limit = tmp_path / "model", tmp_path / "onnx", None
+    shutil.copytree(saved, model)
+    if case == "output_dir_is_a_file":
+        out.write_text("not a folder")
+        fragments = [f"{out} is a file"]
+    elif case == "output_dir_under_a_file":
+        out.write_text("not a folder")
+        out = out / "inner"
+        fragments = [f"{out.parent} is a file"]
+    elif case == "truncated_weights":
+        weights = model / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:1000])
+        fragments = ["--model_name_or_path", "weights do not load"]
+    elif case == "no_weights":
+        (model / "model.safetensors").unlink()
+        fragments = ["--model_name_or_path", "weights do not load"]
+    else:
+        limit, fragments = 64 * 1024, ["could not write the ONNX files", "nothing was published"]
+    one_line_error(export_command("--model_name_or_path", model, "--output_dir", out, limit=limit), *fragments)
+    assert not out.is_dir() or not [p for p in out.iterdir()]
+
+
+def test_an_untrained_head_is_exported_only_when_asked(tmp_path):
+    from linformer_hf import LinformerForMaskedLM
+
+    torch.manual_seed(0)
+    LinformerForMaskedLM(tiny_config(max_seq_length=64, projected_dim=8)).save_pretrained(tmp_path / "mlm")
+    one_line_error(export_command("--model_name_or_path", tmp_path / "mlm", "--task", "sequence-classification",
+                                  "--output_dir", tmp_path / "onnx"), "--task sequence-classification",
+                   "--allow_untrained_head true")
+    assert not (tmp_path / "onnx").exists()
+
+
+def test_a_damaged_onnx_file_is_one_line_naming_it_and_the_command(saved, tmp_path):
+    from linformer_training.onnx_export import onnx_session
+
+    (tmp_path / "onnx").mkdir()
+    damaged = tmp_path / "onnx" / "model_qint8.onnx"
+    damaged.write_bytes(b"\x08\x07\x12\x05torch" * 3)  # a graph cut off after its first bytes
+    for path in (damaged, tmp_path / "onnx" / "model.onnx"):
+        with pytest.raises(UsageError) as error:
+            onnx_session(path)
+        message = str(error.value)
+        assert "\n" not in message and str(path) in message
+        assert f"python export_onnx.py --model_name_or_path {tmp_path} --overwrite_output_dir true" in message

@@ -295,11 +295,9 @@ class OnnxEncoder:
     """An ONNX export of the student (export_onnx.py) served by ONNX Runtime, called as the PyTorch model is."""
 
     def __init__(self, path, config):
-        import onnxruntime
+        from linformer_training.onnx_export import onnx_session
 
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()
-        self.session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        self.session = onnx_session(path, threads=torch.get_num_threads())
         self.config = config
 
     def __call__(self, input_ids, attention_mask):

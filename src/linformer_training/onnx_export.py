@@ -10,6 +10,8 @@ nothing in the graph depends on the input it was traced with. The files go where
 reproduced PyTorch on lengths on both sides of the exact length and across a padded mixed batch.
 """
 
+import errno
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -19,11 +21,13 @@ from typing import Literal
 import torch
 from torch import nn
 
+from . import checkpoints
 from .arguments import Arguments, UsageError, arg
 
 TASKS = {"feature-extraction": "AutoModel", "sequence-classification": "AutoModelForSequenceClassification",
          "fill-mask": "AutoModelForMaskedLM"}
 ONNX_NAME, INT8_NAME = "model.onnx", "model_qint8.onnx"
+STAGING_PREFIX = ".onnx-export-"  # + the exporting process's id: a folder whose process is gone was cut short
 TOLERANCE = 1e-4  # max abs difference of the outputs against PyTorch fp32
 
 
@@ -38,7 +42,10 @@ class ExportArguments(Arguments):
         "auto", "which head to export (auto: from the folder's architectures)")
     quantize: bool = arg(True, "also write a dynamically quantized int8 copy (weights int8, per channel)")
     max_batch_size: int = arg(64, "largest batch the graph accepts")
-    overwrite_output_dir: bool = arg(False, "replace existing ONNX files")
+    overwrite_output_dir: bool = arg(False, "replace existing ONNX files; in a folder with a manifest.json (a "
+                                            "release), also write files it does not list and update it")
+    allow_untrained_head: bool = arg(False, "export --task even where the folder has no weights for its head "
+                                            "(the head would be freshly initialised: random outputs)")
 
     bounds = {"max_batch_size": "[1, 4096]"}
 
@@ -55,7 +62,7 @@ class _Outputs(nn.Module):
         return out.last_hidden_state if self.task == "feature-extraction" else out.logits
 
 
-def _load(path, task):
+def _load(path, task, allow_untrained_head=False):
     import transformers
 
     import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
@@ -74,7 +81,17 @@ def _load(path, task):
         architecture = (config.architectures or ["LinformerModel"])[0]
         task = {"LinformerForSequenceClassification": "sequence-classification",
                 "LinformerForMaskedLM": "fill-mask"}.get(architecture, "feature-extraction")
-    model = getattr(transformers, TASKS[task]).from_pretrained(path, dtype=torch.float32, attn_implementation="sdpa")
+    try:
+        model, info = getattr(transformers, TASKS[task]).from_pretrained(
+            path, dtype=torch.float32, attn_implementation="sdpa", output_loading_info=True)
+    except Exception as e:  # noqa: BLE001  missing, truncated or foreign weights: transformers' many error types
+        raise UsageError(f"--model_name_or_path {path}: its weights do not load ({type(e).__name__}: "
+                         f"{str(e).splitlines()[0][:200] if str(e) else ''})") from None
+    new = sorted(info["missing_keys"])
+    if new and not allow_untrained_head:
+        raise UsageError(f"--task {task}: {path} has no weights for {len(new)} of its tensors ({new[0]}, ...), "
+                         f"which would be exported untrained; export the folder's own head (--task auto), or pass "
+                         f"--allow_untrained_head true")
     return model.eval(), task
 
 
@@ -113,16 +130,56 @@ def max_difference(session, model, batches):
     return worst
 
 
-def _session(path):
+def onnx_session(path, threads=None):
+    """An ONNX Runtime session on the CPU for an exported file. A missing, truncated or damaged file is one line
+    naming it and the command that writes it again (ONNX Runtime's own says only "Protobuf parsing failed")."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    if threads:
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    path = Path(path)
+    folder = path.parent.parent if path.parent.name == "onnx" else path.parent
+    try:
+        return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as e:  # noqa: BLE001  onnxruntime raises its own exception types
+        why = "missing" if not path.is_file() else f"unreadable ({str(e).splitlines()[0][:160]})"
+        raise UsageError(f"{path}: ONNX file {why}; write it again with: python export_onnx.py "
+                         f"--model_name_or_path {folder} --overwrite_output_dir true") from None
+
+
+def check_output_dir(out, names, overwrite):
+    """Refuse, before any work, an --output_dir that cannot hold the files or holds some of them already, and
+    (a folder with a manifest.json, such as a release) files its manifest does not cover. Returns the folder
+    whose manifest the export must update, or None."""
+    for parent in [out, *out.parents]:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(f"--output_dir {out}: {parent} is a file, not a folder")
+            break
+    present = [name for name in names if (out / name).exists()]
+    if present and not overwrite:
+        raise UsageError(f"--output_dir {out}: holds {', '.join(present)} already; pass --overwrite_output_dir true "
+                         f"to replace {'it' if len(present) == 1 else 'them'}")
+    released = next((folder for folder in (out, out.parent) if (folder / checkpoints.MANIFEST).is_file()), None)
+    if released is not None and not overwrite:
+        raise UsageError(f"--output_dir {out}: {released} has a {checkpoints.MANIFEST} that does not list "
+                         f"{', '.join(names)}; write them elsewhere (--output_dir), or pass --overwrite_output_dir "
+                         f"true to add them and update the manifest")
+    return released
+
+
+def clean_stale_staging(out):
+    """Remove what an export killed mid-way left in `out` (its staging folder, named after its process)."""
+    for folder in out.glob(f"{STAGING_PREFIX}*"):
+        pid = folder.name[len(STAGING_PREFIX):].split("-")[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True, max_batch_size=64,
-                overwrite_output_dir=False):
+                overwrite_output_dir=False, allow_untrained_head=False):
     """Write `model.onnx` (and `model_qint8.onnx`) for the Linformer folder `model_name_or_path` into
     `output_dir` (default: its `onnx/` subfolder) and return that folder. Raises UsageError (one line) on bad
     input, and refuses to publish a graph that does not reproduce PyTorch within 1e-4."""
@@ -132,11 +189,10 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
     except ImportError as e:
         raise UsageError(f"ONNX export needs onnx, onnxscript and onnxruntime ({e.name} is missing): "
                          "pip install 'linformer-hf[onnx]'") from None
-    model, task = _load(model_name_or_path, task)
     out = Path(output_dir) if output_dir else Path(model_name_or_path) / "onnx"
-    if (out / ONNX_NAME).exists() and not overwrite_output_dir:
-        raise UsageError(f"--output_dir {out}: holds {ONNX_NAME} already; pass --overwrite_output_dir true to "
-                         "replace it")
+    names = [ONNX_NAME, *([INT8_NAME] if quantize else [])]
+    released = check_output_dir(out, names, overwrite_output_dir)
+    model, task = _load(model_name_or_path, task, allow_untrained_head)
     wrapped = _Outputs(model, task).eval()
     config = model.config
     batch = torch.export.Dim("batch", min=1, max=max_batch_size)
@@ -145,8 +201,12 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
     width = max(2, min(config.max_seq_length // 2, 64))  # neither 1 nor n, which a trace could specialise on
     example = (ids[:2, -width:], mask[:2, -width:].clone())
     example[1][0, :2] = 0  # two rows, one of them padded: a trace that specialises on neither
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".onnx-export-", dir=out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        clean_stale_staging(out)
+        staging = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-", dir=out))
+    except OSError as e:
+        raise UsageError(f"--output_dir {out}: cannot write there ({e.strerror or e})") from None
     try:
         program = torch.onnx.export(
             wrapped, example, dynamo=True, input_names=["input_ids", "attention_mask"],
@@ -155,7 +215,7 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
             optimize=True, verbose=False)
         program.save(str(staging / ONNX_NAME))
         try:
-            difference = max_difference(_session(staging / ONNX_NAME), wrapped, check_batches(config))
+            difference = max_difference(onnx_session(staging / ONNX_NAME), wrapped, check_batches(config))
         except Exception as e:  # ONNX Runtime refusing a check input: the graph kept a traced shape
             raise UsageError(f"--model_name_or_path {model_name_or_path}: the exported graph does not run on every "
                              f"length (ONNX Runtime: {str(e).splitlines()[0][:200]}); nothing was written") from None
@@ -166,9 +226,14 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
             quantize_dynamic(staging / ONNX_NAME, staging / INT8_NAME, weight_type=QuantType.QInt8, per_channel=True)
-        for name in (ONNX_NAME, INT8_NAME):
-            if (staging / name).exists():
-                (staging / name).replace(out / name)
+        for name in names:  # each file whole or not at all (a rename within the folder)
+            (staging / name).replace(out / name)
+        if released is not None:
+            checkpoints.write_manifest(released)
+    except OSError as e:  # a full disk, a file size limit: nothing half-written is left
+        why = e.strerror or os.strerror(e.errno or errno.EIO)
+        raise UsageError(f"--output_dir {out}: could not write the ONNX files ({why}); nothing was "
+                         f"published") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out, difference
