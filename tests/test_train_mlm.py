@@ -790,6 +790,30 @@ def test_continuing_a_finished_model_starts_where_it_ended(tmp_path, micro):
     assert "continued from" in (tmp_path / "second" / "README.md").read_text()
 
 
+def test_resuming_a_finished_run_measures_what_it_publishes(tmp_path, micro, finished):
+    """A finished run resumed with nothing left to train evaluates the weights it publishes again: here its last
+    checkpoint's weights were changed (halved: finite, so only a measurement can tell) by someone who also
+    recomputed the manifest. The figures returned, logged (one evaluation at that step, not two) and written
+    to eval_results.json are the changed weights', not the finished run's."""
+    from safetensors.torch import load_file, save_file
+
+    out = tmp_path / "run"
+    shutil.copytree(finished, out)
+    old = [r for r in read_jsonl(out / "metrics.jsonl") if "eval_loss" in r and r["step"] == 4]
+    last = out / "checkpoints" / "checkpoint_4"
+    weights = last / "model.safetensors"
+    save_file({k: v * 0.5 for k, v in load_file(weights).items()}, weights, metadata={"format": "pt"})
+    checkpoints.write_manifest(last)
+    resumed = run(micro, out, "--max_steps", "4", "--checkpointing_steps", "2", "--save_total_limit", "2",
+                  "--resume_from_checkpoint", "latest")
+    evaluations = [r for r in read_jsonl(out / "metrics.jsonl") if "eval_loss" in r and r["step"] == 4]
+    assert len(old) == 1 and len(evaluations) == 1 and evaluations[0]["eval_loss"] != old[0]["eval_loss"]
+    assert resumed["eval_loss"] == evaluations[0]["eval_loss"]
+    assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == resumed["eval_loss"]
+    assert [r["step"] for r in read_jsonl(out / "metrics.jsonl") if "train_loss" in r] == \
+        [r["step"] for r in read_jsonl(finished / "metrics.jsonl") if "train_loss" in r]
+
+
 @pytest.fixture(scope="module")
 def bare_bert(tmp_path_factory):
     """A small BERT encoder without a masked-LM head (as a sentence-transformers model ships), with a

@@ -391,10 +391,17 @@ def fit(run, checkpoint=None, evaluate_start=True, **run_facts):
         run.args.eval_steps = None
     if checkpoint is not None:
         checkpoints.resume_run(run, checkpoint)
-    run.log.keep_until(run.state.step)
+    # A finished run resumed (to publish again, or with damaged weights restored from a checkpoint whose manifest
+    # someone recomputed): its figures must be measured on the weights it is about to publish, not carried over.
+    finished = checkpoint is not None and run.state.step >= run.max_steps and run.args.eval_steps is not None
+    run.log.keep_until(run.state.step, keep_evaluation=not finished)
     outputs.write_run_config(run, **run_facts)
     if evaluate_start and run.state.step == 0 and run.args.eval_steps is not None:
         evaluate(run)  # the curve's first point: the model before any update
+    if finished:
+        run.say(f"Nothing left to train (step {run.state.step} of {run.max_steps}): evaluating the weights to be "
+                f"published again")
+        evaluate(run)
     return train(run)
 
 

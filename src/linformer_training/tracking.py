@@ -51,11 +51,13 @@ class MetricsLog:
         self.accelerator, self.path = accelerator, Path(path)
         accelerator.init_trackers(project, config=flatten(config))
 
-    def keep_until(self, step):
-        """On resume: drop records of steps this run will redo; a fresh run starts an empty log."""
+    def keep_until(self, step, keep_evaluation=True):
+        """On resume: drop records of steps this run will redo (and, without `keep_evaluation`, the evaluation of
+        `step` itself, which the run measures again); a fresh run starts an empty log."""
         with processes.together(self.accelerator, f"writing {self.path.name}"):
             if self.accelerator.is_main_process and self.path.exists():
-                kept = [r for r in read_jsonl(self.path) if r["step"] <= step] if step else []
+                kept = [r for r in read_jsonl(self.path) if r["step"] < step or r["step"] == step and
+                        (keep_evaluation or "train_loss" in r)] if step else []
                 self.write("".join(json.dumps(r) + "\n" for r in kept))
 
     def log(self, metrics, step):
