@@ -734,12 +734,33 @@ def test_take_rows_is_a_per_row_gather():
     (lambda: dict(input_ids=torch.ones(2, 5, dtype=torch.long), token_type_ids=torch.zeros(2, 4, dtype=torch.long)),
      r"`token_type_ids` has shape \(2, 4\)"),
     (lambda: dict(input_ids=torch.ones(5, dtype=torch.long)), r"`input_ids` must be \(batch, sequence\)"),
+    (lambda: dict(input_ids=[[5, 6, 7]]), r"`input_ids` must be a torch.Tensor, got a list.*torch.tensor\(ids\)"),
+    (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.long), attention_mask=[[1, 1, 1], [1, 1, 0]]),
+     r"`attention_mask` must be a torch.Tensor, got a list"),
 ])
 def test_bad_inputs_are_one_line_errors_naming_the_argument(make_inputs, message):
     model = LinformerForMaskedLM(tiny_config())
     with pytest.raises(ValueError, match=message) as error:
         model(**make_inputs())
     assert "\n" not in str(error.value)
+
+
+def test_an_all_padding_row_is_allowed_and_said(caplog):
+    """A mask row of zeros only is allowed (finite outputs: the half-precision tests above cover them) and
+    warned about, naming the row, since its outputs carry nothing."""
+    from transformers.utils import logging as hf_logging
+
+    model = LinformerForMaskedLM(tiny_config()).eval()
+    ids, mask = torch.ones(3, 4, dtype=torch.long) * 7, torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
+    hf_logging.get_logger("linformer_hf.modeling_linformer").warning_once.cache_clear()
+    hf_logging.enable_propagation()
+    try:
+        with caplog.at_level("WARNING"):
+            logits = model(ids, attention_mask=mask).logits
+    finally:
+        hf_logging.disable_propagation()
+    assert torch.isfinite(logits).all()
+    assert "`attention_mask` row 1 is all zeros" in caplog.text and "carry nothing" in caplog.text
 
 
 def test_forward_kwargs_are_typed_for_transformers():

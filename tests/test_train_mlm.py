@@ -1085,6 +1085,33 @@ def test_fsdp_on_cpu_processes_is_refused_not_run_as_something_else(tmp_path, mi
         assert not out.exists()
 
 
+def test_the_documented_cpu_launch_starts_two_processes(tmp_path, micro):
+    """docs/training.md's multi-process CPU command, run as written (the tiny recipe appended), trains on 2
+    processes."""
+    doc = (REPO / "docs" / "training.md").read_text()
+    (line,) = [l for l in doc.splitlines() if l.startswith("ACCELERATE_USE_CPU=1 accelerate launch")]
+    words = line.split()
+    env, launcher = dict(w.split("=") for w in words[:1]), words[3:words.index("train_mlm.py")]
+    result = launch(*[w for w in launcher if w not in ("--num_processes", "2")], "train_mlm.py",
+                    *words[words.index("train_mlm.py") + 1:], "--config", str(micro / "micro.yaml"), "--max_steps", "4",
+                    "--output_dir", str(tmp_path / "ddp"), env_extra=env, timeout=300)
+    assert "--num_processes 2" in line and result.returncode == 0, result.stderr[-3000:]
+    assert "2 process(es)" in result.stdout
+
+
+def test_a_launch_that_asked_for_more_processes_than_it_started_says_so(tmp_path, micro):
+    """`accelerate launch --num_processes 2 --cpu` starts one process (Accelerate's single-process launcher
+    ignores the count) and would train alone without a word: it stops with a one-line error giving the CPU form
+    that starts two, before anything is written."""
+    out = tmp_path / "out"
+    result = launch("--cpu", "train_mlm.py", "--config", str(micro / "micro.yaml"), "--max_steps", "3",
+                    "--output_dir", str(out), timeout=300)
+    assert result.returncode != 0 and not out.exists()
+    assert re.search(r"train_mlm.py: error: accelerate launch was asked for 2 processes but started 1: .*"
+                     r"ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu --num_processes 2", result.stderr), \
+        result.stderr[-3000:]
+
+
 @pytest.mark.slow
 def test_fsdp2_trains_checkpoints_resumes_exactly_and_saves_a_plain_folder(tmp_path, micro):
     """FSDP2 on 2 CPU processes (gloo) with activation checkpointing of every layer, layerwise-shared

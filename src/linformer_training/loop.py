@@ -145,6 +145,12 @@ def check_launch(accelerator):
     CPU processes `--use_fsdp` would silently give data parallelism, or, without `--cpu`, separate
     single-process runs writing the same folder."""
     launched = int(os.environ.get("WORLD_SIZE", "1"))
+    asked = launcher_processes()
+    if asked > launched:
+        raise UsageError(f"accelerate launch was asked for {asked} processes but started {launched}: its "
+                         f"single-process launcher (--cpu, or no --multi_gpu) ignores --num_processes. On a machine "
+                         f"without GPUs start {asked} with: ACCELERATE_USE_CPU=1 accelerate launch --multi_gpu "
+                         f"--num_processes {asked} SCRIPT ...")
     if launched > accelerator.num_processes:
         raise UsageError(f"launched as {launched} processes, but Accelerate set up {accelerator.num_processes} "
                          f"({accelerator.distributed_type.value}) on {accelerator.device.type}: each would train alone "
@@ -156,6 +162,24 @@ def check_launch(accelerator):
                          f"{accelerator.distributed_type.value} on {accelerator.device.type}: it enables FSDP on GPUs "
                          f"(and other accelerators) only. On CPU use data parallelism (--multi_gpu with "
                          f"ACCELERATE_USE_CPU=1)")
+
+
+def launcher_processes():
+    """--num_processes of the `accelerate launch` that started this process (1 if it was not one): Accelerate's
+    single-process launcher runs one process whatever that flag says and tells the script nothing of it, so the
+    launcher's own command line (Linux's /proc) is the only place the request survives."""
+    try:
+        argv = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return 1
+    if not any(a == "launch" or a.endswith("accelerate.commands.launch") for a in argv[:4]):
+        return 1
+    for i, a in enumerate(argv):
+        value = a.split("=", 1)[1] if a.startswith(("--num_processes=", "--num-processes=")) else \
+            argv[i + 1] if a in ("--num_processes", "--num-processes") and i + 1 < len(argv) else None
+        if value is not None:
+            return int(value) if value.isdigit() else 1
+    return 1
 
 
 def start(args):
