@@ -112,8 +112,9 @@ class HubStandIn:
         import huggingface_hub.constants
 
         url = url or self.url
-        for name, value in {"ENDPOINT": url, "HUGGINGFACE_CO_URL_TEMPLATE": url + "/{repo_id}/resolve/{revision}/{filename}",
-                            "HF_HUB_OFFLINE": False, "HF_HUB_DISABLE_XET": True, "HF_HUB_DISABLE_TELEMETRY": True}.items():
+        settings = {"ENDPOINT": url, "HUGGINGFACE_CO_URL_TEMPLATE": url + "/{repo_id}/resolve/{revision}/{filename}",
+                    "HF_HUB_OFFLINE": False, "HF_HUB_DISABLE_XET": True, "HF_HUB_DISABLE_TELEMETRY": True}
+        for name, value in settings.items():
             monkeypatch.setattr(huggingface_hub.constants, name, value)
 
     def run(self, command, home, cwd, token=ME, package=True):
@@ -121,11 +122,12 @@ class HubStandIn:
         return subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=cwd, timeout=300,
                               env=self.environment(home, token, package))
 
-    def load_as_user(self, code, home, token=ME):
-        """`code` run as a user who never installed this project: a fresh process, an empty cache, the
-        packages blocked (an editable install would find them otherwise); its last stdout line is JSON."""
+    def load_as_user(self, code, home, token=ME, args=()):
+        """`code` (with `args` in sys.argv[1:]) run as a user who never installed this project: a fresh process,
+        an empty cache, the packages blocked (an editable install would find them otherwise); its last stdout
+        line is JSON."""
         blocked = 'import sys\nsys.modules["linformer_hf"] = sys.modules["linformer_training"] = None\n'
-        result = self.run(["-c", blocked + code], home, cwd=home.parent, token=token, package=False)
+        result = self.run(["-c", blocked + code, *args], home, cwd=home.parent, token=token, package=False)
         assert result.returncode == 0, result.stderr[-3000:]
         return json.loads(result.stdout.strip().splitlines()[-1])
 
@@ -350,7 +352,8 @@ def route(hub, method, path, query, body, headers):
         ("POST", r"/api/validate-yaml", lambda m: {"errors": [], "warnings": []}),
         ("GET", rf"/api/models/{REPO}(?:/revision/{REVISION})?",
          lambda m: hub.model_info(m["repo"], m["revision"] or "main", user)),
-        ("POST", rf"/api/models/{REPO}/preupload/{REVISION}", lambda m: hub.preupload(m["repo"], user, json.loads(body))),
+        ("POST", rf"/api/models/{REPO}/preupload/{REVISION}",
+         lambda m: hub.preupload(m["repo"], user, json.loads(body))),
         ("POST", rf"/{REPO}\.git/info/lfs/objects/batch", lambda m: hub.lfs_batch(m["repo"], user, json.loads(body))),
         ("PUT", r"/lfs-storage/(?P<ticket>\w+)", lambda m: hub.store_lfs(m["ticket"], body)),
         ("POST", rf"/{REPO}\.git/info/lfs/objects/verify", lambda m: hub.verify_lfs(m["repo"], user, json.loads(body))),

@@ -48,8 +48,8 @@ def corpus(tmp_path_factory):
 
 def train_mlm(out, *flags):
     """A tiny train_mlm.py run on the corpus beside `out` (2 updates of a 2-layer Linformer, n = 64)."""
-    return [str(REPO / "train_mlm.py"), "--train_file", str(out.parent / "corpus.jsonl"), "--output_dir", str(out), *TINY_MLM,
-            *flags]
+    return [str(REPO / "train_mlm.py"), "--train_file", str(out.parent / "corpus.jsonl"), "--output_dir", str(out),
+            *TINY_MLM, *flags]
 
 
 @pytest.fixture(scope="module")
@@ -104,43 +104,50 @@ def test_each_script_pushes_its_output_folder_and_prints_the_endpoints_address(p
 
 LOAD = """
 import json
+import sys
 import tempfile
+
 import torch
 from huggingface_hub import ModelCard
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, pipeline
 
-def compare(remote, local):
+folders = json.loads(sys.argv[1])
+
+
+def summary(repo, remote, local, info=None):
     # every tensor of the model loaded from the Hub against the same class loaded from the local output folder
     mine, theirs = remote.state_dict(), local.state_dict()
-    return {{"differ": sorted(k for k in mine.keys() | theirs.keys()
-                             if k not in mine or k not in theirs or not torch.equal(mine[k], theirs[k])),
-            "compared": len(mine)}}
+    differ = [k for k in sorted(mine.keys() | theirs.keys())
+              if k not in mine or k not in theirs or not torch.equal(mine[k], theirs[k])]
+    return {"class": f"{type(remote).__module__}.{type(remote).__name__}", "differ": differ, "compared": len(mine),
+            "info": {k: list(v) for k, v in (info or {}).items()}, "card": ModelCard.load(repo).data.to_dict()}
 
-def refused(repo, **kwargs):
-    # as another user sees it: a cache of their own
+
+def refused(repo, token):
+    # as another user sees it, with a cache of their own
     try:
-        AutoModelForMaskedLM.from_pretrained(repo, trust_remote_code=True, cache_dir=tempfile.mkdtemp(), **kwargs)
+        AutoModelForMaskedLM.from_pretrained(repo, trust_remote_code=True, cache_dir=tempfile.mkdtemp(), token=token)
     except OSError as error:
         return str(error).splitlines()[0]
 
-results = {{}}
+
 mlm, info = AutoModelForMaskedLM.from_pretrained("me/mlm", trust_remote_code=True, output_loading_info=True)
+local = AutoModelForMaskedLM.from_pretrained(folders["me/mlm"], trust_remote_code=True)
 fill = pipeline("fill-mask", model="me/mlm", trust_remote_code=True)("Call me <mask>.")
-results["me/mlm"] = {{"class": type(mlm).__module__ + "." + type(mlm).__name__, "info": {{k: list(v) for k, v in info.items()}},
-                     **compare(mlm, AutoModelForMaskedLM.from_pretrained({mlm!r}, trust_remote_code=True)), "fills": len(fill), "card": ModelCard.load("me/mlm").data.to_dict(),
-                     "other": refused("me/mlm", token={other!r}), "anonymous": refused("me/mlm", token=False)}}
-clf, info = AutoModelForSequenceClassification.from_pretrained("me/classifier", trust_remote_code=True,
-                                                               output_loading_info=True, token=False)
-results["me/classifier"] = {{"class": type(clf).__module__ + "." + type(clf).__name__, "info": {{k: list(v) for k, v in info.items()}},
-                            **compare(clf, AutoModelForSequenceClassification.from_pretrained({classifier!r}, trust_remote_code=True)), "labels": clf.config.id2label,
-                            "card": ModelCard.load("me/classifier").data.to_dict()}}
+results = {"me/mlm": {**summary("me/mlm", mlm, local, info), "fills": len(fill), "anonymous": refused("me/mlm", False),
+                      "other": refused("me/mlm", sys.argv[2])}}
+
+clf, info = AutoModelForSequenceClassification.from_pretrained("me/classifier", trust_remote_code=True, token=False,
+                                                               output_loading_info=True)  # public: no token needed
+local = AutoModelForSequenceClassification.from_pretrained(folders["me/classifier"], trust_remote_code=True)
+results["me/classifier"] = {**summary("me/classifier", clf, local, info), "labels": clf.config.id2label}
+
 texts = ["Call me Ishmael.", "Some years ago, never mind how long precisely, I thought I would sail about."]
-remote, local = (SentenceTransformer(name, device="cpu", trust_remote_code=True) for name in ("me/embedder", {embedder!r}))
-results["me/embedder"] = {{"class": type(remote[0].auto_model).__module__ + "." + type(remote[0].auto_model).__name__,
-                          **compare(remote[0].auto_model, local[0].auto_model),
-                          "max_abs": float(abs(remote.encode(texts) - local.encode(texts)).max()),
-                          "card": ModelCard.load("me/embedder").data.to_dict()}}
+remote, local = (SentenceTransformer(name, device="cpu", trust_remote_code=True)
+                 for name in ("me/embedder", folders["me/embedder"]))
+results["me/embedder"] = {**summary("me/embedder", remote[0].auto_model, local[0].auto_model),
+                          "max_abs": float(abs(remote.encode(texts) - local.encode(texts)).max())}
 print(json.dumps(results))
 """
 
@@ -149,8 +156,8 @@ print(json.dumps(results))
 def loaded(pushed, hub, tmp_path_factory):
     """What a user who never installed this project gets from the stand-in, in a fresh process with an empty
     cache: the masked LM (Auto class and fill-mask pipeline), the classifier, the sentence embedder."""
-    folders = {repo_id.split("/")[1]: str(out) for repo_id, (out, _) in pushed.items()}
-    return hub.load_as_user(LOAD.format(other=OTHER, **folders), tmp_path_factory.mktemp("user") / "home")
+    folders = json.dumps({repo_id: str(out) for repo_id, (out, _) in pushed.items()})
+    return hub.load_as_user(LOAD, tmp_path_factory.mktemp("user") / "home", args=[folders, OTHER])
 
 
 @pytest.mark.slow
@@ -159,7 +166,7 @@ def test_a_new_user_loads_the_pushed_weights_as_remote_code(loaded, repo_id):
     result = loaded[repo_id]
     assert result["class"].startswith("transformers_modules.")  # the repo's code, not an installed package
     assert result["differ"] == [] and result["compared"] > 10
-    assert all(v == [] for v in result.get("info", {}).values())  # nothing missing, nothing left over
+    assert all(v == [] for v in result["info"].values())  # nothing missing, nothing left over
     if repo_id == "me/mlm":
         assert result["fills"] == 5  # the pipeline's top 5 for the mask
     if repo_id == "me/classifier":
@@ -194,8 +201,8 @@ def test_failed_upload_is_one_line_and_the_output_stays_whole(hub, corpus, tmp_p
                      tmp_path / "home", cwd=tmp_path)
     error = result.stderr.strip().splitlines()[-1]
     assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr[-2000:]
-    assert error.startswith(f"train_mlm.py: error: --push_to_hub: uploading to me/big on {hub.url} failed "
-                            f"(Error while uploading 'model.safetensors' to the Hub: HTTP 413: Payload Too Large: "), error
+    assert error.startswith(f"train_mlm.py: error: --push_to_hub: uploading to me/big on {hub.url} failed (Error "
+                            f"while uploading 'model.safetensors' to the Hub: HTTP 413: Payload Too Large: "), error
     assert "Nothing is lost" in error and "Pushed to" not in result.stdout
     assert checkpoints.check_manifest(tmp_path / "out", complete=False)  # the model as saved
     assert hub.files("me/big") == {}  # nothing committed
@@ -241,7 +248,8 @@ def test_push_failure_names_the_repo_and_the_cause(cause, hub, folder, monkeypat
     if cause == "413":
         monkeypatch.setattr(hub, "max_upload_bytes", 50_000)
     with pytest.raises(UsageError) as caught:
-        push(hub, url, f"me/{cause}", folder, monkeypatch, token="hf_not_a_token" if cause == "401" else ME, private=True)
+        push(hub, url, f"me/{cause}", folder, monkeypatch, private=True,
+             token="hf_not_a_token" if cause == "401" else ME)
     message = str(caught.value)
     expected = {"down": "(ConnectError: [Errno 111] Connection refused)",
                 "401": "(HTTP 401: Invalid credentials in Authorization header)",
