@@ -188,7 +188,8 @@ def test_model_cards_and_their_metadata_arrive(loaded):
 @pytest.mark.slow
 def test_a_private_repo_is_hidden_from_other_users(loaded):
     for who in ("other", "anonymous"):
-        assert "me/mlm is not a local folder and is not a valid model identifier" in loaded["me/mlm"][who], who
+        refused = loaded["me/mlm"][who]  # None: the model loaded
+        assert refused and "me/mlm is not a local folder and is not a valid model identifier" in refused, who
 
 
 @pytest.mark.slow
