@@ -28,7 +28,7 @@ LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".h5", 
 LFS_MIN_SIZE = 10 * 1024 * 1024
 ME, OTHER = "hf_me_token", "hf_other_token"  # the tokens of the users `me` and `other`
 SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
-REPO = r"(?P<repo>[\w.-]+/[\w.-]+)"
+REPO_ID = r"(?P<repo>[\w.-]+/[\w.-]+)"
 REVISION = r"(?P<revision>[^/]+)"
 
 
@@ -120,7 +120,7 @@ class HubStandIn:
     def run(self, command, home, cwd, token=ME, package=True):
         """`command` (a list, after the interpreter) in a fresh Python process using the stand-in."""
         return subprocess.run([sys.executable, *command], capture_output=True, text=True, cwd=cwd, timeout=300,
-                              env=self.environment(home, token, package))
+                              check=False, env=self.environment(home, token, package))
 
     def load_as_user(self, code, home, token=ME, args=()):
         """`code` (with `args` in sys.argv[1:]) run as a user who never installed this project: a fresh process,
@@ -251,7 +251,7 @@ class HubStandIn:
                 "pullRequestUrl": None}
 
     def tree(self, repo_id, revision, path, recursive, user):
-        oid, files = self.readable(repo_id, user).snapshot(revision)
+        _, files = self.readable(repo_id, user).snapshot(revision)
         prefix = f"{path.strip('/')}/" if path else ""
         if path and not any(p.startswith(prefix) for p in files):
             raise HubError(404, f"{path} does not exist on {revision}", "EntryNotFound")
@@ -346,21 +346,24 @@ class Handler(BaseHTTPRequestHandler):
 def route(hub, method, path, query, body, headers):
     """The Hub's routes that the project's push and load paths call; anything else is recorded and 404."""
     user = hub.user(headers)
-    flag = query.get("recursive", ["False"])[0].lower() == "true"
+    recursive = query.get("recursive", ["False"])[0].lower() == "true"
     routes = [
         ("POST", r"/api/repos/create", lambda m: hub.create_repo(user, json.loads(body))),
-        ("POST", r"/api/validate-yaml", lambda m: {"errors": [], "warnings": []}),
-        ("GET", rf"/api/models/{REPO}(?:/revision/{REVISION})?",
+        ("POST", r"/api/validate-yaml", lambda m: {"errors": [], "warnings": []}),  # a card's YAML: not checked
+        ("GET", rf"/api/models/{REPO_ID}(?:/revision/{REVISION})?",
          lambda m: hub.model_info(m["repo"], m["revision"] or "main", user)),
-        ("POST", rf"/api/models/{REPO}/preupload/{REVISION}",
+        ("POST", rf"/api/models/{REPO_ID}/preupload/{REVISION}",
          lambda m: hub.preupload(m["repo"], user, json.loads(body))),
-        ("POST", rf"/{REPO}\.git/info/lfs/objects/batch", lambda m: hub.lfs_batch(m["repo"], user, json.loads(body))),
+        ("POST", rf"/{REPO_ID}\.git/info/lfs/objects/batch",
+         lambda m: hub.lfs_batch(m["repo"], user, json.loads(body))),
         ("PUT", r"/lfs-storage/(?P<ticket>\w+)", lambda m: hub.store_lfs(m["ticket"], body)),
-        ("POST", rf"/{REPO}\.git/info/lfs/objects/verify", lambda m: hub.verify_lfs(m["repo"], user, json.loads(body))),
-        ("POST", rf"/api/models/{REPO}/commit/{REVISION}", lambda m: hub.commit(m["repo"], m["revision"], user, body)),
-        ("GET", rf"/api/models/{REPO}/tree/{REVISION}(?:/(?P<path>.+))?",
-         lambda m: hub.tree(m["repo"], m["revision"], m["path"], flag, user)),
-        ("HEAD|GET", rf"/{REPO}/resolve/{REVISION}/(?P<path>.+)",
+        ("POST", rf"/{REPO_ID}\.git/info/lfs/objects/verify",
+         lambda m: hub.verify_lfs(m["repo"], user, json.loads(body))),
+        ("POST", rf"/api/models/{REPO_ID}/commit/{REVISION}",
+         lambda m: hub.commit(m["repo"], m["revision"], user, body)),
+        ("GET", rf"/api/models/{REPO_ID}/tree/{REVISION}(?:/(?P<path>.+))?",
+         lambda m: hub.tree(m["repo"], m["revision"], m["path"], recursive, user)),
+        ("HEAD|GET", rf"/{REPO_ID}/resolve/{REVISION}/(?P<path>.+)",
          lambda m: hub.resolve(m["repo"], m["revision"], m["path"], user)),
     ]
     for methods, pattern, handle in routes:

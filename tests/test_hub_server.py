@@ -2,6 +2,7 @@
 byte for byte, through LFS where the Hub would use it; tokens are checked; private repositories are hidden."""
 
 import os
+from pathlib import Path
 
 import pytest
 from huggingface_hub import HfApi, hf_hub_download
@@ -47,7 +48,7 @@ def test_files_go_up_and_come_back_byte_for_byte(hub, api, folder, tmp_path):
     assert api().model_info("me/roundtrip").sha == commit.oid
     for name, content in expected.items():
         path = hf_hub_download("me/roundtrip", name, cache_dir=tmp_path, token=ME)
-        assert open(path, "rb").read() == content, name
+        assert Path(path).read_bytes() == content, name
     assert hub.unknown == []
 
 
@@ -80,4 +81,4 @@ def test_a_private_repo_answers_404_to_all_but_its_owner(hub, api, tmp_path):
         with pytest.raises(HfHubHTTPError, match="401" if token is False else "404"):  # anonymous writes: 401
             api(token).upload_file(repo_id="me/secret", path_or_fileobj=b"x", path_in_repo="x.txt")
     mine = hf_hub_download("me/secret", "config.json", cache_dir=tmp_path / "me", token=ME)
-    assert open(mine, "rb").read() == b"{}"
+    assert Path(mine).read_bytes() == b"{}"

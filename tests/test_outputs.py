@@ -2,8 +2,8 @@
 50): train_mlm.py, finetune_glue.py (finetuning the pushed masked LM by its Hub name) and distill.py each push a
 tiny run from a fresh process whose HF_ENDPOINT is the stand-in; a user who never installed this project then
 loads each from an empty cache, as remote code. A failed upload is one line naming the repository and the
-cause, and leaves the output folder as it was. No release folder has an upload command (release/*/README.md,
-experiments/*/release.py): a release is uploaded as a folder like any other, which these tests cover."""
+cause, and leaves the output folder as it was. The release folders have no upload command (release/*/README.md,
+experiments/*/release.py and docs/release.md name none), so none is tested here."""
 
 import hashlib
 import json
@@ -13,15 +13,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, write_jsonl
-from hub_server import ME, OTHER, HubStandIn
 from linformer_training import checkpoints, outputs
 from linformer_training.arguments import UsageError
+
+from conftest import REPO, write_jsonl
+from hub_server import ME, OTHER, HubStandIn
 from test_distill import make_teacher
 
-TINY_MLM = ["--config_overrides", "hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64,"
-            "max_seq_length=64,projected_dim=16", "--tokenizer_vocab_size", "400", "--per_device_train_batch_size",
-            "8", "--max_steps", "2", "--warmup_steps", "0", "--eval_steps", "0", "--report_to", "none"]
+TINY_MODEL = ("hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64,max_seq_length=64,"
+              "projected_dim=16")
+TINY_MLM = ["--config_overrides", TINY_MODEL, "--tokenizer_vocab_size", "400", "--per_device_train_batch_size", "8",
+            "--max_steps", "2", "--warmup_steps", "0", "--eval_steps", "0", "--report_to", "none"]
 WORDS = {"pos": ["good", "great", "fine"], "neg": ["bad", "dull", "poor"]}
 
 
@@ -71,16 +73,14 @@ def pushed(hub, corpus, tokenizer, tmp_path_factory):
         "me/mlm": train_mlm(root / "mlm", "--push_to_hub", "true", "--hub_model_id", "me/mlm",
                             "--hub_private_repo", "true"),
         "me/classifier": [str(REPO / "finetune_glue.py"), "--model_name_or_path", "me/mlm", "--train_file", train,
-                          "--validation_file", dev, "--text_column", "text", "--output_dir", str(root / "classifier"),
-                          "--report_to", "none",
-                          "--per_device_train_batch_size", "8", "--max_steps", "2", "--push_to_hub", "true",
-                          "--hub_model_id", "me/classifier"],
+                          "--validation_file", dev, "--text_column", "text", "--per_device_train_batch_size", "8",
+                          "--max_steps", "2", "--report_to", "none", "--output_dir", str(root / "classifier"),
+                          "--push_to_hub", "true", "--hub_model_id", "me/classifier"],
         "me/embedder": [str(REPO / "distill.py"), "--teacher_name_or_path", str(teacher), "--student_name_or_path",
                         str(student), "--train_file", str(corpus), "--exclude_ids_file", str(held_out),
-                        "--validation_split_percentage",
-                        "10", "--min_length", "4", "--per_device_train_batch_size", "4", "--max_steps", "2",
-                        "--eval_steps", "0", "--report_to", "none", "--output_dir", str(root / "embedder"),
-                        "--push_to_hub", "true", "--hub_model_id", "me/embedder"],
+                        "--validation_split_percentage", "10", "--min_length", "4", "--per_device_train_batch_size",
+                        "4", "--max_steps", "2", "--eval_steps", "0", "--report_to", "none", "--output_dir",
+                        str(root / "embedder"), "--push_to_hub", "true", "--hub_model_id", "me/embedder"],
     }
     runs = {}
     for repo_id, command in commands.items():
