@@ -239,12 +239,8 @@ class HubStandIn:
                 if (repo_id, value["oid"]) not in self.lfs:
                     raise HubError(422, f"LFS file {value['path']} ({value['oid']}) was never uploaded")
                 files[value["path"]] = (self.lfs[repo_id, value["oid"]], value["oid"])
-            elif key == "deletedFile":
-                files.pop(value["path"], None)
-            elif key == "deletedFolder":
-                files = {p: f for p, f in files.items() if not p.startswith(value["path"].rstrip("/") + "/")}
-            elif key != "header":
-                raise HubError(400, f"Unknown commit operation {key}")
+            elif key != "header":  # deletions and copies: no push path here makes them
+                raise HubError(400, f"The stand-in does not take commit operations of type {key}")
         oid = secrets.token_hex(20)
         repo.commits.append((oid, files))
         return {"commitUrl": f"{self.url}/{repo_id}/commit/{oid}", "commitOid": oid, "success": True,
