@@ -93,6 +93,17 @@ def error_of(call, capsys):
     raise AssertionError("the command did not fail")
 
 
+@pytest.fixture(scope="module")
+def hub():
+    """A Hub stand-in (tests/hub_server.py) on 127.0.0.1, with the users `me` and `other`; one per test module,
+    whose tests name repositories of their own."""
+    from hub_server import ME, OTHER, HubStandIn
+
+    server = HubStandIn({ME: "me", OTHER: "other"}).start()
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def fresh_accelerate_state():
     """A script's main() runs in this process several times; each run needs Accelerate's singletons fresh."""

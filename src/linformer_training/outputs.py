@@ -3,6 +3,7 @@
 """What a finished run leaves behind: the final model folder, its card, the run's config, the Hub upload."""
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -144,21 +145,51 @@ def end(accelerator):
     accelerator.end_training()
 
 
+# What stays local: the checkpoints (the final model is beside them), the lock and other hidden files, the logs.
+NOT_PUSHED = (f"{checkpoints.CHECKPOINTS_DIR}/**", ".*", "logs/**")
+
+
 def push_folder(run, folder, message):
-    """Upload the saved folder (not the checkpoints) to `--hub_model_id`; a failure keeps the local save."""
+    """Upload the saved folder (not the checkpoints) to `--hub_model_id`; a failure keeps the local save.
+    The address printed is the one the Hub answered, so `HF_ENDPOINT` (a mirror, a private Hub) shows."""
     if not run.accelerator.is_main_process:
         return
     from huggingface_hub import HfApi
 
-    repo_id = run.args.hub_model_id
+    repo_id, private, api = run.args.hub_model_id, run.args.hub_private_repo, HfApi()
     try:
-        api = HfApi()
-        api.create_repo(repo_id, private=run.args.hub_private_repo, exist_ok=True)
-        api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
-                          ignore_patterns=[f"{checkpoints.CHECKPOINTS_DIR}/**", ".*", "logs/**"])
-    except Exception as error:  # noqa: BLE001  offline, no token, no rights: the local save stands
-        raise UsageError(f"--push_to_hub: uploading to {repo_id} failed ({type(error).__name__}: "
-                         f"{str(error).splitlines()[0] if str(error) else ''}). Nothing is lost: the model is "
-                         f"saved in {folder}; upload it later with `hf upload {repo_id} {folder}`") from None
-    run.say(f"Pushed to https://huggingface.co/{repo_id}")
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
+                                   ignore_patterns=list(NOT_PUSHED))
+    except Exception as error:  # noqa: BLE001  offline, no token, no rights, too large: the local save stands
+        close_progress_bars()
+        later = shlex.join(["hf", "upload", repo_id, str(folder), ".", *(f"--exclude={p}" for p in NOT_PUSHED),
+                            *(["--private"] if private else [])])
+        raise UsageError(f"--push_to_hub: uploading to {repo_id} on {api.endpoint} failed ({upload_failure(error)}). "
+                         f"Nothing is lost: the model is saved in {folder}; upload it later with `{later}`") from None
+    run.say(f"Pushed to {commit.repo_url}")
 
+
+def close_progress_bars():
+    """huggingface_hub leaves the progress bar of a file whose upload failed open (its error holds it); closed
+    when the process ends, it would print after the one-line error, as the last line, often at 100%."""
+    from tqdm import tqdm
+
+    for bar in list(tqdm._instances):
+        bar.close()
+
+
+def upload_failure(error):
+    """Why an upload failed, in a few words: the Hub's status and message where it answered (huggingface_hub's
+    own text for an HTTP error spans lines, with the request id and the URL; a failed file upload wraps it in an
+    error naming the file), else the error's first line."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    http = error
+    while http is not None and not isinstance(http, HfHubHTTPError):
+        http = http.__cause__
+    if http is None or http.response is None:
+        return f"{type(error).__name__}: {checkpoints.first_line(error)}"
+    reason = (http.server_message or http.response.reason_phrase or "").splitlines()
+    status = f"HTTP {http.response.status_code}{': ' + reason[0] if reason else ''}"
+    return status if http is error else f"{checkpoints.first_line(error).rstrip('.')}: {status}"
