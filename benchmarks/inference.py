@@ -144,7 +144,8 @@ def measure_in_process(args, configs, fns, device, skips):
     """CUDA: each model's peak memory in the timing process. max_memory_allocated - memory_allocated counts what
     the call allocates whatever ran before, so the fresh process per configuration that the CPU's resident set
     needs (probe_runs) would only add start-ups, seconds each: a large share of a GPU loan of minutes. A model
-    out of memory here is skipped and not tried at a longer n. Returns the configurations that fit."""
+    out of memory here is skipped and not tried at a longer n. The measured forward comes after the profiled one
+    (time_runs), so loading kernels is not counted. Returns the configurations that fit."""
     kept = []
     for c in configs:
         reason = skips.stopped_before(c)
@@ -152,6 +153,7 @@ def measure_in_process(args, configs, fns, device, skips):
             skips.add(c, reason, measured=False)
         elif not args.no_memory:
             try:
+                c["sdpa_kernels"] = measure.sdpa_kernels(fns[c["name"]])
                 c["peak_mem_bytes"] = measure.peak_memory(fns[c["name"]], device)
             except torch.OutOfMemoryError:
                 reason = "did not fit: out of memory in the forward"
@@ -167,7 +169,7 @@ def measure_in_process(args, configs, fns, device, skips):
 def time_runs(args, plan, dims, device, peak_fn, peak_flops, skips):
     """One row per configuration: interleaved per n, with the matmul probe around every run. The first warm-up
     forward of each model runs under the profiler, which records the sdpa kernel it picked (with --warmup 0 no
-    forward is spared for it: not recorded)."""
+    forward is spared for it: not recorded); on CUDA the memory forward follows it, before the other warm-ups."""
     rows = []
     total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
     bar = tqdm(total=total, desc="timing", unit="run")
@@ -182,7 +184,8 @@ def time_runs(args, plan, dims, device, peak_fn, peak_flops, skips):
         if device.type == "cuda":
             configs = measure_in_process(args, configs, fns, device, skips)
         for c in configs if args.warmup else ():
-            c["sdpa_kernels"] = measure.sdpa_kernels(fns[c["name"]])
+            if "sdpa_kernels" not in c:  # CUDA: profiled before its memory was measured
+                c["sdpa_kernels"] = measure.sdpa_kernels(fns[c["name"]])
             bar.update(1)
         bar.set_postfix(n=n)
         times = measure.time_interleaved(fns, device, max(args.warmup - 1, 0), args.repeats, progress=bar,
