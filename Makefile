@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # with `make demo DEMO_THREADS=2` on a quiet machine.
 DEMO_THREADS ?= 1
 
-.PHONY: setup setup-dev demo test release release-mlm gpu-check
+.PHONY: setup setup-dev demo test release release-mlm wheelhouse gpu-check
 
 setup:
 	VENV=$(VENV) bash scripts/setup.sh
@@ -37,9 +37,23 @@ release-mlm: setup-dev
 	$(PY) -m experiments.masked_lm.report --collect
 	HF_HUB_OFFLINE=1 $(PY) -m experiments.masked_lm.release
 
-# The day a GPU is lent: everything GPU-only on one GPU (benchmarks/gpu_check.py): fp16 and bf16 MLM updates
-# at RoBERTa-base size with tokens/s, an FSDP2 run and its resume, benchmarks/README.md's GPU commands; one
-# results file, benchmarks/results/gpu_check.{json,md} (asked for with --out: the benchmark scripts alone write to
-# outputs/benchmarks). Never run on a GPU yet; its CPU dry run is a test.
+# The offline GPU machine's packages: every wheel benchmarks/gpu_check.py needs beyond the machine's image
+# (benchmarks/wheelhouse.txt, for Python 3.12 manylinux x86_64) and this project's own, into wheelhouse/
+# (git-ignored); prints its size. Needs a package index; docs/development.md says how it is used.
+wheelhouse: setup
+	$(PY) -m benchmarks.wheelhouse download --dest wheelhouse
+
+# Everything GPU-only on one GPU in at most ten minutes, install included (benchmarks/gpu_check.py: inference
+# time and memory against RoBERTa and ModernBERT, the largest batch that fits, fp16 and bf16 MLM updates, FSDP2
+# and its resume); results in benchmarks/results/gpu, rewritten after every step. On the offline GPU machine:
+# `make gpu-check WHEELHOUSE=wheelhouse` installs the wheelhouse beside the image's packages (its torch untouched)
+# and runs the check with its python3. Never run on a GPU yet; its CPU dry run is a test.
+GPU_SITE ?= /tmp/linformer-site
+ifdef WHEELHOUSE
+gpu-check:
+	python3 -m benchmarks.wheelhouse install --src $(WHEELHOUSE) --target $(GPU_SITE)
+	PYTHONPATH=$(GPU_SITE) python3 -m benchmarks.gpu_check --out benchmarks/results/gpu
+else
 gpu-check: setup-dev
-	$(PY) -m benchmarks.gpu_check --out benchmarks/results
+	$(PY) -m benchmarks.gpu_check --out benchmarks/results/gpu
+endif

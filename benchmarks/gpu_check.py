@@ -1,49 +1,62 @@
-"""Everything that needs a GPU, in one command for the day one is lent (`make gpu-check`).
+"""Everything that needs a GPU, in one command sized to a ten-minute GPU loan (`make gpu-check`).
 
-No GPU has been lent to this project, so the claims that only a GPU can settle are collected here and
-run in one go on one GPU, into one results file (`gpu_check.json` and its rendering `gpu_check.md`, beside the
-benchmark tables' own files, in `--out`: outputs/benchmarks unless asked; `make gpu-check` asks for
-benchmarks/results):
+GPU time comes to this project rarely, in loans of minutes, on machines with no network: a previous loan went
+into the quality study's training runs, and this check has never run on a GPU. So the claims only a GPU can
+settle are collected here, sized to run on one 80 GB GPU in at most ten minutes with the offline install
+(`make gpu-check WHEELHOUSE=wheelhouse`, benchmarks/wheelhouse.py), in order of value, so that a run cut short
+still leaves the most important results: the results file (`gpu_check.json` and its rendering `gpu_check.md`,
+beside the benchmark tables' own files in `--out`) is rewritten after every step.
 
-1. a few hundred masked-LM updates with `train_mlm.py` at RoBERTa-base size (the model of
-   `configs/linformer_base_n512_k256_layerwise.yaml`, on the bundled Moby Dick: the GPU machine may
-   have no network) in fp16 and in bf16: tokens/s from the run's `metrics.jsonl`, and how many fp16
-   updates the gradient scaler skipped;
-2. `accelerate launch --use_fsdp --fsdp_version 2` of `train_mlm.py` on the one GPU, then the same run
-   resumed from its middle checkpoint, which must end where the uninterrupted run ends;
-3. the benchmark tables against RoBERTa-sdpa (flash kernels on a GPU in fp16/bf16) and ModernBERT:
-   the commands of benchmarks/README.md's GPU block, read from that block, so the README and this
-   check cannot drift apart.
+1. `inference_cuda_{fp16,bf16}_b1`: inference time and peak memory at batch 1, Linformer k = 128, 256 against
+   RoBERTa-sdpa (the sdpa kernel it picked recorded), RoBERTa-eager (the paper's baseline, where it fits) and
+   ModernBERT at n = 512 to 65536, and `max_batch_cuda_fp16`: the paper's Table 3 form, the largest batch each
+   fits and its time per token there. These are benchmarks/README.md's GPU block, read from it, so that the
+   README and this check cannot drift apart.
+2. `mlm_fp16`, `mlm_bf16`: a few hundred `train_mlm.py` updates at RoBERTa-base size (the model of
+   `configs/linformer_base_n512_k256_layerwise.yaml`, on the bundled Moby Dick: the machine has no network):
+   tokens/s from the run's `metrics.jsonl`, and the fp16 updates the gradient scaler skipped.
+3. `fsdp2_resume`: `accelerate launch --use_fsdp --fsdp_version 2` of `train_mlm.py`, then the same run resumed
+   from its middle checkpoint, which must end where the uninterrupted run ends.
 
-A step that fails is recorded with its error and the next one still runs; the command exits non-zero
-at the end if any failed. Each run's full output is in `--work_dir`/logs.
+Sizing. Every step's seconds are estimated before it runs (the plan, printed first; `--plan` prints it alone):
+matmul FLOP counts (benchmarks/flop_counts.py) at USABLE of the bf16 matmul rate measured on this workplace's
+H100 and H200, activation traffic at half the measured copy bandwidth, and fixed costs (process start, model
+build, train_mlm.py's start, accelerate launch) measured on the project's CPU machine, a slower one. Each step
+runs in its own process group, stopped at CAP_FACTOR times its estimate and never past the whole budget: a step
+stopped so is recorded as cut, and the next one runs. A failed step is recorded with its error; the command
+exits non-zero at the end if any step did not finish. Each run's full output is in `--work_dir`/logs.
 
-    python -m benchmarks.gpu_check                # one GPU; writes outputs/benchmarks/gpu_check.{json,md}
-    python -m benchmarks.gpu_check --dry_run      # CPU, tiny model, a few steps: what the tests run
+    python -m benchmarks.gpu_check --out benchmarks/results/gpu   # one GPU (what `make gpu-check` runs)
+    python -m benchmarks.gpu_check --plan                         # the steps and their estimated seconds
+    python -m benchmarks.gpu_check --dry_run                      # CPU, tiny model, a few steps: what the tests run
 
-`--dry_run` runs the same steps on CPU so that they cannot rot: a tiny model and a few updates, bf16
-where the GPU run uses fp16 (CPU fp16 training is refused), FSDP switched on for CPU processes by
-`tests/fsdp_on_cpu.py` (Accelerate enables it on GPUs only), and of the README's GPU block the first
-command of each script with tiny n (tests/test_benchmarks.py runs all of them that way).
+`--dry_run` runs the same steps on CPU so that they cannot rot: a tiny model and a few updates, bf16 where the
+GPU run uses fp16 (CPU fp16 training is refused), FSDP switched on for CPU processes by `tests/fsdp_on_cpu.py`
+(Accelerate enables it on GPUs only), the README's GPU commands with tiny n, and a cap of DRY_RUN_CAP_S per step.
 """
 
 import argparse
+import contextlib
+import importlib.metadata
+import io
 import json
 import os
 import shlex
 import shutil
+import signal
 import socket
 import statistics
 import subprocess
 import sys
 import time
 import traceback
+import types
 
 import torch
 from linformer_training.arguments import format_overrides, read_recipe
 from linformer_training.tracking import read_jsonl
 
-from benchmarks import harness
+from benchmarks import flop_counts, harness, inference, measure, models
 
 ROOT = os.path.dirname(harness.HERE)
 RECIPE = os.path.join(ROOT, "configs", "linformer_base_n512_k256_layerwise.yaml")
@@ -57,11 +70,37 @@ FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "fals
 RESUME_RTOL = 1e-3
 # Values that shrink a GPU command of benchmarks/README.md to seconds on CPU; every flag it names stays.
 CPU_STAND_INS = {"--device": "cpu", "--n": "64,128", "--k": "16,32", "--pairs": "64:16,128:32", "--repeats": "1",
-                 "--warmup": "0", "--dtype": {"fp16": "bf16", "float16": "bf16"}}
+                 "--warmup": "1", "--mem-gib": "0.05", "--dtype": {"fp16": "bf16", "float16": "bf16"}}
+CPU_FLAGS = {"benchmarks.inference": ["--no-memory"], "benchmarks.training": ["--no-memory"]}
+
+# ---------------------------------------------------------------- the time budget (see the module's docstring)
+BUDGET_S = 600            # the loan: install and every step
+MATMUL_PEAK = 790e12      # FLOP/s of a bf16 8192^3 matmul on this workplace's H100 (798) and H200 (769-798)
+USABLE = 0.25             # the share of it a whole forward or update is assumed to reach: conservative, since
+                          # the CPU runs reached 85-95% of the CPU's matmul rate at n >= 2048 (docs/benchmarks.md)
+BANDWIDTH = 1.5e12        # B/s of activation traffic: half the 3.0 TB/s device-to-device copy measured on the H100
+LAUNCH_S = 0.010          # a forward's floor at batch 1: ~200 kernel launches of 12 layers, 50 us each
+PROCESS_S = 15            # a fresh Python importing torch and transformers, CUDA started (CPU machine: 7-21 s)
+BUILD_S = 1               # one base-size model built on the GPU, weights drawn there (CPU machine, no draws: 0.2 s)
+PLOTS_S = 5               # inference.py's three figures (matplotlib)
+TRAIN_START_S = 30        # train_mlm.py to its first update: imports, tokenizer trained on Moby Dick, packing, model
+                          # built, first evaluation (CPU machine, one thread: 31 s, most of it a base-size evaluation)
+UPDATE_OVERHEAD_S = 0.05  # per update beyond its FLOPs: optimizer step, clipping, data, logging
+SAVE_S = 10               # train_mlm.py's evaluation and final save
+LAUNCHER_S = 15           # accelerate launch's own start (torchrun, a second interpreter)
+INSTALL_S = 30            # pip installing the wheelhouse (--target, --no-deps, no compile)
+CAP_FACTOR = 1.5          # a step is stopped at this many times its estimate (and never past the budget)
+MIN_STEP_S = 20           # a step that would get less than this is not started
+DRY_RUN_CAP_S = 300       # each step of the CPU dry run
+MLM_STEPS, FSDP_STEPS = 300, 40
 
 
 class StepFailed(Exception):
     """A failure whose message already says what and why: recorded as it is, without a traceback."""
+
+
+class StepCut(StepFailed):
+    """A step stopped at its time cap: recorded as cut, and the next step runs."""
 
 
 # ---------------------------------------------------------------- the plan: GPU or dry run
@@ -78,7 +117,7 @@ def plan_for(args):
                              batch=recipe["per_device_train_batch_size"], learning_rate=recipe["learning_rate"],
                              warmup=30, eval_samples=64),
                     mlm_steps=args.mlm_steps, logging_steps=25, precisions={"fp16": "fp16", "bf16": "bf16"},
-                    fsdp_steps=40, fsdp_wrapper=[], timeout=None)
+                    fsdp_steps=FSDP_STEPS, fsdp_wrapper=[])
     tiny = {**recipe["config_overrides"], "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
             "intermediate_size": 64, "max_seq_length": 64, "projected_dim": 16,
             "vocab_size": 512}  # above the tokenizer's, as at base size (50265 vs 4096)
@@ -86,14 +125,101 @@ def plan_for(args):
                 env={"OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"},
                 mlm=dict(model=tiny, tokenizer_vocab_size=400, batch=8, learning_rate=3e-3, warmup=1, eval_samples=16),
                 mlm_steps=6, logging_steps=2, precisions={"fp16": "bf16", "bf16": "bf16"},
-                fsdp_steps=4, fsdp_wrapper=[os.path.join(ROOT, "tests", "fsdp_on_cpu.py")], timeout=300)
+                fsdp_steps=4, fsdp_wrapper=[os.path.join(ROOT, "tests", "fsdp_on_cpu.py")])
+
+
+def flag(argv, name, default=None):
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def forward_s(model, n, k, batch, bytes_per=2, dims=models.BASE):
+    """Estimated seconds of one forward on the GPU: launch floor, matmul FLOPs at USABLE of the peak, and each
+    activation byte written and read twice at BANDWIDTH (an uncounted attention kernel as full attention)."""
+    flops = flop_counts.forward_flops(model, n, k, dims, batch) or flop_counts.flops_modernbert(n, dims, batch)
+    traffic = 4 * measure.estimate_activation_bytes(model, n, k, dims, batch, bytes_per, training=True)
+    return LAUNCH_S + flops / (USABLE * MATMUL_PEAK) + traffic / BANDWIDTH
+
+
+def estimate_inference(argv):
+    """inference.py's command: the configurations its own plan keeps on an 80 GB GPU, each built once, then
+    the profiled forward, the memory forward, warm-ups and repeats."""
+    baselines = models.baseline_models(flag(argv, "--baselines", "eager,sdpa"))
+    ns, ks = harness.int_list(flag(argv, "--n")), harness.int_list(flag(argv, "--k"))
+    batch, bytes_per = int(flag(argv, "--batch", 1)), 2
+    args = types.SimpleNamespace(linformer_attn="sdpa", sharing="layerwise", chunk_ff=0, batch=batch,
+                                 dtype="bfloat16", max_forward_s=float(flag(argv, "--max-forward-s", 60)))
+    budget = float(flag(argv, "--mem-budget", 0.5)) * 80e9
+    with contextlib.redirect_stdout(io.StringIO()):  # its skips are the run's to print
+        plan, _ = inference.plan_runs(args, ns, ks, baselines, models.BASE, USABLE * MATMUL_PEAK, budget, bytes_per)
+    rounds = int(flag(argv, "--warmup", 1)) + int(flag(argv, "--repeats", 3)) + 1
+    return PROCESS_S + PLOTS_S + sum(len(configs) * BUILD_S + rounds * sum(
+        forward_s(c["model"], n, c["k"], batch, bytes_per) for c in configs) for n, configs in plan.items())
+
+
+def estimate_max_batch(argv):
+    """max_batch.py's command: per n and model a build, two forwards at batch 1, then warm-up and repeats at a
+    batch whose matmul FLOPs take --max-forward-s at the matmul peak (USABLE of it here: longer)."""
+    baselines = [m for _, m in models.baseline_models(flag(argv, "--baselines", "sdpa,eager"))]
+    ns, ks = harness.int_list(flag(argv, "--n")), harness.int_list(flag(argv, "--k"))
+    cap = float(flag(argv, "--max-forward-s", 1.0)) / USABLE
+    rounds = int(flag(argv, "--warmup", 1)) + int(flag(argv, "--repeats", 2))
+    memory = float(flag(argv, "--mem-gib", 75)) * 2**30
+    seconds = PROCESS_S
+    for n in ns:
+        for model, k in [(m, None) for m in baselines] + [("linformer-sdpa", k) for k in ks if k <= n // 2]:
+            if measure.estimate_activation_bytes(model, n, k, models.BASE, 1, 2) > memory:
+                continue  # out of memory at batch 1: seconds
+            seconds += BUILD_S + 2 * forward_s(model, n, k, 1) + rounds * max(cap, forward_s(model, n, k, 1))
+    return seconds
+
+
+def update_s(plan, steps, checkpointing=False):
+    """train_mlm.py's updates: 3 x the forward's FLOPs (4 x with activation checkpointing), the MLM head's
+    vocabulary logits at every position included, plus the per-update overhead."""
+    mlm, dims = plan["mlm"], plan["mlm"]["model"]
+    n, tokens = dims["max_seq_length"], mlm["batch"] * dims["max_seq_length"]
+    D, V = dims["hidden_size"], dims["vocab_size"]
+    forward = flop_counts.flops_linformer(n, dims["projected_dim"], dims, mlm["batch"]) + 2 * tokens * (D * D + D * V)
+    return steps * ((4 if checkpointing else 3) * forward / (USABLE * MATMUL_PEAK) + UPDATE_OVERHEAD_S)
+
+
+def gpu_steps(plan):
+    """[(name, what, estimated seconds, function, arguments)] in order of value: the README's GPU commands,
+    then the MLM runs, then FSDP2 and its resume."""
+    steps = []
+    for argv in readme_gpu_commands():
+        estimate = estimate_max_batch if argv[2] == "benchmarks.max_batch" else estimate_inference
+        steps.append((flag(argv, "--tag"), shlex.join(argv), estimate(argv[3:]), benchmark_table, (argv,)))
+    mlm = TRAIN_START_S + SAVE_S + update_s(plan, plan["mlm_steps"])
+    for precision in ("fp16", "bf16"):
+        steps.append((f"mlm_{precision}", f"{plan['mlm_steps']} train_mlm.py updates at RoBERTa-base size, {precision}",
+                      mlm, mlm_updates, (precision,)))
+    fsdp = 2 * (LAUNCHER_S + TRAIN_START_S + SAVE_S) + update_s(plan, plan["fsdp_steps"] * 3 // 2, checkpointing=True)
+    steps.append(("fsdp2_resume", f"{plan['fsdp_steps']} updates under FSDP2 through accelerate launch, then the "
+                  "second half again from the middle checkpoint", fsdp, fsdp2_resume, ()))
+    return steps
+
+
+def plan_table(steps):
+    """The plan as a markdown table (install and start are not capped: they come before the budget's clock), and
+    its total seconds."""
+    rows = [("install", "make gpu-check WHEELHOUSE=wheelhouse: pip install --no-index --target", INSTALL_S, "-"),
+            ("start", "gpu_check.py's own start: imports, the plan", PROCESS_S, "-")]
+    rows += [(name, what, estimate, f"{CAP_FACTOR * estimate:.0f}") for name, what, estimate, *_ in steps]
+    total = sum(seconds for _, _, seconds, _ in rows)
+    lines = ["| step | what | estimated seconds | cap |", "|---|---|---|---|"]
+    lines += [f"| {name} | {what} | {seconds:.0f} | {cap} |" for name, what, seconds, cap in rows]
+    lines.append(f"| total | | {total:.0f} of {BUDGET_S} | |")
+    return "\n".join(lines), total
 
 
 # ---------------------------------------------------------------- running things
 
 def run_logged(plan, name, command):
-    """Run `command` from the repository root, its output in logs/<name>.log; a failure is StepFailed
-    with the command and the end of its output, which is where train_mlm.py and the launcher say why."""
+    """Run `command` from the repository root in its own process group, its output in logs/<name>.log, until
+    the step's deadline; a failure is StepFailed with the command and the end of its output, which is where
+    train_mlm.py and the launcher say why; passing the deadline is StepCut (the whole group is stopped: the
+    launcher's workers too, which would otherwise hold the GPU)."""
     log = os.path.join(plan["work"], "logs", name + ".log")
     os.makedirs(os.path.dirname(log), exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **plan["env"]}
@@ -101,19 +227,24 @@ def run_logged(plan, name, command):
     with open(log, "w") as f:
         f.write("$ " + shlex.join(command) + "\n")
         f.flush()
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            code = subprocess.run(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                  timeout=plan["timeout"]).returncode
+            code = proc.wait(timeout=max(plan["deadline"] - time.monotonic(), 1))
         except subprocess.TimeoutExpired:
-            code = f"a timeout ({plan['timeout']} s)"
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            code = None
     seconds = time.perf_counter() - start
     if code != 0:
         with open(log) as f:
             lines = f.readlines()[1:]
         # the launcher's own report comes last and names no cause: the lines that say "error" come first
         said = [line for line in lines[:-15] if "error" in line.lower()][-5:]
-        raise StepFailed(f"`{shlex.join(command)}` ended with {code} after {seconds:.0f} s; from {log}:\n"
-                         + "".join(said + lines[-15:]))
+        tail = "".join(said + lines[-15:])
+        if code is None:
+            raise StepCut(f"`{shlex.join(command)}` passed the step's cap and was stopped after {seconds:.0f} s; "
+                          f"from {log}:\n{tail}")
+        raise StepFailed(f"`{shlex.join(command)}` ended with {code} after {seconds:.0f} s; from {log}:\n{tail}")
     return dict(command=shlex.join(command), seconds=round(seconds, 1), log=log)
 
 
@@ -165,32 +296,34 @@ def mlm_updates(plan, precision):
                 first_eval_loss=evals[0]["eval_loss"], last_eval_loss=evals[-1]["eval_loss"])
 
 
+def accelerate_launch(plan):
+    return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+            "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+            *FSDP2, *plan["fsdp_wrapper"]]
+
+
+def logged_losses(output_dir, after):
+    return {(r["step"], key): r[key] for r in metrics(output_dir) if r["step"] > after
+            for key in ("train_loss", "eval_loss") if key in r}
+
+
 def fsdp2_resume(plan):
     """An FSDP2 run on one process, then the same run resumed from its middle checkpoint (copied into a
     fresh folder, as after a pre-emption): the resumed updates must log the uninterrupted run's losses."""
     from safetensors.torch import load_file
 
     steps, half = plan["fsdp_steps"], plan["fsdp_steps"] // 2
-    def launch():
-        return [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
-                "--mixed_precision", "bf16", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
-                *FSDP2, *plan["fsdp_wrapper"]]
-
     straight, resumed = os.path.join(plan["work"], "fsdp2"), os.path.join(plan["work"], "fsdp2_resumed")
-    ran = [run_logged(plan, "fsdp2", [*launch(), *train_mlm_flags(plan, straight, steps, 1, half)])]
+    ran = [run_logged(plan, "fsdp2", [*accelerate_launch(plan), *train_mlm_flags(plan, straight, steps, 1, half)])]
     checkpoint = os.path.join(straight, "checkpoints", f"checkpoint_{half}")
     if not os.path.isdir(os.path.join(checkpoint, "pytorch_model_fsdp_0")):
         raise StepFailed(f"{checkpoint} has no pytorch_model_fsdp_0 (a sharded FSDP checkpoint): FSDP did not run")
     shutil.rmtree(resumed, ignore_errors=True)
     shutil.copytree(checkpoint, os.path.join(resumed, "checkpoints", f"checkpoint_{half}"))
-    resume = [flag for flag in train_mlm_flags(plan, resumed, steps, 1, half) if flag != "--overwrite_output_dir"]
-    ran.append(run_logged(plan, "fsdp2_resumed", [*launch(), *resume, "--resume_from_checkpoint", "latest"]))
+    resume = [word for word in train_mlm_flags(plan, resumed, steps, 1, half) if word != "--overwrite_output_dir"]
+    ran.append(run_logged(plan, "fsdp2_resumed", [*accelerate_launch(plan), *resume, "--resume_from_checkpoint", "latest"]))
 
-    def losses(output_dir):
-        return {(r["step"], key): r[key] for r in metrics(output_dir) if r["step"] > half
-                for key in ("train_loss", "eval_loss") if key in r}
-
-    want, got = losses(straight), losses(resumed)
+    want, got = logged_losses(straight, half), logged_losses(resumed, half)
     if set(got) != set(want):
         raise StepFailed(f"the resumed run logged {sorted(got)}, the uninterrupted one {sorted(want)}")
     worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want)
@@ -208,10 +341,11 @@ def fsdp2_resume(plan):
     return result
 
 
-def readme_gpu_commands():
-    """The commands of benchmarks/README.md's GPU block, as argv lists, with $GPU expanded."""
+def readme_gpu_commands(heading="On a GPU"):
+    """The commands of a block of benchmarks/README.md (the paragraph starting with `heading`, then its first
+    ```bash block), as argv lists, with $GPU-style variables expanded."""
     text = open(os.path.join(harness.HERE, "README.md")).read()
-    block = text.split("\nOn a GPU", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    block = text.split("\n" + heading, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     shell_vars, commands = {}, []
     for line in block.replace("\\\n", " ").splitlines():
         line = line.split("#", 1)[0].strip()
@@ -227,60 +361,69 @@ def readme_gpu_commands():
     return commands
 
 
-def on_cpu(args, out):
+def on_cpu(module, args, out):
     """A GPU command's flags shrunk to seconds on CPU: tiny model, tiny n, fp16 as bf16, no memory probes."""
     args = list(args)
-    for i, flag in enumerate(args[:-1]):
-        stand_in = CPU_STAND_INS.get(flag)
+    for i, name in enumerate(args[:-1]):
+        stand_in = CPU_STAND_INS.get(name)
         if isinstance(stand_in, dict):
             args[i + 1] = stand_in.get(args[i + 1], args[i + 1])
         elif stand_in is not None:
             args[i + 1] = stand_in
-    return args + ["--tiny", "--threads", "1", "--no-memory", "--out", out]
+    return args + ["--tiny", "--threads", "1", *CPU_FLAGS.get(module, []), "--out", out]
 
 
-def benchmark_tables(plan):
-    """The README's GPU commands, as written there (dry run: the first of each script, shrunk to CPU)."""
-    commands = readme_gpu_commands()
+def benchmark_table(plan, argv):
+    """One command of the README's GPU block, as written there (dry run: shrunk to CPU)."""
+    if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
+        raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
     if plan["dry_run"]:
-        firsts = {}
-        for argv in commands:
-            firsts.setdefault(argv[2], argv)
-        commands = list(firsts.values())
-    tables = []
-    for argv in commands:
-        if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
-            raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
-        dry_out = os.path.join(plan["work"], "benchmarks")
-        args = on_cpu(argv[3:], dry_out) if plan["dry_run"] else [*argv[3:], "--out", plan["out"]]
-        tag = args[args.index("--tag") + 1]
-        ran = run_logged(plan, tag, [sys.executable, "-m", argv[2], *args])
-        base = os.path.join(args[args.index("--out") + 1], tag)
-        result = json.load(open(base + ".json"))
-        tables.append(dict(ran, readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
-                           skipped=result.get("skipped", []), table=open(base + ".md").read()))
-    return dict(tables=tables)
+        args = on_cpu(argv[2], argv[3:], os.path.join(plan["work"], "benchmarks"))
+    else:
+        args = [*argv[3:], "--out", plan["out"]]
+    tag = flag(args, "--tag")
+    ran = run_logged(plan, tag, [sys.executable, "-m", argv[2], *args])
+    base = os.path.join(flag(args, "--out"), tag)
+    result = json.load(open(base + ".json"))
+    return dict(ran, readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
+                skipped=result.get("skipped", []), table=open(base + ".md").read())
 
 
 # ---------------------------------------------------------------- results
 
-def run_step(results, name, step, *args):
-    """A failing step is recorded with its error, and the check goes on with the next one."""
+def run_step(results, plan, step, cap_s):
+    """One step until its cap; a failing step is recorded with its error, a step past its cap as cut, one with
+    no time left as not run, and the check goes on with the next one. The results file is written after it."""
+    name, what, estimate, function, arguments = step
     start = time.perf_counter()
-    print(f"gpu_check: {name} ...", flush=True)
-    try:
-        entry = dict(status="ok", **step(*args))
-    except Exception as e:  # noqa: BLE001 - every failure belongs in the results file
-        detail = str(e) if isinstance(e, StepFailed) else traceback.format_exc()
-        entry = dict(status="failed", error=detail)
-    entry["seconds"] = round(time.perf_counter() - start, 1)
+    left = plan["end"] - time.monotonic()
+    print(f"gpu_check: {name} (estimated {estimate:.0f} s, cap {min(cap_s, left):.0f} s) ...", flush=True)
+    if left < min(MIN_STEP_S, cap_s):
+        entry = dict(status="not run", error=f"{left:.0f} s of the budget left")
+    else:
+        plan["deadline"] = time.monotonic() + min(cap_s, left)
+        try:
+            entry = dict(status="ok", **function(plan, *arguments))
+        except StepCut as e:
+            entry = dict(status="cut", error=str(e))
+        except Exception as e:  # noqa: BLE001 - every failure belongs in the results file
+            detail = str(e) if isinstance(e, StepFailed) else traceback.format_exc()
+            entry = dict(status="failed", error=detail)
+    entry.update(seconds=round(time.perf_counter() - start, 1), estimated_s=round(estimate), cap_s=round(cap_s))
     results["steps"][name] = entry
     print(f"gpu_check: {name}: {entry['status']} ({entry['seconds']:.0f} s)" +
-          (f"\n{entry['error']}" if entry["status"] == "failed" else ""), flush=True)
+          (f"\n{entry['error']}" if entry["status"] != "ok" else ""), flush=True)
+    save(results, plan["out"])
+
+
+def save(results, out):
+    harness.save_json(os.path.join(out, "gpu_check.json"), results)
+    with open(os.path.join(out, "gpu_check.md"), "w") as f:
+        f.write(render(results))
 
 
 def render(results):
-    """gpu_check.md: the numbers of each step, then the benchmark tables as their scripts wrote them."""
+    """gpu_check.md: the plan, the numbers of each step, then the benchmark tables as their scripts wrote them."""
     steps = results["steps"]
     machine = results["machine"]
     def fmt(value, spec):
@@ -288,11 +431,14 @@ def render(results):
 
     md = [f"# GPU check{' (dry run on CPU: tiny model, not a measurement)' if results['dry_run'] else ''}", "",
           f"`{results['command']}`, commit {machine.get('git_head', '?')}, {machine.get('gpu') or machine.get('cpu')}, "
-          f"torch {machine['torch']}. Status: " + ", ".join(f"{k} {v['status']}" for k, v in steps.items()) + ".", ""]
+          f"torch {machine['torch']}, " + ", ".join(f"{k} {v}" for k, v in results["packages"].items() if k != "torch")
+          + ". Status: " + ", ".join(f"{k} {v['status']}" for k, v in steps.items()) + ".", "",
+          "The plan (seconds on the GPU, estimated before the run; a step is stopped at its cap):", "",
+          results["plan"], ""]
     for name, entry in steps.items():
-        md.append(f"## {name}: {entry['status']} ({entry['seconds']:.0f} s)")
+        md.append(f"## {name}: {entry['status']} ({entry['seconds']:.0f} s; estimated {entry['estimated_s']} s)")
         md.append("")
-        if entry["status"] == "failed":
+        if entry["status"] != "ok":
             md += ["```", entry["error"].rstrip(), "```", ""]
         elif name.startswith("mlm"):
             md += ["| precision | updates | tokens/update | tokens/s (median) | peak memory | skipped fp16 updates "
@@ -309,46 +455,63 @@ def render(results):
                    f"({'bit-identical' if entry['bit_exact'] else 'not bit-identical'}).", ""]
             md += [f"`{c['command']}`" for c in entry["commands"]] + [""]
         else:
-            for table in entry["tables"]:
-                # the script's headings one level below this step's
-                lines = ["##" + line if line.startswith("#") else line for line in table["table"].rstrip().splitlines()]
-                md += [f"`{table['command']}` ({table['seconds']:.0f} s)", "", *lines, ""]
+            # the script's headings one level below this step's
+            lines = ["##" + line if line.startswith("#") else line for line in entry["table"].rstrip().splitlines()]
+            md += [f"`{entry['command']}`", "", *lines, ""]
     return "\n".join(md) + "\n"
 
 
+def packages():
+    """The versions this run used: with the wheelhouse first on PYTHONPATH, its transformers, not the image's."""
+    found = {}
+    for name in ("torch", "transformers", "accelerate", "datasets", "tokenizers", "linformer-hf"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
 def main(argv=None):
+    started = time.monotonic()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry_run", action="store_true", help="CPU, tiny model, a few steps (what the tests run)")
-    p.add_argument("--mlm_steps", type=int, default=300, help="updates of each MLM run on the GPU")
+    p.add_argument("--plan", action="store_true", help="print the GPU plan with each step's estimated seconds; run nothing")
+    p.add_argument("--mlm_steps", type=int, default=MLM_STEPS, help="updates of each MLM run on the GPU")
+    p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S,
+                   help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate)")
     p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files (default: "
                                                "outputs/benchmarks, git-ignored; dry run: --work_dir)")
     p.add_argument("--work_dir", default=None, help="runs and logs (default: runs/gpu_check, runs/gpu_check_dry)")
     args = p.parse_args(argv)
-    if not args.dry_run and not torch.cuda.is_available():
-        p.error("no GPU: torch.cuda.is_available() is False (`--dry_run` runs the same steps on CPU)")
     if args.mlm_steps < 2:
         p.error(f"--mlm_steps must be at least 2, got {args.mlm_steps}")
+    if args.budget_s <= 0:
+        p.error(f"--budget_s must be positive, got {args.budget_s}")
+    gpu = gpu_steps(plan_for(argparse.Namespace(**{**vars(args), "dry_run": False})))
+    table, total = plan_table(gpu)
+    print(f"gpu_check: the plan on one GPU (estimated seconds; stopped at the cap):\n{table}", flush=True)
+    if args.plan:
+        return 0
+    if not args.dry_run and not torch.cuda.is_available():
+        p.error("no GPU: torch.cuda.is_available() is False (`--dry_run` runs the same steps on CPU, `--plan` prints them)")
     plan = plan_for(args)
     os.makedirs(plan["work"], exist_ok=True)
     if plan["dry_run"]:
         with open(MOBY_DICK) as src, open(plan["corpus"], "w") as dst:
             dst.writelines(src.readlines()[:15])
-    out = plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
+    plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
+    plan["end"] = started + (float("inf") if plan["dry_run"] else args.budget_s)
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
-    results = dict(command=command.strip(), dry_run=plan["dry_run"],
-                   machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")), steps={})
-
-    run_step(results, "mlm_fp16", mlm_updates, plan, "fp16")
-    run_step(results, "mlm_bf16", mlm_updates, plan, "bf16")
-    run_step(results, "fsdp2_resume", fsdp2_resume, plan)
-    run_step(results, "benchmarks", benchmark_tables, plan)
-
-    harness.save_json(os.path.join(out, "gpu_check.json"), results)
-    with open(os.path.join(out, "gpu_check.md"), "w") as f:
-        f.write(render(results))
-    failed = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]
-    print(f"wrote {os.path.join(out, 'gpu_check')}.{{json,md}}" + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    results = dict(command=command.strip(), dry_run=plan["dry_run"], plan=table, estimated_total_s=round(total),
+                   machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")),
+                   packages=packages(), steps={})
+    for step in gpu_steps(plan):
+        run_step(results, plan, step, DRY_RUN_CAP_S if plan["dry_run"] else CAP_FACTOR * step[2])
+    unfinished = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]
+    print(f"wrote {os.path.join(plan['out'], 'gpu_check')}.{{json,md}}" +
+          (f"; not finished: {', '.join(unfinished)}" if unfinished else ""))
+    return 1 if unfinished else 0
 
 
 if __name__ == "__main__":

@@ -112,10 +112,13 @@ def plan_runs(args, ns, ks, baselines, dims, peak_est, budget, bytes_per):
 
 
 def probe_runs(args, plan, device, skips):
-    """Peak memory of every planned configuration, one fresh process each, before any timing. The estimate
+    """CPU: peak memory of every planned configuration, one fresh process each, before any timing. The estimate
     behind --max-forward-s assumes the matmul peak; attention kernels at large n can run several times slower,
     so each probe's forward is stopped once it passes the cap: that model is then listed as past the cap and
-    not tried at a longer n, instead of holding the run for hours. Returns the plan without them."""
+    not tried at a longer n, instead of holding the run for hours. Returns the plan without them.
+    CUDA: measured while timing, in this process (measure_in_process); the plan is returned as it is."""
+    if device.type == "cuda":
+        return plan
     kept = {}
     for n, configs in plan.items():
         keep = []
@@ -137,8 +140,36 @@ def probe_runs(args, plan, device, skips):
     return kept
 
 
-def time_runs(args, plan, dims, device, peak_fn, peak_flops):
-    """One row per configuration: interleaved per n, with the matmul probe around every run."""
+def measure_in_process(args, configs, fns, device, skips):
+    """CUDA: each model's peak memory in the timing process. max_memory_allocated - memory_allocated counts what
+    the call allocates whatever ran before, so the fresh process per configuration that the CPU's resident set
+    needs (probe_runs) would only add start-ups, seconds each: a large share of a GPU loan of minutes. A model
+    out of memory here is skipped and not tried at a longer n. The measured forward comes after the profiled one
+    (time_runs), so loading kernels is not counted. Returns the configurations that fit."""
+    kept = []
+    for c in configs:
+        reason = skips.stopped_before(c)
+        if reason:
+            skips.add(c, reason, measured=False)
+        elif not args.no_memory:
+            try:
+                c["sdpa_kernels"] = measure.sdpa_kernels(fns[c["name"]])
+                c["peak_mem_bytes"] = measure.peak_memory(fns[c["name"]], device)
+            except torch.OutOfMemoryError:
+                reason = "did not fit: out of memory in the forward"
+                skips.add(c, reason)
+        if reason:
+            del fns[c["name"]]
+            torch.cuda.empty_cache()
+        else:
+            kept.append(c)
+    return kept
+
+
+def time_runs(args, plan, dims, device, peak_fn, peak_flops, skips):
+    """One row per configuration: interleaved per n, with the matmul probe around every run. The first warm-up
+    forward of each model runs under the profiler, which records the sdpa kernel it picked (with --warmup 0 no
+    forward is spared for it: not recorded); on CUDA the memory forward follows it, before the other warm-ups."""
     rows = []
     total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
     bar = tqdm(total=total, desc="timing", unit="run")
@@ -150,15 +181,22 @@ def time_runs(args, plan, dims, device, peak_fn, peak_flops):
             fns[c["name"]] = models.inference_step(model, ids)
             c["attn_implementation"] = model.config._attn_implementation
             del model
+        if device.type == "cuda":
+            configs = measure_in_process(args, configs, fns, device, skips)
+        for c in configs if args.warmup else ():
+            if "sdpa_kernels" not in c:  # CUDA: profiled before its memory was measured
+                c["sdpa_kernels"] = measure.sdpa_kernels(fns[c["name"]])
+            bar.update(1)
         bar.set_postfix(n=n)
-        times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar, probe=peak_fn)
+        times = measure.time_interleaved(fns, device, max(args.warmup - 1, 0), args.repeats, progress=bar,
+                                         probe=peak_fn)
         for c in configs:
             st = measure.stats(times[c["name"]])
             peak_rate = peak_flops / measure.stats(times[c["name"] + "@probe"])["median"]
             best_rate = peak_flops / min(t for name, ts in times.items() if name.endswith("@probe") for t in ts)
             flops = c["flops"]  # None: not counted (reported as n/a, never as a guess)
             rows.append(dict(n=n, model=c["model"], k=c["k"], batch=args.batch,
-                             attn_implementation=c["attn_implementation"],
+                             attn_implementation=c["attn_implementation"], sdpa_kernels=c.get("sdpa_kernels"),
                              time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], time_min=st["min"],
                              time_max=st["max"], time_per_seq_s=st["median"] / args.batch,
                              time_per_token_s=st["median"] / (args.batch * n), repeats=st["n"],
@@ -264,8 +302,8 @@ def render(args, info, dims, baselines, ks, plan, rows, skipped):
            "best matmul of the whole run (a lower bound when neighbours slow the machine down). n/a: FLOPs not counted "
            "for that attention kernel.", "",
            "| n | model | k | time/seq (median) | IQR | time/token | GFLOP | GFLOP/s | % of matmul peak "
-           "| peak mem/seq |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+           "| peak mem/seq | sdpa kernel |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         mem = harness.fmt_bytes(r["mem_per_seq_bytes"]) if "mem_per_seq_bytes" in r else "-"
         frac = "n/a" if r["frac_of_peak"] is None else f"{100 * r['frac_of_peak']:.0f}%"
@@ -274,7 +312,8 @@ def render(args, info, dims, baselines, ks, plan, rows, skipped):
                   f"{r['time_q1'] / r['batch'] * 1e3:.0f}-{r['time_q3'] / r['batch'] * 1e3:.0f} ms | "
                   f"{r['time_per_token_s'] * 1e3:.3g} ms | "
                   f"{fmt_flops(r['gflops'], '.0f')} | {fmt_flops(r['gflop_per_s'], '.0f')} | "
-                  f"{frac} of {r['peak_gflop_per_s']:.0f} ({best} of {r['best_peak_gflop_per_s']:.0f}) | {mem} |")
+                  f"{frac} of {r['peak_gflop_per_s']:.0f} ({best} of {r['best_peak_gflop_per_s']:.0f}) | {mem} | "
+                  f"{', '.join(r['sdpa_kernels'] or ['-']) if r.get('sdpa_kernels') is not None else 'not recorded'} |")
     if skipped:
         md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
     return "\n".join(md) + "\n"
@@ -368,7 +407,7 @@ def main(argv=None):
     # memory, one fresh process each (stopping what runs past the cap); then time, interleaved per n
     if not args.no_memory:
         plan = probe_runs(args, plan, device, skips)
-    rows = time_runs(args, plan, dims, device, peak_fn, peak_flops)
+    rows = time_runs(args, plan, dims, device, peak_fn, peak_flops, skips)
     add_ratios(rows, baselines)
 
     info = harness.machine_info(device)

@@ -86,6 +86,18 @@ def matmul_rate(device, dtype, size=2048):
     return flops / stats(time_interleaved({"mm": fn}, device, 1, 3)["mm"])["median"]
 
 
+def sdpa_kernels(fn):
+    """The scaled-dot-product-attention kernels that fn() runs (flash, efficient, cudnn, math; on CPU
+    flash_attention_for_cpu), read off the aten ops a profiler sees. sdpa picks one per call from the dtype, the
+    mask and the hardware (a mask rules flash out), so a timing means little without the kernel beside it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    prefix = "aten::_scaled_dot_product_"
+    return sorted({e.key.removeprefix(prefix) for e in prof.key_averages() if e.key.startswith(prefix)})
+
+
 # ---------------------------------------------------------------- memory
 
 def status_kb(field):

@@ -31,7 +31,10 @@ def _instantiate(model_class, config, attn, dtype, device, seed):
     torch.manual_seed(seed)
     pooler = "add_pooling_layer" in inspect.signature(model_class.__init__).parameters
     extra = {"add_pooling_layer": False} if pooler else {}
-    model = model_class._from_config(config, attn_implementation=attn, dtype=dtype, **extra)
+    # weights drawn on the device that runs them: a GPU initialises a base-size model in well under a second,
+    # one CPU thread takes seconds (ModernBERT's truncated normals about 30 s), time a short GPU loan lacks
+    with torch.device(device):
+        model = model_class._from_config(config, attn_implementation=attn, dtype=dtype, **extra)
     return model.to(device).eval()
 
 
