@@ -215,3 +215,11 @@ def test_a_damaged_onnx_file_is_one_line_naming_it_and_the_command(saved, tmp_pa
         message = str(error.value)
         assert "\n" not in message and str(path) in message
         assert f"python export_onnx.py --model_name_or_path {tmp_path} --overwrite_output_dir true" in message
+
+
+def test_the_graph_carries_no_source_paths_or_line_numbers(saved, tmp_path):
+    """The exporter's per-node stack traces are dropped, so the bytes of a committed graph do not change with every
+    edit of the model's source, and no local path ships in it."""
+    out, _ = export_onnx(saved, tmp_path / "onnx", quantize=False)
+    data = (out / "model.onnx").read_bytes()
+    assert b"pkg.torch.onnx.stack_trace" not in data and str(REPO).encode() not in data

@@ -22,7 +22,8 @@ the card, from results.md and the training facts report.py keeps in results.json
     python -m experiments.long_documents.release --refresh --out release/minilm-l6-linformer-n4096
 
 The fp32 ONNX graph (about 4x the int8 file) is not committed; `python export_onnx.py --model_name_or_path
-release/minilm-l6-linformer-n4096 --overwrite_output_dir true` writes both into its onnx/ folder.
+release/minilm-l6-linformer-n4096 --quantize false --overwrite_output_dir true` writes it into its onnx/ folder
+(ignored by git) and lists it in the folder's manifest.
 """
 
 import argparse

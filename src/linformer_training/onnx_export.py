@@ -149,6 +149,18 @@ def onnx_session(path, threads=None):
                          f"--model_name_or_path {folder} --overwrite_output_dir true") from None
 
 
+def drop_stack_traces(model):
+    """Remove the Python stack trace the exporter records on every node: it holds this checkout's file paths and
+    line numbers, so any edit of the model's source changed a committed graph's bytes (the release's 40 MB int8
+    file) and local paths shipped with it. The graph itself is untouched."""
+    from onnx_ir.traversal import RecursiveGraphIterator
+
+    graphs = [model.graph, *model.functions.values()]
+    for graph in graphs:
+        for node in RecursiveGraphIterator(graph):
+            node.metadata_props.pop("pkg.torch.onnx.stack_trace", None)
+
+
 def check_output_dir(out, names, overwrite):
     """Refuse, before any work, an --output_dir that cannot hold the files or holds some of them already, and
     (a folder with a manifest.json, such as a release) files its manifest does not cover. Returns the folder
@@ -213,6 +225,7 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
             output_names=["last_hidden_state" if task == "feature-extraction" else "logits"],
             dynamic_shapes={"input_ids": {0: batch, 1: length}, "attention_mask": {0: batch, 1: length}},
             optimize=True, verbose=False)
+        drop_stack_traces(program.model)
         program.save(str(staging / ONNX_NAME))
         try:
             difference = max_difference(onnx_session(staging / ONNX_NAME), wrapped, check_batches(config))
