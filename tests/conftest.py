@@ -11,6 +11,15 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _terminated(signum, frame):
+    """SIGTERM (a CI timeout, a kill) unwinds the test like Ctrl-C, so run_group's clean-up still kills what the
+    test launched; by default Python would die at once and leave those processes running."""
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+signal.signal(signal.SIGTERM, _terminated)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parents[1]

@@ -532,6 +532,36 @@ def test_a_run_with_dropout_resumes_bit_for_bit_at_any_kill_moment(checkpoints, 
     assert losses[0] == losses[1]
 
 
+@pytest.mark.slow
+def test_two_processes_with_dropout_resume_bit_for_bit_after_a_kill(checkpoints, own_data, tmp_path):
+    """The same on 2 processes (gloo data parallelism): each process draws its own dropout masks, restored from
+    its own RNG state. Killed with SIGKILL at update 9 (tests/kill_at_update.py), resumed with `latest`: every
+    tensor and the results equal the uninterrupted 2-process run's."""
+    import torch
+    from safetensors.torch import load_file
+
+    def launch(out, *extra, kill=None):
+        script = [str(REPO / "tests" / "kill_at_update.py"), str(kill), "finetune_glue.py"] if kill else ["finetune_glue.py"]
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+                   "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+                   str(free_port()), *script,
+                   *own_args(checkpoints / "linformer", own_data, out, "--max_steps", "12", "--checkpointing_steps",
+                             "4", "--per_device_train_batch_size", "4", *DROPOUT, *extra)]
+        return run_group(command, env={**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"}, timeout=600,
+                         cwd=REPO)
+
+    whole = launch(tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    killed = launch(tmp_path / "resumed", kill=9)
+    assert killed.returncode != 0 and not (tmp_path / "resumed" / "model.safetensors").exists()
+    resumed = launch(tmp_path / "resumed", "--resume_from_checkpoint", "latest")
+    assert resumed.returncode == 0 and "Resumed from" in resumed.stdout + resumed.stderr, resumed.stderr[-3000:]
+    first, second = (load_file(tmp_path / name / "model.safetensors") for name in ("whole", "resumed"))
+    assert [k for k in first if not torch.equal(first[k], second[k])] == []
+    assert (tmp_path / "resumed" / "eval_results.json").read_text() == \
+        (tmp_path / "whole" / "eval_results.json").read_text()
+
+
 def test_length_grouped_order_is_a_seeded_permutation_that_pads_less():
     """--group_by_length: every example once per epoch, the same order for the same seed and epoch (what an
     exact resume needs), a new one each epoch, and fewer padded tokens than shuffled batches of the same lengths."""

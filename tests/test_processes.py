@@ -76,3 +76,28 @@ def test_the_scripts_end_through_run_script():
     for script in ("train_mlm.py", "finetune_glue.py", "distill.py", "convert_to_linformer.py", "export_onnx.py"):
         tail = (REPO / script).read_text().split('if __name__ == "__main__":')[1]
         assert tail.strip() == f'processes.run_script(main, "{script}")', script
+
+
+def test_a_terminated_test_run_leaves_nothing_running(tmp_path):
+    """SIGTERM to pytest (a CI timeout) while a test waits on what it launched: the test unwinds and run_group
+    kills its processes, instead of pytest dying at once and leaving them running."""
+    pid_file = tmp_path / "child.pid"
+    sleeper = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(600)"
+    (tmp_path / "test_sleeper.py").write_text(
+        f"import sys\nsys.path.insert(0, {str(REPO / 'tests')!r})\nfrom conftest import run_group\n\n\n"
+        f"def test_sleep():\n    run_group([sys.executable, '-c', {sleeper!r}], timeout=600)\n")
+    pytest_run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sleeper.py"],
+                                  cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        child = int(pid_file.read_text())
+        pytest_run.terminate()
+        pytest_run.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and alive(child):
+            time.sleep(0.1)
+        assert not alive(child)
+    finally:
+        os.killpg(pytest_run.pid, 9) if pytest_run.poll() is None else None
