@@ -64,7 +64,7 @@ FINETUNE = {{**FINETUNE, "max_seq_length": 32, "per_device_train_batch_size": 8,
 FINETUNE_SEEDS = (0,)
 N, K = 32, 8
 BASELINE, LINFORMER = name_of(roberta()), name_of(linformer())
-RUNS = [run(roberta(), 0), run(linformer(), 0)]
+RUNS = [run(roberta(), 0), run(linformer(), 0), run(peer(), 0), run(linformer(projection="conv"), 0)]
 EXTENDED_STEPS, EXTENDED = (2, 4, 6), [LINFORMER + "_s0"]
 '''
 
@@ -74,7 +74,7 @@ def make_study_copy(root):
     (root / "experiments/quality").mkdir(parents=True)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
                  "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
-                 "quality/paper_numbers.yaml"):
+                 "quality/paper_numbers.yaml", "quality/peer.py", "quality/modeling_peer.py"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -131,7 +131,8 @@ def ran(study_copy):
 def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     root, first, again = ran
     results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results").glob("*.json")}
-    assert set(results) == {"roberta_n32_s0", "linformer_n32_k8_layerwise_s0"}
+    assert set(results) == {"roberta_n32_s0", "linformer_n32_k8_layerwise_s0", "lucidrains_n32_k8_share_kv_s0",
+                            "linformer_n32_k8_layerwise_conv_s0"}
     for name, r in results.items():
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
         tokens = [p["tokens_seen"] for p in r["curve"]]
@@ -139,18 +140,28 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
         assert r["pretrain_command"].startswith("python train_mlm.py") and "--seed 0" in r["pretrain_command"]
         assert "--per_device_train_batch_size 2" in r["pretrain_command"]  # 64 tokens per update at n=32
         assert "--train_file data/news/train.jsonl --validation_file data/news/validation" in r["pretrain_command"]
-        assert ("--config_overrides hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
-                in r["pretrain_command"])
+        peer = name.startswith("lucidrains")
+        assert peer == (f"--model_name_or_path runs/{name}_start --trust_remote_code true" in r["pretrain_command"])
+        assert peer != ("--config_overrides hidden_size=32,num_hidden_layers=1,num_attention_heads=2,"
+                        "intermediate_size=64," in r["pretrain_command"])
         assert f"--tokenizer_name runs/tokenizer" in r["pretrain_command"]
         assert f"--output_dir runs/{name} --resume_from_checkpoint latest" in r["pretrain_command"]
         assert r["pretrain_seconds"] > 0 and r["tokens_per_second"] > 0
-        assert set(r["finetune"]) == {"0"} and 0 <= r["finetune"]["0"]["accuracy"] <= 1
+        assert set(r["finetune"]) == (set() if peer else {"0"})  # the peer has no padding mask to finetune with
+        assert all(0 <= f["accuracy"] <= 1 for f in r["finetune"].values())
         assert (root / "runs" / name / "model.safetensors").is_file()  # save_pretrained, outside the results
         assert sorted(c.name for c in (root / "runs" / name / "checkpoints").iterdir()) == ["checkpoint_2", "checkpoint_4"]
         # What it learnt: word order for every run, E/F's locality for a Linformer, with the commands.
         assert r["order_check"]["command"] == f"python -m experiments.quality.order_check runs/{name} --block_size 32"
         assert r["order_check"]["block_size"] == 32 and r["order_check"]["perplexity_shuffled"] > 1
-        assert ("projection_check" in r) == name.startswith("linformer")
+        assert ("projection_check" in r) == (name.startswith("linformer") and "conv" not in name)
+    # The peer trained lucidrains' attention (its own code, in its folder), E starting as window means.
+    peer_config = json.loads((root / "runs/lucidrains_n32_k8_share_kv_s0/config.json").read_text())
+    assert peer_config["model_type"] == "linformer_peer" and (root / "runs/lucidrains_n32_k8_share_kv_s0/modeling_peer.py").is_file()
+    from safetensors.torch import load_file
+    start = load_file(root / "runs/lucidrains_n32_k8_share_kv_s0_start/model.safetensors")
+    assert torch.equal(start["linformer.encoder.layer.0.attention.self.peer.proj_k"][:4, 0], torch.full((4,), 0.25))
+    assert "projection_type=conv" in results["linformer_n32_k8_layerwise_conv_s0"]["pretrain_command"]
     assert "intermediate_size=64,max_seq_length=32,projected_dim=8,projection_sharing=layerwise,projection_init=window_mean " in \
         results["linformer_n32_k8_layerwise_s0"]["pretrain_command"]
     unigram = json.loads((root / "experiments/quality/results/reference/unigram.json").read_text())
@@ -337,7 +348,7 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     assert (f"perplexity within 5% of the baseline's | {100 * (math.exp(3) - 1):+.1f}% "
             f"({100 * (math.exp(3 - t2) - 1):+.1f} to {100 * (math.exp(3 + t2) - 1):+.1f}), 2 vs 2 pretraining seeds | "
             f"MISSED |") in report
-    assert f"| {first['hardware']} | 4 |" in report  # the Cost table by hardware: the four runs above
+    assert f"| {first['hardware']} | 6 |" in report  # the Cost table by hardware: the six runs above
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ", "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
                  "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",

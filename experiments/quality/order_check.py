@@ -30,8 +30,8 @@ args = p.parse_args()
 data = Path(args.data_dir or Path(__file__).resolve().parents[2] / study.DATA) / study.PRETRAIN_DATA["validation_file"]
 if not data.is_file():
     p.exit(2, f"order_check.py: no {data}: pass --data_dir (experiments/README.md, \"Data\")\n")
-tokenizer = AutoTokenizer.from_pretrained(args.model)
-model = AutoModelForMaskedLM.from_pretrained(args.model, dtype=torch.float32).eval()
+tokenizer = AutoTokenizer.from_pretrained(args.model, trust_remote_code=True)  # the study's own runs (the peer is remote code)
+model = AutoModelForMaskedLM.from_pretrained(args.model, dtype=torch.float32, trust_remote_code=True).eval()
 texts = load_corpus(train_file=[str(data)], validation_split_percentage=0)["train"]
 blocks = [ids for ids in pack(texts, tokenizer, args.block_size)["input_ids"] if len(ids) == args.block_size][:args.blocks]
 collate = BlockSeededMLMCollator(tokenizer, 0.15, seed=args.seed, mask_replace_prob=1.0, random_replace_prob=0.0)

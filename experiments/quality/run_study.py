@@ -47,9 +47,9 @@ p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINET
 p.add_argument("--rebuild", action="store_true", help="pretrain again from scratch even where results exist; "
                "the results file is rewritten")
 p.add_argument("--exact_short_path", action="store_true",
-               help="finetune the pretrained Linformer runs again with every Rotten Tomatoes input read by exact "
-                    "attention with the pretrained weights (study.finetune_exact_overrides): pretraining only fed "
-                    "n-token blocks through E/F; results go to results/exact_rt/NAME.json")
+               help="finetune the pretrained Linformer runs with learned E/F again with every Rotten Tomatoes input "
+                    "read by exact attention with the pretrained weights (study.finetune_exact_overrides): pretraining "
+                    "only fed n-token blocks through E/F; results go to results/exact_rt/NAME.json")
 p.add_argument("--extend", action="store_true",
                help=f"train the runs of study.EXTENDED again from their first update, stopping at each of "
                     f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
@@ -69,7 +69,7 @@ if args.exact_short_path:
         p.error("--exact_short_path finetunes the pretrained runs as they are: it takes neither --stage pretrain "
                 "nor --rebuild")
     args.stage = "finetune"
-    runs = [r for r in runs if r["model_type"] == "linformer"]
+    runs = [r for r in runs if r["model_type"] == "linformer" and r.get("projection", "linear") == "linear"]
 if args.extend:
     if args.exact_short_path or args.rebuild or args.stage != "all":
         p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
@@ -169,6 +169,10 @@ def pretrain(r, out, data, **changes):
                # A folder with a checkpoint is resumed; one without (never started, or cut before its first
                # checkpoint) is started afresh.
                "resume_from_checkpoint": "latest", "overwrite_output_dir": "true", **changes}
+    if r["model_type"] == "peer":  # its own start folder, trained as a checkpoint whose code it carries
+        for key in ("config", "model_type", "config_overrides"):
+            options.pop(key)
+        options = {"model_name_or_path": peer_start(r), "trust_remote_code": "true", **options}
     cmd = [sys.executable, "train_mlm.py", *flags(options)]
     execute(cmd, out.with_suffix(".pretrain.log"))
     log = [json.loads(line) for line in open(out / "metrics.jsonl")]
@@ -183,6 +187,18 @@ def pretrain(r, out, data, **changes):
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
             "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(), "finetune": {}}
+
+
+def peer_start(r):
+    """The peer run's untrained folder (experiments/quality/peer.py), written once beside its run folder."""
+    start = RUNS_DIR / f"{r['name']}_start"
+    if not (start / "model.safetensors").exists():
+        from experiments.quality.peer import write_start
+        from linformer_training.tokenization import load_tokenizer
+
+        write_start(start, {**study.PRETRAIN["config_overrides"], **r["config_overrides"]}, r["seed"],
+                    len(load_tokenizer(TOKENIZER)))
+    return start
 
 
 def finetune(r, out, seed, data, exact=False, ft_out=None, **changes):
@@ -216,7 +232,7 @@ def add_checks(r, folder, record, path):
     """What a pretrained model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became;
     each check not yet in `record` is run on `folder` and saved to `path` at once."""
     checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
-    if r["model_type"] == "linformer":
+    if r["model_type"] == "linformer" and r.get("projection", "linear") == "linear":  # learned E/F to read
         checks["projection_check"] = []
     for script, extra in checks.items():
         if script not in record:
@@ -379,7 +395,7 @@ for r in runs:
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
     if args.stage != "finetune" and result is not None and (out / "model.safetensors").exists():
         add_checks(r, out, result, path)
-    if args.stage == "pretrain":
+    if args.stage == "pretrain" or r["model_type"] == "peer":  # the peer has no padding mask to finetune with
         continue
     if result is None:
         print(f"{name}: not pretrained yet, no finetuning (run with --stage all or pretrain)")

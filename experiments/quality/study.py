@@ -70,20 +70,33 @@ def roberta(n=None):
             "config_overrides": {"max_position_embeddings": n + 2}}  # RoBERTa numbers positions after pad id 1
 
 
-def linformer(n=None, k=None, sharing="layerwise"):
+def linformer(n=None, k=None, sharing="layerwise", projection="linear"):
     n, k = n or N, k or K
-    return {"model_type": "linformer", "n": n, "k": k, "sharing": sharing, "config": "configs/tiny.yaml",
-            # E/F start as window means: from the paper's random start the pilots' Linformer was still on the unigram
-            # plateau after 98M tokens; from window means it left it when the baseline did (README.md, "Budget").
-            "config_overrides": {"max_seq_length": n, "projected_dim": k, "projection_sharing": sharing,
-                                 "projection_init": "window_mean"}}
+    # E/F start as window means: from the paper's random start the pilots' Linformer was still on the unigram
+    # plateau after 98M tokens; from window means it left it when the baseline did (README.md, "Budget"). A
+    # convolution (kernel and stride n/k) starts as mean pooling over its window, the same start.
+    start = {"projection_init": "window_mean"} if projection == "linear" else {"projection_type": projection}
+    return {"model_type": "linformer", "n": n, "k": k, "sharing": sharing, "projection": projection,
+            "config": "configs/tiny.yaml",
+            "config_overrides": {"max_seq_length": n, "projected_dim": k, "projection_sharing": sharing, **start}}
+
+
+def peer(n=None, k=None):
+    """Issue 47, item 3: lucidrains' `linformer` 0.2.3 LinformerSelfAttention (share_kv) in the same body, with
+    the k = 32 key_value run's recipe (modeling_peer.py). Pretrained only: it has no padding mask to finetune with."""
+    arch = linformer(n, k, sharing="key_value")
+    return {**arch, "model_type": "peer", "sharing": "share_kv"}
 
 
 def name_of(arch):
-    """The configuration's name, a run's name without its seed: roberta_n128, linformer_n128_k32_layerwise."""
+    """The configuration's name, a run's name without its seed: roberta_n128, linformer_n128_k32_layerwise,
+    linformer_n128_k32_layerwise_conv, lucidrains_n128_k32_share_kv."""
     if arch["model_type"] == "roberta":
         return f"roberta_n{arch['n']}"
-    return f"linformer_n{arch['n']}_k{arch['k']}_{arch['sharing']}"
+    if arch["model_type"] == "peer":
+        return f"lucidrains_n{arch['n']}_k{arch['k']}_{arch['sharing']}"
+    projection = "" if arch.get("projection", "linear") == "linear" else f"_{arch['projection']}"
+    return f"linformer_n{arch['n']}_k{arch['k']}_{arch['sharing']}{projection}"
 
 
 def run(arch, seed):
@@ -106,6 +119,9 @@ RUNS = [
     # Standard attention at the longer n: whether that length can be learnt at all within the budget, the yardstick
     # for the Linformers at the same n (the RoBERTa pilot at n = 512 had not learnt word order after 82M tokens).
     *[run(roberta(n=n), 0) for n in (2 * N, 4 * N)],
+    # Issue 47: a peer implementation of the attention (item 3), and the convolutional projection (item 4).
+    run(peer(), 0),
+    run(linformer(projection="conv"), 0),
 ]
 assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 
