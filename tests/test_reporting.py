@@ -55,7 +55,7 @@ def pages_of(name):
     """{path: text} of every page a renderer writes, from the committed records only (no runs folder)."""
     if name == "quality":
         from experiments.quality import render
-        return render.pages()
+        return render.pages(render.load())
     if name == "long_documents":
         from experiments.long_documents import report
         return report.pages(update=[REPO / "model_card.md"])
