@@ -15,7 +15,7 @@ import os
 import sys
 
 from benchmarks import harness, inference, targets
-from experiments.reporting import splice, status, table
+from benchmarks.reporting import splice, status, table
 
 DOC = os.path.join(harness.ROOT, "docs", "benchmarks.md")
 INDEX = os.path.join(harness.RESULTS, "RESULTS.md")

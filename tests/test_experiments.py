@@ -72,7 +72,10 @@ EXTENDED_STEPS, EXTENDED = (2, 4, 6), [LINFORMER + "_s0"]
 def make_study_copy(root):
     """A repository-shaped folder: the real scripts and configs, a tiny study.py, small real text."""
     (root / "experiments/quality").mkdir(parents=True)
-    for name in ("__init__.py", "reporting.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
+    (root / "benchmarks").mkdir()
+    for name in ("__init__.py", "reporting.py"):  # the renderers' tables, verdicts and splicing
+        shutil.copy(REPO / "benchmarks" / name, root / "benchmarks" / name)
+    for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
                  "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
                  "quality/paper_numbers.yaml"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from experiments import reporting
+from benchmarks import reporting
 from experiments.long_documents import report
 
 TASKS = ["news_retrieval", "moby_retrieval", "outlets", "rt_probe"] + [

@@ -1,4 +1,4 @@
-"""experiments/reporting.py, and every results page as its renderer writes it from the committed records: a page
+"""benchmarks/reporting.py, and every results page as its renderer writes it from the committed records: a page
 whose figures drift from its records (or a renderer that drifts from its page) fails here."""
 
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from experiments import reporting
+from benchmarks import reporting
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.reporting import table
 from experiments.conversion import GRID, INITS, name_of
-from experiments.reporting import table
 from experiments.shared import LONG_N, SOURCE_N, fmt, render_main
 
 HERE = Path(__file__).resolve().parent

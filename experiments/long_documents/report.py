@@ -7,8 +7,8 @@ results/. Nothing is measured here.
 
 Every comparison of the student with the windows is paired (the same queries, articles or documents) and
 carries a 95% bootstrap interval of the difference (10,000 resamples; retrieval queries are resampled by
-document, since the three queries of one document are not independent), judged as experiments/reporting.py says:
-"the student is above" is met, missed, or undecided (a tie) when the interval holds 0.
+document, since the three queries of one document are not independent), judged in benchmarks/reporting.py's
+words: "the student is above" is met, missed, or undecided (a tie) when the interval holds 0.
 """
 
 import argparse
@@ -16,8 +16,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+from benchmarks.reporting import MET, MISSED, UNDECIDED, paired_bootstrap, splice, status, table, verdict
 from experiments.long_documents.release import training_facts  # the release card reads the same log
-from experiments.reporting import MET, MISSED, UNDECIDED, paired_bootstrap, splice, status, table, verdict
 
 HERE = Path(__file__).resolve().parent
 SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher, mean of 512-token windows",

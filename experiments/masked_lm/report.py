@@ -6,7 +6,7 @@
 `--collect` reads --runs_dir (metrics.jsonl of every training step; eval_results.json and predictions of every
 finetuning run) into results/runs.json; evaluate.py wrote results/evaluation.json. The report turns both into
 results.md and perplexity_curves.png: each goal of the issue met, missed or undecided from its interval
-(experiments/reporting.py's vocabulary).
+(benchmarks/reporting.py's vocabulary).
 """
 
 import argparse
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.reporting import paired_bootstrap, table, verdict
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR, STEPS, command, minilm
-from experiments.reporting import paired_bootstrap, table, verdict
 from experiments.shared import REPO
 
 HERE = REPO / "experiments/masked_lm"

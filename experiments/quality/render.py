@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
+from benchmarks.reporting import splice, status, table, verdict
 from experiments.quality import study
-from experiments.reporting import splice, status, table, verdict
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

@@ -36,7 +36,7 @@ def paired_bootstrap(a, b, clusters=None, resamples=10_000, seed=0):
     sums, counts = np.bincount(which, weights=difference), np.bincount(which)
     picks = np.random.default_rng(seed).integers(0, len(ids), size=(resamples, len(ids)))
     means = sums[picks].sum(1) / counts[picks].sum(1)
-    return float(difference.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+    return float(sums.sum() / counts.sum()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 def verdict(low, high, bound=0.0, above=True):
