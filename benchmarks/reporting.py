@@ -13,6 +13,8 @@ A figure with no interval is its own interval (low = high = the estimate): met o
 bound itself. A goal that is a plain condition (no interval) is met or **missed**.
 """
 
+from contextlib import contextmanager
+
 import numpy as np
 
 MET, MISSED, UNDECIDED = "met", "**missed**", "undecided"
@@ -49,6 +51,22 @@ def verdict(low, high, bound=0.0, above=True):
 def status(ok):
     """A goal that is a plain condition, in the verdicts' words."""
     return MET if ok else MISSED
+
+
+@contextmanager
+def figure(path, *grid, **options):
+    """A matplotlib figure and its axes (plt.subplots(*grid, **options)), saved to `path` as every page's plots
+    are (tight, 110 dpi) and closed. matplotlib is imported here, only by what draws."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(*grid, **options)
+    yield fig, axes
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def splice(page, source, block):

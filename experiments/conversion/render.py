@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import table
+from benchmarks.reporting import figure, table
 from experiments.conversion import GRID, INITS, name_of
 from experiments.shared import LONG_N, SOURCE_N, fmt, render_main
 
@@ -199,50 +199,38 @@ def findings_lines(source, by_key, get, speed):
 
 
 def make_plots(out, results, rows):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     bins = np.unique(np.round(np.geomspace(8, LONG_N, 22)).astype(int))
-    for ax, selection, title in (
-            (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"], "n = 512, window_mean, by k"),
-            (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))], "init, n = 512 k = 128 and n = 4096 k = 256")):
-        for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
-            lengths, values = np.array(r["cosine_by_text"]).T
-            which = np.digitize(lengths, bins)
-            xs = [np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)]
-            ys = [values[which == b].mean() for b in np.unique(which)]
-            label = f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}"
-            ax.plot(xs, ys, marker="o", ms=3, label=label)
-        ax.set_xscale("log")
-        ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
-        ax.set_xlabel("input length (tokens)")
-        ax.set_title(title)
+    with figure(out / PLOTS["cosine"], 1, 2, figsize=(12, 4.5), sharey=True) as (fig, axes):
+        for ax, selection, title in (
+                (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"], "n = 512, window_mean, by k"),
+                (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))], "init, n = 512 k = 128 and n = 4096 k = 256")):
+            for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
+                lengths, values = np.array(r["cosine_by_text"]).T
+                which = np.digitize(lengths, bins)
+                xs = [np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)]
+                ys = [values[which == b].mean() for b in np.unique(which)]
+                label = f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}"
+                ax.plot(xs, ys, marker="o", ms=3, label=label)
+            ax.set_xscale("log")
+            ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
+            ax.set_xlabel("input length (tokens)")
+            ax.set_title(title)
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
+
+    with figure(out / PLOTS["layers"], figsize=(7, 4.5)) as (fig, ax):
+        for r in rows:
+            if r["init"] != "window_mean":
+                continue
+            bucket = "k..512" if r["n"] == SOURCE_N else ">512"
+            errors = r.get("layer_error", {}).get(bucket)
+            if errors:
+                ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel("relative error of hidden states")
+        ax.set_title("window_mean, texts longer than k")
         ax.legend(fontsize=7)
-    axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS["cosine"], dpi=110)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in rows:
-        if r["init"] != "window_mean":
-            continue
-        bucket = "k..512" if r["n"] == SOURCE_N else ">512"
-        errors = r.get("layer_error", {}).get(bucket)
-        if errors:
-            ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
-    ax.set_xlabel("layer (0 = embeddings)")
-    ax.set_ylabel("relative error of hidden states")
-    ax.set_title("window_mean, texts longer than k")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / PLOTS["layers"], dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
     labels, recall, mrr = [], [], []
     for key, label in (("truncated", "source 512"), ("windows", "source windows"), ("extended", "source ext. 4096")):
         r = results.get("source", {}).get("retrieval", {}).get(key)
@@ -253,15 +241,13 @@ def make_plots(out, results, rows):
             labels.append(f"n={r['n']} k={r['k']}\n{r['init']}")
             recall.append(r["retrieval"]["recall_at_1"])
             mrr.append(r["retrieval"]["mrr"])
-    x = np.arange(len(labels))
-    ax.bar(x - 0.2, recall, 0.4, label="recall@1")
-    ax.bar(x + 0.2, mrr, 0.4, label="MRR")
-    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
-    ax.legend()
-    ax.set_title("retrieval of held-out articles > 1,024 tokens from a 64-token span beyond token 512")
-    fig.tight_layout()
-    fig.savefig(out / PLOTS["retrieval"], dpi=110)
-    plt.close(fig)
+    with figure(out / PLOTS["retrieval"], figsize=(9, 4.5)) as (fig, ax):
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, recall, 0.4, label="recall@1")
+        ax.bar(x + 0.2, mrr, 0.4, label="MRR")
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+        ax.legend()
+        ax.set_title("retrieval of held-out articles > 1,024 tokens from a 64-token span beyond token 512")
 
 
 def main(argv=None):

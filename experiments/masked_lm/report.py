@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import paired_bootstrap, table, verdict
+from benchmarks.reporting import figure, paired_bootstrap, table, verdict
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR, STEPS, command, minilm
 from experiments.shared import REPO
 
@@ -188,23 +188,15 @@ def page(results=RESULTS):
 
 
 def plot(runs, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, t in runs.get("training", {}).items():
-        points = [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]
-        if points:
-            ax.plot(*zip(*points), marker=".", label=LABELS.get(name, name))
-    ax.set_xlabel("tokens seen in the step")
-    ax.set_ylabel("validation perplexity")
-    ax.set_yscale("log")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, figsize=(7, 4)) as (fig, ax):
+        for name, t in runs.get("training", {}).items():
+            points = [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]
+            if points:
+                ax.plot(*zip(*points), marker=".", label=LABELS.get(name, name))
+        ax.set_xlabel("tokens seen in the step")
+        ax.set_ylabel("validation perplexity")
+        ax.set_yscale("log")
+        ax.legend(fontsize=7)
 
 
 def main(argv=None):

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 from scipy import stats
 
-from benchmarks.reporting import splice, status, table, verdict
+from benchmarks.reporting import figure, splice, status, table, verdict
 from experiments.quality import study
 
 HERE = Path(__file__).resolve().parent
@@ -461,51 +461,43 @@ def pages(s, card=REPO / "model_card.md"):
 
 def plot(s, path):
     """Validation perplexity against tokens seen: one panel for each Figure 3 claim, a fourth for the pilots."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     archs = compared(s)
     panels = [(f"k (n={N}, layerwise sharing)", archs["k"]), (f"sharing (n={N}, k={K})", archs["sharing"]),
               (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", [*archs["baselines"], *archs["n"]])]
-    fig, axes = plt.subplots(1, 4, figsize=(22, 5.5), sharey=True)
-    for r in s.pilots:  # the fourth panel: how long each recipe sat on the unigram line
-        axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
-                     marker="o", ms=2, label=r["name"])
-    axes[3].set_title("pilots (recipes, first validation blocks)")
-    for ax, (title, configurations) in zip(axes, [*panels, ("", [])]):
-        for arch in [a for a in configurations if s.groups.get(a)]:
-            runs = s.groups[arch]
-            # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding): the
-            # x-axis is the seeds' mean tokens seen at each update.
-            steps = [p["step"] for p in runs[0]["curve"]]
-            same = [r for r in runs if [p["step"] for p in r["curve"]] == steps]
-            tokens = [statistics.mean(v) for v in zip(*[[p["tokens_seen"] for p in r["curve"]] for r in same])]
-            curves = [[p["perplexity"] for p in r["curve"]] for r in same]
-            mean = [math.exp(statistics.mean(map(math.log, v))) for v in zip(*curves)]  # as the tables: over the loss
-            line, = ax.plot([t / 1e6 for t in tokens[1:]], mean[1:], marker="o", ms=3,
-                            label=f"{arch} ({len(curves)} seed{'s' * (len(curves) > 1)})",
-                            color="black" if arch == BASELINE else None,
-                            ls="--" if arch in archs["baselines"] and arch != BASELINE else "-")
-            if len(curves) > 1:
-                ax.fill_between([t / 1e6 for t in tokens[1:]], [min(v) for v in zip(*curves)][1:],
-                                [max(v) for v in zip(*curves)][1:], color=line.get_color(), alpha=0.2)
-        if s.unigram is not None:
-            ax.axhline(s.unigram, color="gray", ls="--", lw=1, label=f"unigram, no context ({s.unigram:.0f})")
-            ax.axhline(0.3 * s.unigram, color="gray", ls=":", lw=1, label="0.3 x unigram (target)")
-        if s.neighbours is not None:
-            ax.axhline(s.neighbours, color="gray", ls="-.", lw=1, label=f"two-neighbour count model ({s.neighbours:.0f})")
-        ax.set(title=title or ax.get_title(), xlabel="tokens seen (millions)", yscale="log")
-        ax.grid(True, which="both", alpha=0.3)
-        if ax.lines:
-            ax.legend(fontsize=7)
-    axes[0].set_ylabel("validation perplexity (news, 15% masked)")
-    fig.suptitle("Masked-LM pretraining: validation perplexity vs tokens seen (before any update omitted; band: "
-                 "min-max over seeds)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with figure(path, 1, 4, figsize=(22, 5.5), sharey=True) as (fig, axes):
+        for r in s.pilots:  # the fourth panel: how long each recipe sat on the unigram line
+            axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
+                         marker="o", ms=2, label=r["name"])
+        axes[3].set_title("pilots (recipes, first validation blocks)")
+        for ax, (title, configurations) in zip(axes, [*panels, ("", [])]):
+            for arch in [a for a in configurations if s.groups.get(a)]:
+                runs = s.groups[arch]
+                # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding):
+                # the x-axis is the seeds' mean tokens seen at each update.
+                steps = [p["step"] for p in runs[0]["curve"]]
+                same = [r for r in runs if [p["step"] for p in r["curve"]] == steps]
+                tokens = [statistics.mean(v) for v in zip(*[[p["tokens_seen"] for p in r["curve"]] for r in same])]
+                curves = [[p["perplexity"] for p in r["curve"]] for r in same]
+                mean = [math.exp(statistics.mean(map(math.log, v))) for v in zip(*curves)]  # as the tables: over the loss
+                line, = ax.plot([t / 1e6 for t in tokens[1:]], mean[1:], marker="o", ms=3,
+                                label=f"{arch} ({len(curves)} seed{'s' * (len(curves) > 1)})",
+                                color="black" if arch == BASELINE else None,
+                                ls="--" if arch in archs["baselines"] and arch != BASELINE else "-")
+                if len(curves) > 1:
+                    ax.fill_between([t / 1e6 for t in tokens[1:]], [min(v) for v in zip(*curves)][1:],
+                                    [max(v) for v in zip(*curves)][1:], color=line.get_color(), alpha=0.2)
+            if s.unigram is not None:
+                ax.axhline(s.unigram, color="gray", ls="--", lw=1, label=f"unigram, no context ({s.unigram:.0f})")
+                ax.axhline(0.3 * s.unigram, color="gray", ls=":", lw=1, label="0.3 x unigram (target)")
+            if s.neighbours is not None:
+                ax.axhline(s.neighbours, color="gray", ls="-.", lw=1, label=f"two-neighbour count model ({s.neighbours:.0f})")
+            ax.set(title=title or ax.get_title(), xlabel="tokens seen (millions)", yscale="log")
+            ax.grid(True, which="both", alpha=0.3)
+            if ax.lines:
+                ax.legend(fontsize=7)
+        axes[0].set_ylabel("validation perplexity (news, 15% masked)")
+        fig.suptitle("Masked-LM pretraining: validation perplexity vs tokens seen (before any update omitted; band: "
+                     "min-max over seeds)")
 
 
 def main(argv=None):
