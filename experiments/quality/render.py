@@ -86,7 +86,8 @@ def load(folder=HERE / "results"):
     return Records(
         results=[read(path, "name", "perplexity", "curve", "hardware") for path in sorted(folder.glob("*.json"))],
         pilots=[read(path, "name", "what", "curve") for path in sorted((folder / "pilots").glob("*.json"))],
-        exact={r["name"]: r for r in (read(path, "name", "finetune") for path in sorted((folder / "exact_rt").glob("*.json")))},
+        exact={r["name"]: r for r in (read(path, "name", "finetune")
+                                      for path in sorted((folder / "exact_rt").glob("*.json")))},
         paper=paper,
         reference={name: json.loads(path.read_text()) for name in ("unigram", "neighbours", "rotten_tomatoes")
                    if (path := folder / f"reference/{name}.json").exists()})
@@ -233,38 +234,41 @@ def configurations(s):
 
 
 def target(s, arch, kind, limit):
-    """One row of the targets table: what, the measurement with its interval, the verdict."""
+    """One row of the targets table: what, the measurement with its interval, the verdict. A bound on the baseline
+    is a plain condition; a comparison with the baseline is judged by its Welch interval, or by the estimate alone
+    where one seed on either side gives none."""
     m, base = s.summary(arch), s.summary(BASELINE)
-    low = high = None
+    ci = None
     if kind == "ratio":
         value = None if m["ppl"][0] is None or s.unigram is None else m["ppl"][0] / s.unigram
-        text, shown, ok = f"{arch} perplexity <= {limit:g} x unigram", f"{value:.3f} x" if value else "-", status((value or 0) <= limit)
+        text, shown = f"{arch} perplexity <= {limit:g} x unigram", f"{value:.3f} x" if value else "-"
+        judged = status((value or 0) <= limit)
     elif kind == "accuracy":
         value = None if m["acc"][0] is None else 100 * m["acc"][0]
-        text, shown, ok = f"{arch} Rotten Tomatoes accuracy >= {limit:g}%", f"{value:.1f}%" if value else "-", status((value or 0) >= limit)
+        text, shown = f"{arch} Rotten Tomatoes accuracy >= {limit:g}%", f"{value:.1f}%" if value else "-"
+        judged = status((value or 0) >= limit)
     elif kind == "gap":
         value = gap(m["ppl"][0], base["ppl"][0])
         ci = welch(*([math.log(r["perplexity"]) for r in x["runs"]] for x in (m, base)))  # on the loss
-        if ci:
-            low, high = (100 * (math.exp(x) - 1) for x in ci)
+        ci = ci and tuple(100 * (math.exp(x) - 1) for x in ci)
         text, shown = f"{arch} perplexity within {limit:g}% of the baseline's", "-" if value is None else f"{value:+.1f}%"
-        ok = None if value is None else verdict(value if low is None else low, value if high is None else high,
-                                                limit, above=False)
     else:
         value = None if m["acc"][0] is None or base["acc"][0] is None else 100 * (m["acc"][0] - base["acc"][0])
         ci = welch(seed_accuracies(m["runs"]), seed_accuracies(base["runs"]))
-        if ci:
-            low, high = (100 * x for x in ci)
-        text, shown = f"{arch} Rotten Tomatoes accuracy within {limit:g} point of the baseline's", \
-            "-" if value is None else f"{value:+.1f} points"
-        ok = None if value is None else verdict(value if low is None else low, value if high is None else high, -limit)
-    if low is not None:
-        shown += f" ({low:+.1f} to {high:+.1f})"
-    if value is not None and kind in ("gap", "points"):
+        ci = ci and tuple(100 * x for x in ci)
+        text = f"{arch} Rotten Tomatoes accuracy within {limit:g} point of the baseline's"
+        shown = "-" if value is None else f"{value:+.1f} points"
+    if ci:
+        shown += f" ({ci[0]:+.1f} to {ci[1]:+.1f})"
+    if value is None:
+        return [text, shown, "not measured"]
+    if kind in ("gap", "points"):
+        low, high = ci or (value, value)
+        judged = verdict(low, high, limit, above=False) if kind == "gap" else verdict(low, high, -limit)
         shown += f", {len(m['runs'])} vs {len(base['runs'])} pretraining seeds"
-    elif value is not None:
+    else:
         shown += f" ({len(m['runs'])} pretraining seed{'s' * (len(m['runs']) != 1)})"
-    return [text, shown, "not measured" if value is None else ok]
+    return [text, shown, judged]
 
 
 def targets(s):
