@@ -1,2 +1,3 @@
 """Speed, memory and low-rank benchmarks. Run each from the repository root as `python -m benchmarks.NAME`
-(`--help` says what it measures); the shared pieces are `models`, `flop_counts`, `measure` and `harness`."""
+(`--help` says what it measures); the shared pieces are `models`, `flop_counts`, `measure` and `harness`; `reporting`
+writes the tables, intervals and verdicts of every results page, here and in experiments/."""

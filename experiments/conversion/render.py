@@ -13,22 +13,37 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.reporting import figure, table
 from experiments.conversion import GRID, INITS, name_of
 from experiments.shared import LONG_N, SOURCE_N, fmt, render_main
 
 HERE = Path(__file__).resolve().parent
 
 
+PLOTS = {"cosine": "cosine_by_length.png", "layers": "layer_error.png", "retrieval": "retrieval.png"}
+
+
 def write_report(out, results):
-    source = results.get("source", {})
-    rows = sorted((r for name, r in results.items() if name.startswith("n")),
+    (out / "results.json").write_text(json.dumps(summary(results), indent=1) + "\n")
+    make_plots(out, results, variants(results))
+    (out / "results.md").write_text(page(results))
+
+
+def variants(results):
+    return sorted((r for name, r in results.items() if name.startswith("n")),
                   key=lambda r: (r["n"], r["k"], INITS.index(r["init"])))
-    summary = dict(source=source, speed_memory=results.get("speed_memory"), variants={
+
+
+def summary(results):
+    return dict(source=results.get("source", {}), speed_memory=results.get("speed_memory"), variants={
         name_of(r["n"], r["k"], r["init"]): {key: value for key, value in r.items() if key != "cosine_by_text"}
-        for r in rows})
-    (out / "results.json").write_text(json.dumps(summary, indent=1) + "\n")
-    plots = make_plots(out, results, rows)
-    by_key = {(r["n"], r["k"], r["init"]): r for r in rows}
+        for r in variants(results)})
+
+
+def page(results):
+    """results.md from the result files alone."""
+    source = results.get("source", {})
+    by_key = {(r["n"], r["k"], r["init"]): r for r in variants(results)}
 
     def get(n, k, init, *path):
         value = by_key.get((n, k, init))
@@ -55,63 +70,49 @@ def write_report(out, results):
     if findings:
         lines += ["## Findings", ""] + findings + [""]
 
+    def cosine(c):
+        return "–" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"
+
     lines += ["## Cosine of mean-pooled embeddings to the source", "",
               "Per text; mean (min) over the texts in each length bucket (tokens, specials included). Texts of at "
               "most k tokens take the exact path (`exact_attention_length`), so their cosine is 1. Texts "
               "longer than 512 are compared with the source whose position table was repeated to n, with full "
               "attention.", "",
-              "| n | k | init | <= k | k..512 | > 512 |", "|---|---|---|---|---|---|"]
-    for n, k in GRID:
-        for init in INITS:
-            r = by_key.get((n, k, init))
-            if r is None:
-                continue
-            cells = []
-            for b in ("<=k", "k..512", ">512"):
-                c = r["cosine"].get(b)
-                cells.append("–" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)")
-            lines.append(f"| {n} | {k} | {init} | " + " | ".join(cells) + " |")
-    lines += ["", f"![cosine by length]({plots['cosine']})", ""]
+              table(["n", "k", "init", "<= k", "k..512", "> 512"],
+                    [[n, k, init, *(cosine(by_key[n, k, init]["cosine"].get(b)) for b in ("<=k", "k..512", ">512"))]
+                     for n, k in GRID for init in INITS if (n, k, init) in by_key]),
+              "", f"![cosine by length]({PLOTS['cosine']})", ""]
 
     lines += ["## Per-layer relative error of hidden states", "",
               "||H_linformer - H_source|| / ||H_source|| per text, mean over texts longer than k (layer 0 is the "
               "embedding output: exact, positions included).", "",
-              "| n | k | init | bucket | " + " | ".join(f"layer {i}" for i in range(7)) + " |",
-              "|---|---|---|---|" + "---|" * 7]
-    for n, k in GRID:
-        for init in ("window_mean", "resample", "mean_pool", "random"):
-            for bucket in ("k..512", ">512"):
-                errors = get(n, k, init, "layer_error", bucket)
-                if errors:
-                    lines.append(f"| {n} | {k} | {init} | {bucket} | " + " | ".join(fmt(e) for e in errors) + " |")
-    lines += ["", f"![layer error]({plots['layers']})", ""]
+              table(["n", "k", "init", "bucket", *(f"layer {i}" for i in range(7))],
+                    [[n, k, init, bucket, *map(fmt, errors)] for n, k in GRID
+                     for init in ("window_mean", "resample", "mean_pool", "random") for bucket in ("k..512", ">512")
+                     for errors in [get(n, k, init, "layer_error", bucket)] if errors]),
+              "", f"![layer error]({PLOTS['layers']})", ""]
 
     lines += ["## Linear probe on Rotten Tomatoes", "",
               "Logistic regression on mean-pooled embeddings (same features, same solver for every model); "
               "validation accuracy.", "",
               f"Source: **{fmt(source.get('probe_accuracy'))}**", "",
-              "| n | k | " + " | ".join(INITS) + " |", "|---|---|" + "---|" * len(INITS)]
-    for n, k in GRID:
-        lines.append(f"| {n} | {k} | " + " | ".join(fmt(get(n, k, init, "probe_accuracy")) for init in INITS) + " |")
-    lines.append("")
+              table(["n", "k", *INITS], [[n, k, *(fmt(get(n, k, init, "probe_accuracy")) for init in INITS)]
+                                         for n, k in GRID]), ""]
 
+    retrieval = [[label, reads, *(fmt(r[key]) for key in ("recall_at_1", "recall_at_5", "mrr"))]
+                 for label, key, reads in (("source, truncated", "truncated", "first 512 tokens"),
+                                           ("source, mean of 512-token windows", "windows", "whole article"),
+                                           ("source, positions repeated to 4096, full attention", "extended",
+                                            "up to 4096 tokens"))
+                 for r in [source.get("retrieval", {}).get(key)] if r]
+    retrieval += [[f"Linformer n={n} k={k} {init}", f"up to {n} tokens",
+                   *(fmt(r[key]) for key in ("recall_at_1", "recall_at_5", "mrr"))]
+                  for n, k in GRID for init in INITS for r in [get(n, k, init, "retrieval")] if r]
     lines += ["## Long-document retrieval on held-out news", "",
               "Index: whole held-out articles longer than 1,024 tokens. Query: a 64-token span from beyond token 512 "
               "of one article, embedded by the same model. Ranked by cosine of mean-pooled embeddings.", "",
-              "| model | reads | recall@1 | recall@5 | MRR |", "|---|---|---|---|---|"]
-    for label, key, reads in (("source, truncated", "truncated", "first 512 tokens"),
-                              ("source, mean of 512-token windows", "windows", "whole article"),
-                              ("source, positions repeated to 4096, full attention", "extended", "up to 4096 tokens")):
-        r = source.get("retrieval", {}).get(key)
-        if r:
-            lines.append(f"| {label} | {reads} | {fmt(r['recall_at_1'])} | {fmt(r['recall_at_5'])} | {fmt(r['mrr'])} |")
-    for n, k in GRID:
-        for init in INITS:
-            r = get(n, k, init, "retrieval")
-            if r:
-                lines.append(f"| Linformer n={n} k={k} {init} | up to {n} tokens | {fmt(r['recall_at_1'])} | "
-                             f"{fmt(r['recall_at_5'])} | {fmt(r['mrr'])} |")
-    lines += ["", f"![retrieval]({plots['retrieval']})", ""]
+              table(["model", "reads", "recall@1", "recall@5", "MRR"], retrieval),
+              "", f"![retrieval]({PLOTS['retrieval']})", ""]
 
     speed = results.get("speed_memory")
     if speed:
@@ -119,15 +120,12 @@ def write_report(out, results):
                   f"One {speed['tokens']}-token held-out news document, batch 1, float32, CPU. Median (min–max) of "
                   f"{speed['repeats']} forward passes, the models interleaved in one process; peak memory is what "
                   "one forward pass adds to the resident set, each model in a fresh process (least of three).", "",
-                  "| model | seconds | peak memory |", "|---|---|---|"]
-        for name, r in speed["models"].items():
-            s = r["seconds"]
-            lines.append(f"| {name} | {s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f}) | "
-                         f"{r['peak_bytes'] / 2**20:.0f} MiB |")
-        lines.append("")
+                  table(["model", "seconds", "peak memory"],
+                        [[name, f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})", f"{r['peak_bytes'] / 2**20:.0f} MiB"]
+                         for name, r in speed["models"].items() for s in [r["seconds"]]]), ""]
     lines += ["## Reproduce", "", "```bash", "python -m experiments.conversion.compute   # resumable",
               "python -m experiments.conversion.render    # tables and plots from results/", "```", ""]
-    (out / "results.md").write_text("\n".join(lines))
+    return "\n".join(lines)
 
 
 def findings_lines(source, by_key, get, speed):
@@ -201,51 +199,38 @@ def findings_lines(source, by_key, get, speed):
 
 
 def make_plots(out, results, rows):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    names = {"cosine": "cosine_by_length.png", "layers": "layer_error.png", "retrieval": "retrieval.png"}
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5), sharey=True)
     bins = np.unique(np.round(np.geomspace(8, LONG_N, 22)).astype(int))
-    for ax, selection, title in (
-            (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"], "n = 512, window_mean, by k"),
-            (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))], "init, n = 512 k = 128 and n = 4096 k = 256")):
-        for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
-            lengths, values = np.array(r["cosine_by_text"]).T
-            which = np.digitize(lengths, bins)
-            xs = [np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)]
-            ys = [values[which == b].mean() for b in np.unique(which)]
-            label = f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}"
-            ax.plot(xs, ys, marker="o", ms=3, label=label)
-        ax.set_xscale("log")
-        ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
-        ax.set_xlabel("input length (tokens)")
-        ax.set_title(title)
+    with figure(out / PLOTS["cosine"], 1, 2, figsize=(12, 4.5), sharey=True) as (fig, axes):
+        for ax, selection, title in (
+                (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"], "n = 512, window_mean, by k"),
+                (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))], "init, n = 512 k = 128 and n = 4096 k = 256")):
+            for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
+                lengths, values = np.array(r["cosine_by_text"]).T
+                which = np.digitize(lengths, bins)
+                xs = [np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)]
+                ys = [values[which == b].mean() for b in np.unique(which)]
+                label = f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}"
+                ax.plot(xs, ys, marker="o", ms=3, label=label)
+            ax.set_xscale("log")
+            ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
+            ax.set_xlabel("input length (tokens)")
+            ax.set_title(title)
+            ax.legend(fontsize=7)
+        axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
+
+    with figure(out / PLOTS["layers"], figsize=(7, 4.5)) as (fig, ax):
+        for r in rows:
+            if r["init"] != "window_mean":
+                continue
+            bucket = "k..512" if r["n"] == SOURCE_N else ">512"
+            errors = r.get("layer_error", {}).get(bucket)
+            if errors:
+                ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel("relative error of hidden states")
+        ax.set_title("window_mean, texts longer than k")
         ax.legend(fontsize=7)
-    axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
-    fig.tight_layout()
-    fig.savefig(out / names["cosine"], dpi=110)
-    plt.close(fig)
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for r in rows:
-        if r["init"] != "window_mean":
-            continue
-        bucket = "k..512" if r["n"] == SOURCE_N else ">512"
-        errors = r.get("layer_error", {}).get(bucket)
-        if errors:
-            ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
-    ax.set_xlabel("layer (0 = embeddings)")
-    ax.set_ylabel("relative error of hidden states")
-    ax.set_title("window_mean, texts longer than k")
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(out / names["layers"], dpi=110)
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(9, 4.5))
     labels, recall, mrr = [], [], []
     for key, label in (("truncated", "source 512"), ("windows", "source windows"), ("extended", "source ext. 4096")):
         r = results.get("source", {}).get("retrieval", {}).get(key)
@@ -256,16 +241,13 @@ def make_plots(out, results, rows):
             labels.append(f"n={r['n']} k={r['k']}\n{r['init']}")
             recall.append(r["retrieval"]["recall_at_1"])
             mrr.append(r["retrieval"]["mrr"])
-    x = np.arange(len(labels))
-    ax.bar(x - 0.2, recall, 0.4, label="recall@1")
-    ax.bar(x + 0.2, mrr, 0.4, label="MRR")
-    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
-    ax.legend()
-    ax.set_title("retrieval of held-out articles > 1,024 tokens from a 64-token span beyond token 512")
-    fig.tight_layout()
-    fig.savefig(out / names["retrieval"], dpi=110)
-    plt.close(fig)
-    return names
+    with figure(out / PLOTS["retrieval"], figsize=(9, 4.5)) as (fig, ax):
+        x = np.arange(len(labels))
+        ax.bar(x - 0.2, recall, 0.4, label="recall@1")
+        ax.bar(x + 0.2, mrr, 0.4, label="MRR")
+        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+        ax.legend()
+        ax.set_title("retrieval of held-out articles > 1,024 tokens from a 64-token span beyond token 512")
 
 
 def main(argv=None):

@@ -7,8 +7,8 @@ results/. Nothing is measured here.
 
 Every comparison of the student with the windows is paired (the same queries, articles or documents) and
 carries a 95% bootstrap interval of the difference (10,000 resamples; retrieval queries are resampled by
-document, since the three queries of one document are not independent). A difference whose interval holds
-0 is a tie.
+document, since the three queries of one document are not independent), judged in benchmarks/reporting.py's
+words: "the student is above" is met, missed, or undecided (a tie) when the interval holds 0.
 """
 
 import argparse
@@ -16,6 +16,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from benchmarks.reporting import MET, MISSED, UNDECIDED, paired_bootstrap, splice, status, table, verdict
 from experiments.long_documents.release import training_facts  # the release card reads the same log
 
 HERE = Path(__file__).resolve().parent
@@ -85,22 +86,11 @@ def outcomes(result, task):
     return (ranks == 1).astype(float), np.arange(len(ranks)) // per_doc
 
 
-def paired_bootstrap(a, b, clusters, resamples=10_000, seed=0):
-    """Mean of a - b and its 95% percentile interval, resampling clusters with replacement."""
-    rng = np.random.default_rng(seed)
-    ids, which = np.unique(clusters, return_inverse=True)
-    sums, counts = np.bincount(which, weights=a - b), np.bincount(which)
-    picks = rng.integers(0, len(ids), size=(resamples, len(ids)))
-    stats = sums[picks].sum(1) / counts[picks].sum(1)
-    return float((a - b).mean()), float(np.percentile(stats, 2.5)), float(np.percentile(stats, 97.5))
-
-
 def compare(results, task, ours="student", theirs="windows"):
     a, clusters = outcomes(results[ours], task)
     b, _ = outcomes(results[theirs], task)
     diff, low, high = paired_bootstrap(a, b, clusters)
-    verdict = "beats" if low > 0 else ("trails" if high < 0 else "ties")
-    return dict(ours=float(a.mean()), theirs=float(b.mean()), diff=diff, low=low, high=high, verdict=verdict,
+    return dict(ours=float(a.mean()), theirs=float(b.mean()), diff=diff, low=low, high=high, verdict=verdict(low, high),
                 items=len(a), clusters=int(len(np.unique(clusters))))
 
 
@@ -127,13 +117,13 @@ def goals(results, cost):
                        ("moby_retrieval", "a long-document task never trained on (Moby-Dick chapter retrieval, "
                                           "recall@1): beats windows")):
         c = compare(results, task)
-        rows.append(dict(goal=goal, measured=fmt_compare(c), met=c["verdict"] == "beats"))
+        rows.append(dict(goal=goal, measured=fmt_compare(c), met=c["verdict"] == MET))
     for kind in SYNTHETIC:
         c = compare(results, f"{kind}_4096")
         shorter = "; ".join(f"{n}: {outcomes(results['student'], f'{kind}_{n}')[0].mean():.2f} vs "
                             f"{outcomes(results['windows'], f'{kind}_{n}')[0].mean():.2f}" for n in LENGTHS[:-1])
         rows.append(dict(goal=f"{kind} retrieval at 4k tokens (LongEmbed-style, accuracy@1): beats windows",
-                         measured=f"{fmt_compare(c)} ({shorter})", met=c["verdict"] == "beats"))
+                         measured=f"{fmt_compare(c)} ({shorter})", met=c["verdict"] == MET))
     c = compare(results, "rt_probe")
     longest = results["student"]["tasks"]["rt_probe"].get("longest")
     measured = f"linear probe {100 * c['ours']:.1f} vs {100 * c['theirs']:.1f}"
@@ -158,25 +148,21 @@ def goals(results, cost):
 
 
 def verdicts(results, ours, theirs, them="them", list_ties=True):
-    """One sentence: the tasks on which `ours` beats, ties or trails `theirs`, each with its difference and
-    interval (rt_probe in points; short_fidelity is a goal row, not a comparison). Without `list_ties`, ties are
-    counted, not listed (the ablations: what matters there is where they differ)."""
-    groups = {"beats": [], "ties": [], "trails": []}
+    """One sentence: the tasks on which `ours` is above `theirs` (met), below (missed) or neither (undecided), each
+    with its difference and interval (short_fidelity is a goal row, not a comparison). Without `list_ties`, the
+    undecided are counted, not listed (the ablations: what matters there is where they differ)."""
+    groups = {MET: [], UNDECIDED: [], MISSED: []}
     for task in results[ours]["tasks"]:
         if task == "short_fidelity" or task not in results[theirs]["tasks"]:
             continue
         c = compare(results, task, ours, theirs)
         groups[c["verdict"]].append(f"{task} ({c['ours']:.3f} vs {c['theirs']:.3f}, {c['diff']:+.3f} "
                                     f"[{c['low']:+.3f}, {c['high']:+.3f}])")
-    n_ties, other = len(groups["ties"]), "the other" if groups["beats"] or groups["trails"] else "all"
-    ties = ", ".join(groups["ties"]) if list_ties else f"{other} {n_ties} task" + "s" * (n_ties != 1)
-    parts = []
-    for verb, items in ((f"beats {them} on", ", ".join(groups["beats"])),
-                        ("trails on", ", ".join(groups["trails"])),
-                        ("ties on", ties if groups["ties"] else "")):
-        if items:
-            parts.append(f"{verb} {items}")
-    return "; ".join(parts) if parts else "no task in common"
+    n_ties, other = len(groups[UNDECIDED]), "the other" if groups[MET] or groups[MISSED] else "all"
+    ties = ", ".join(groups[UNDECIDED]) if list_ties else f"{other} {n_ties} task" + "s" * (n_ties != 1)
+    parts = [f"{word} on {items}" for word, items in ((MET, ", ".join(groups[MET])), (MISSED, ", ".join(groups[MISSED])),
+                                                      (UNDECIDED, ties if groups[UNDECIDED] else "")) if items]
+    return f"is above {them}: " + "; ".join(parts) if parts else "has no task in common"
 
 
 def summary(results, rows):
@@ -189,12 +175,8 @@ def summary(results, rows):
         if name in results:
             text.append(f"Against the {SYSTEMS[name]}, it "
                         f"{verdicts(results, 'student', name, them='it', list_ties=False)}.")
-    return " ".join(text) + " (Difference [95% paired-bootstrap interval]; an interval holding 0 is a tie.)"
-
-
-def table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(str(x) for x in row) + " |" for row in rows])
+    return " ".join(text) + (f" (Difference [95% paired-bootstrap interval]; {MET}: the interval lies above 0, "
+                             f"{MISSED}: below it, {UNDECIDED}: it holds 0, a tie.)")
 
 
 def along_training(results_dir):
@@ -225,7 +207,7 @@ def render(results, cost, facts, along=()):
         "## Goals",
         "",
         table(["goal", "measured (student vs windows)", "status"],
-              [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows]),
+              [[r["goal"], r["measured"], status(r["met"])] for r in rows]),
         "",
         summary(results, rows),
         "",
@@ -253,7 +235,7 @@ def render(results, cost, facts, along=()):
     for name, (title, why, _) in ABLATIONS.items():
         if name in results:
             lines += [f"## {title}", "", why + " Paired as above.", "",
-                      table(["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "verdict"],
+                      table(["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "student above it"],
                             [[task, fmt_compare(c), c["verdict"]] for task in student["tasks"]
                              if task != "short_fidelity" and task in results[name]["tasks"]
                              for c in [compare(results, task, "student", name)]]), ""]
@@ -282,46 +264,39 @@ def render(results, cost, facts, along=()):
     return "\n".join(lines), rows
 
 
-BEGIN, END = "<!-- long-documents goals: generated by experiments/long_documents/report.py -->", "<!-- end -->"
+SOURCE = "python -m experiments.long_documents.report"  # the marker of its block in model_card.md
 
 
-def update_goals_block(path, rows, words=""):
-    """Replace what lies between the markers of `path` (model_card.md) with this report's goals table
-    and `words`, its summary."""
-    text = Path(path).read_text(encoding="utf-8")
-    if BEGIN not in text:
-        raise SystemExit(f"report.py: {path} has no goals block (a line {BEGIN!r}, then the table, then {END!r})")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
+def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
+    """{path: text} of every page this report writes: results.md, results.json (the goals and the training facts
+    the release card reads) and the goals block of each page in `update` (model_card.md)."""
+    results = load(results_dir)
+    cost = results.pop("cost", None)
+    facts = training_facts(run) if run and (Path(run) / "metrics.jsonl").is_file() else None
+    recorded = Path(out) / "results.json"
+    if facts is None and recorded.is_file():  # the run folder is gone: the facts its log gave, as recorded
+        facts = json.loads(recorded.read_text()).get("training")
+    text, rows = render(results, cost, facts, along_training(results_dir))
+    words = summary(results, rows)
     block = table(["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"],
-                  [[r["goal"], r["measured"], "met" if r["met"] else "**missed**"] for r in rows])
-    if words:
-        block += "\n\n" + words
-    Path(path).write_text(f"{head}{BEGIN}\n{block}\n{END}{tail}", encoding="utf-8")
+                  [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + words
+    return {Path(out) / "results.md": text,
+            Path(out) / "results.json": json.dumps({"goals": rows, "summary": words, "training": facts}, indent=1) + "\n",
+            **{Path(path): splice(Path(path).read_text(encoding="utf-8"), SOURCE, block) for path in update}}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--results", default=str(HERE / "results"))
+    parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--run", help="the training run folder (its metrics.jsonl)")
-    parser.add_argument("--out", default=str(HERE))
+    parser.add_argument("--out", type=Path, default=HERE)
     parser.add_argument("--update", nargs="*", default=[], help="files whose goals block to regenerate "
                                                                  "(model_card.md)")
     args = parser.parse_args(argv)
-    results = load(args.results)
-    cost = results.pop("cost", None)
-    facts = training_facts(args.run) if args.run and (Path(args.run) / "metrics.jsonl").is_file() else None
-    recorded = Path(args.out) / "results.json"
-    if facts is None and recorded.is_file():  # the run folder is gone: the facts its log gave, as recorded
-        facts = json.loads(recorded.read_text()).get("training")
-    text, rows = render(results, cost, facts, along_training(args.results))
-    (Path(args.out) / "results.md").write_text(text)
-    (Path(args.out) / "results.json").write_text(json.dumps({"goals": rows, "summary": summary(results, rows),
-                                                             "training": facts}, indent=1) + "\n")
-    words = summary(results, rows)
-    for path in args.update:
-        update_goals_block(path, rows, words)
-    print(f"wrote {Path(args.out) / 'results.md'}" + "".join(f", {p}" for p in args.update))
+    written = pages(args.results, args.out, args.run, args.update)
+    for path, text in written.items():
+        path.write_text(text, encoding="utf-8")
+    print("wrote " + ", ".join(map(str, written)))
 
 
 if __name__ == "__main__":

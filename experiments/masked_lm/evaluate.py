@@ -30,6 +30,7 @@ from datasets import Dataset
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
+from benchmarks.reporting import paired_bootstrap
 from experiments.masked_lm.run import DATA, LONG_N, N, RELEASE, RUNS_DIR
 from experiments.shared import REPO
 from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
@@ -127,30 +128,27 @@ def summary(units):
 
 
 def paired_ratio(units, reference_units, seed=0):
-    """Perplexity ratio over the same masked tokens and its 95% bootstrap interval (units resampled whole)."""
-    loss = np.array([u[:, 0].sum() for u in units])
-    reference = np.array([u[:, 0].sum() for u in reference_units])
-    counts = np.array([len(u) for u in units])
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, len(units), size=(BOOTSTRAP, len(units)))
-    ratios = np.exp((loss[draws].sum(1) - reference[draws].sum(1)) / counts[draws].sum(1))
-    low, high = np.percentile(ratios, [2.5, 97.5])
-    return {"ratio": float(math.exp((loss.sum() - reference.sum()) / counts.sum())), "low": float(low),
-            "high": float(high), "units": len(units)}
+    """Perplexity ratio over the same masked tokens and its 95% bootstrap interval (units resampled whole): the
+    paired bootstrap of the loss difference per token, through exp."""
+    loss, reference, clusters = per_token(units, reference_units, 0)
+    mean, low, high = paired_bootstrap(loss, reference, clusters, BOOTSTRAP, seed)
+    return {"ratio": math.exp(mean), "low": math.exp(low), "high": math.exp(high), "units": len(units)}
 
 
 def paired_accuracy(units, reference_units, seed=0):
     """Top-1 and top-5 differences (model - reference) over the same masked tokens, 95% bootstrap intervals with
     units resampled whole."""
-    hits = np.array([u[:, 1:3].sum(0) for u in units])
-    reference = np.array([u[:, 1:3].sum(0) for u in reference_units])
-    counts = np.array([len(u) for u in units])
-    draws = np.random.default_rng(seed).integers(0, len(units), size=(BOOTSTRAP, len(units)))
-    differences = (hits[draws].sum(1) - reference[draws].sum(1)) / counts[draws].sum(1)[:, None]
-    low, high = np.percentile(differences, [2.5, 97.5], axis=0)
-    whole = (hits.sum(0) - reference.sum(0)) / counts.sum()
-    return {f"top{k}": {"difference": float(whole[i]), "low": float(low[i]), "high": float(high[i])}
-            for i, k in enumerate((1, 5))} | {"units": len(units)}
+    out = {"units": len(units)}
+    for column, k in ((1, 1), (2, 5)):
+        mean, low, high = paired_bootstrap(*per_token(units, reference_units, column), BOOTSTRAP, seed)
+        out[f"top{k}"] = {"difference": mean, "low": low, "high": high}
+    return out
+
+
+def per_token(units, reference_units, column):
+    """One column of every unit's (loss, top1, top5) rows, for the model and the reference, and each token's unit."""
+    return (np.concatenate([u[:, column] for u in units]), np.concatenate([u[:, column] for u in reference_units]),
+            np.concatenate([np.full(len(u), i) for i, u in enumerate(units)]))
 
 
 def main(argv=None):

@@ -1,0 +1,78 @@
+"""benchmarks/reporting.py, and every results page as its renderer writes it from the committed records: a page
+whose figures drift from its records (or a renderer that drifts from its page) fails here."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from benchmarks import reporting
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_table_is_one_row_a_line():
+    assert reporting.table(["a", "b"], [[1, "x"], [2.5, None]]) == "| a | b |\n|---|---|\n| 1 | x |\n| 2.5 | None |"
+
+
+def test_paired_bootstrap_is_exact_on_constant_differences_and_wider_with_clusters():
+    a = np.array([1.0, 0.0, 1.0, 1.0])
+    assert reporting.paired_bootstrap(a, a) == (0.0, 0.0, 0.0)
+    assert reporting.paired_bootstrap(a, a - 1) == (1.0, 1.0, 1.0)
+    rng = np.random.default_rng(0)
+    a, b = (rng.random(600) < 0.6).astype(float), (rng.random(600) < 0.5).astype(float)
+    diff, low, high = reporting.paired_bootstrap(a, b)
+    assert diff == pytest.approx((a - b).mean()) and low < diff < high
+    # The normal approximation of the same interval, within its Monte Carlo error.
+    half = 1.96 * (a - b).std() / np.sqrt(600)
+    assert low == pytest.approx(diff - half, abs=0.01) and high == pytest.approx(diff + half, abs=0.01)
+    # Three queries per document that always agree: resampling documents, not queries, widens the interval.
+    doc_a, doc_b = np.repeat(a[:200], 3), np.repeat(b[:200], 3)
+    _, by_doc_low, by_doc_high = reporting.paired_bootstrap(doc_a, doc_b, np.arange(600) // 3)
+    _, by_item_low, by_item_high = reporting.paired_bootstrap(doc_a, doc_b)
+    assert by_doc_high - by_doc_low > 1.4 * (by_item_high - by_item_low)
+
+
+def test_verdict_is_met_missed_or_undecided_by_where_the_interval_lies():
+    met, missed, undecided = reporting.MET, reporting.MISSED, reporting.UNDECIDED
+    assert [reporting.verdict(low, high) for low, high in ((0.1, 0.2), (-0.2, -0.1), (-0.1, 0.1), (0.0, 0.2))] == \
+        [met, missed, undecided, undecided]
+    assert [reporting.verdict(low, high, 1.05, above=False) for low, high in ((1.0, 1.04), (1.06, 1.1), (1.0, 1.1))] \
+        == [met, missed, undecided]
+    assert reporting.verdict(3.0, 3.0, 5.0, above=False) == met  # no interval: the estimate alone
+    assert (reporting.status(True), reporting.status(False)) == (met, missed)
+
+
+def test_splice_rewrites_only_between_its_markers():
+    begin = reporting.BEGIN.format("python -m x: table")
+    page = f"before\n{begin}\nold\n{reporting.END}\nafter\n"
+    assert reporting.splice(page, "python -m x: table", "new") == f"before\n{begin}\nnew\n{reporting.END}\nafter\n"
+    with pytest.raises(SystemExit, match="no block"):
+        reporting.splice("no markers", "python -m x: table", "new")
+
+
+def pages_of(name):
+    """{path: text} of every page a renderer writes, from the committed records only (no runs folder)."""
+    if name == "quality":
+        from experiments.quality import render
+        return render.pages(render.load())
+    if name == "long_documents":
+        from experiments.long_documents import report
+        return report.pages(update=[REPO / "model_card.md"])
+    if name == "masked_lm":
+        from experiments.masked_lm import report
+        return {report.HERE / "results.md": report.page()}
+    if name == "conversion":
+        from experiments.conversion import render
+        from experiments.shared import load_all
+        return {render.HERE / "results.md": render.page(load_all(render.HERE))}
+    from benchmarks import harness, report
+    results = report.load(harness.RESULTS)
+    return {Path(report.INDEX): report.index(results, harness.RESULTS),
+            Path(report.DOC): report.fill(Path(report.DOC).read_text(), results)}
+
+
+@pytest.mark.parametrize("name", ["quality", "long_documents", "masked_lm", "conversion", "benchmarks"])
+def test_every_committed_page_is_what_its_records_render(name):
+    for path, text in pages_of(name).items():
+        assert path.read_text(encoding="utf-8") == text, f"{path} differs from what its records render"
