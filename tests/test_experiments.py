@@ -286,6 +286,12 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
         assert point["perplexity"] == next(p["perplexity"] for p in extended["curve"] if p["step"] == int(steps))
     log = (root / f"runs/extended/{name}.pretrain.log").read_text()
     assert log.count("Resumed from") == 2, log[-3000:]
+    assert run_script(root, "render").returncode == 0
+    report = (root / "experiments/quality/results.md").read_text()
+    assert "## Longer: delay or ceiling (issue 47)" in report
+    row = next(line for line in report.splitlines() if line.startswith(f"| {name} | no, CPU, 1 thread |"))
+    assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "4", "6")] == [True] * 3
+    assert row.endswith("undecided: not within 6 updates |")  # no extended baseline to reach here
     again = run_script(root, "run_study", "--extend", "--only", name)
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
     # Only the runs of study.EXTENDED extend, and --mixed_precision belongs to --extend.

@@ -52,6 +52,7 @@ class Records:
     results: list
     pilots: list
     exact: dict
+    extended: dict
     paper: dict
     reference: dict
     groups: dict = field(default_factory=lambda: defaultdict(list))  # configuration -> its runs (pretraining seeds)
@@ -88,6 +89,8 @@ def load(folder=HERE / "results"):
         pilots=[read(path, "name", "what", "curve") for path in sorted((folder / "pilots").glob("*.json"))],
         exact={r["name"]: r for r in (read(path, "name", "finetune")
                                       for path in sorted((folder / "exact_rt").glob("*.json")))},
+        extended={r["name"]: r for r in (read(path, "name", "points", "curve")
+                                         for path in sorted((folder / "extended").glob("*.json")))},
         paper=paper,
         reference={name: json.loads(path.read_text()) for name in ("unigram", "neighbours", "rotten_tomatoes")
                    if (path := folder / f"reference/{name}.json").exists()})
@@ -406,10 +409,67 @@ def pilots(s):
 def missing(s):
     planned = [r["name"] for r in study.RUNS]
     absent = [name for name in planned if name not in {r["name"] for r in s.results}]
-    unfinetuned = [r["name"] for r in s.results if len(r["finetune"]) < len(study.FINETUNE_SEEDS)]
+    unfinetuned = [r["name"] for r in s.results
+                   if len(r["finetune"]) < len(study.FINETUNE_SEEDS) and r["run"]["model_type"] != "peer"]
     return ["", "## Missing", "",
             f"- not pretrained yet ({len(absent)} of {len(planned)}): " + (", ".join(absent) or "none"),
             f"- fewer than {len(study.FINETUNE_SEEDS)} finetuning seeds: " + (", ".join(unfinetuned) or "none")]
+
+
+def reached(curve, level):
+    """The first update at which a validation curve is at or below `level`, or None."""
+    return next((p["step"] for p in curve if p["perplexity"] <= level), None)
+
+
+def longer_verdict(r, base_level, gaps):
+    """Delay: the run reaches the baseline's perplexity at the study's budget within the extension. Ceiling: it
+    has not by the last stop and its gap to the baseline did not shrink over the last stretch. Undecided: neither."""
+    last = max(study.EXTENDED_STEPS)
+    at = None if base_level is None else reached(r["curve"], base_level)
+    if at is not None:
+        return f"delay: the baseline's {study.PRETRAIN['max_steps']:,}-update perplexity after {at:,} updates"
+    done = str(last) in r["points"]
+    known = [g for g in gaps if g is not None]
+    if done and len(known) >= 2 and known[-1] >= known[-2]:
+        return f"ceiling: not within {last:,} updates, and the gap did not shrink over the last stretch"
+    return f"undecided: not within {max(map(int, r['points'])):,} updates" + ("" if done else " (still running)")
+
+
+def longer(s):
+    """Issue 47: the extended runs at each stop, against the baseline's extended run at the same stop."""
+    steps = study.EXTENDED_STEPS
+    lines = ["", "## Longer: delay or ceiling (issue 47)", "",
+             f"The runs of `study.EXTENDED` trained again from their first update and stopped at "
+             f"{', '.join(f'{t:,}' for t in steps)} updates (`run_study.py --extend`; `results/extended/`). At each "
+             f"stop: validation perplexity, its gap to the baseline's at the same stop, and the Rotten Tomatoes "
+             f"accuracy (mean over finetuning seeds). One pretraining seed each. Verdict: delay if a Linformer reaches "
+             f"the baseline's perplexity at {study.PRETRAIN['max_steps']:,} updates within the extension (the update "
+             f"is given); ceiling if it has not by the last stop and its gap did not shrink over the last stretch; "
+             f"undecided otherwise.", ""]
+    if not s.extended:
+        return lines + ["No extended run has reached a stop yet.", ""]
+    base = s.extended.get(f"{BASELINE}_s0")
+    base_level = base["points"].get(str(study.PRETRAIN["max_steps"]), {}).get("perplexity") if base else None
+    rows = []
+    for name, r in s.extended.items():
+        points = [r["points"].get(str(t)) for t in steps]
+        base_points = [base["points"].get(str(t)) if base else None for t in steps]
+        gaps = [gap(p["perplexity"], b["perplexity"]) if p and b else None for p, b in zip(points, base_points)]
+        accuracy = [statistics.mean(f["accuracy"] for f in p["finetune"].values()) if p and p["finetune"] else None
+                    for p in points]
+        rows.append([name, f"{r['mixed_precision']}, {next(p['hardware'] for p in points if p)}",
+                     *[f"{p['perplexity']:.1f}" if p else "-" for p in points],
+                     *["-" if g is None else f"{g:+.1f}%" for g in gaps],
+                     *["-" if a is None else f"{100 * a:.1f}" for a in accuracy],
+                     "baseline" if r is base else longer_verdict(r, base_level, gaps)])
+    header = ["run", "precision, hardware", *[f"perplexity at {t:,}" for t in steps],
+              *[f"gap at {t:,}" for t in steps], *[f"RT % at {t:,}" for t in steps], "verdict"]
+    lines += [table(header, rows), ""]
+    if base:  # whether the yardstick itself has flattened: its perplexity's fall over each stretch
+        stops = [(t, base["points"][str(t)]["perplexity"]) for t in steps if str(t) in base["points"]]
+        falls = [f"{100 * (1 - b / a):.1f}% from {s0:,} to {s1:,}" for (s0, a), (s1, b) in zip(stops, stops[1:])]
+        lines += [f"The baseline's perplexity fell {'; '.join(falls) or 'over no stretch yet'}.", ""]
+    return lines
 
 
 def commands(s):
@@ -423,7 +483,7 @@ def commands(s):
 
 # The sections of results.md in order; CARD's are also model_card.md's results section.
 CARD = [budget, configurations, targets, exact_short_path, figure3, order_check]
-PAGE = [cost, pilots, missing, commands]
+PAGE = [longer, cost, pilots, missing, commands]
 
 
 def efficiency(bench):
