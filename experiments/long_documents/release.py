@@ -169,9 +169,21 @@ embeddings = model.encode(["a short sentence", "a news article of a few thousand
 Inputs longer than {n} tokens are cut to {n} by sentence-transformers, as it cuts every model's; this folder's
 module (`{ST_MODULE}`) logs one warning per call saying how many tokens were dropped. Split longer documents.
 
-ONNX Runtime: `onnx/model_qint8.onnx` is the int8 graph (weights int8 per channel, dynamic batch and length up to
-{n}; inputs `input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above). The
-fp32 graph is written by `python export_onnx.py --model_name_or_path PATH --overwrite_output_dir true`.
+ONNX Runtime, through sentence-transformers (optimum not needed: this folder's module serves the graph):
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH_OR_HUB_ID", backend="onnx", trust_remote_code=True,
+                            model_kwargs={{"file_name": "onnx/model_qint8.onnx"}})  # int8, in this folder
+embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
+```
+
+`onnx/model_qint8.onnx` is the int8 graph (weights int8 per channel, dynamic batch and length up to {n}; inputs
+`input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above, for ONNX Runtime
+called directly). Without `model_kwargs`, `backend="onnx"` serves the fp32 graph `onnx/model.onnx`, which is not
+in the folder: `python export_onnx.py --model_name_or_path PATH --quantize false --overwrite_output_dir true`
+writes it there (PATH: a local copy of this folder).
 
 The weights are stored in float16 (half the folder) and load in float32 by default, which is the fast choice on
 CPU; on a GPU pass `model_kwargs={{"dtype": torch.float16}}` (or `dtype=torch.float16` to `from_pretrained`).

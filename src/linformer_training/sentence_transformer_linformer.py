@@ -95,7 +95,7 @@ class OnnxModel(torch.nn.Module):
                              f"against PyTorch: {EXPORT.format(folder=model_name_or_path)}")
         file_name = model_kwargs.get("file_name") or ONNX_NAME
         path, source = locate(model_name_or_path, file_name, model_kwargs)
-        session = open_session(path, model_name_or_path, model_kwargs)
+        session = open_session(path, model_kwargs)
         expected = "last_hidden_state" if transformer_task == "feature-extraction" else "logits"
         model = cls(session, config, path, source)
         if model.output != expected:
@@ -165,23 +165,25 @@ def locate(model_name_or_path, file_name, model_kwargs):
     raise OSError(f"{wanted}: ONNX file missing; write it again with: {EXPORT.format(folder=folder)}{offer}")
 
 
-def open_session(path, model_name_or_path, model_kwargs):
-    """An ONNX Runtime session on `path` with the provider asked for (default: the first ONNX Runtime offers, as
-    the stock loader chooses). A truncated or damaged file is one line naming it and the command that writes it
-    (ONNX Runtime's own says only "Protobuf parsing failed")."""
+def open_session(path, model_kwargs):
+    """An ONNX Runtime session on `path` with the provider asked for, else every provider this ONNX Runtime has,
+    in its order (a GPU build's GPU first, the CPU taking what the others do not; the stock loader's first
+    provider alone is, on the plain CPU wheel, AzureExecutionProvider). A truncated or damaged file is one line
+    naming it and the command that writes it (ONNX Runtime's own says only "Protobuf parsing failed")."""
     import onnxruntime
 
     available = onnxruntime.get_available_providers()
-    provider = model_kwargs.get("provider") or available[0]
-    if provider not in available:
+    provider, provider_options = model_kwargs.get("provider"), model_kwargs.get("provider_options")
+    if provider is not None and provider not in available:
         raise ValueError(f"model_kwargs provider={provider!r}: not in this ONNX Runtime ({', '.join(available)})")
+    if provider_options and provider is None:
+        raise ValueError("model_kwargs provider_options: name the provider they are for (model_kwargs provider)")
     options = model_kwargs.get("session_options")
     if options is None:
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
-    provider_options = model_kwargs.get("provider_options")
     try:
-        return onnxruntime.InferenceSession(str(path), options, providers=[provider],
+        return onnxruntime.InferenceSession(str(path), options, providers=[provider] if provider else available,
                                             provider_options=[provider_options] if provider_options else None)
     except Exception as e:  # noqa: BLE001  onnxruntime raises its own exception types
         folder = path.parent.parent if path.parent.name == "onnx" else path.parent
