@@ -104,6 +104,18 @@ def test_save_then_load_gives_the_same_embeddings(kwargs, served, reference, tmp
     assert torch.equal(again.encode(texts, convert_to_tensor=True), before)
 
 
+def test_saving_into_the_folder_it_was_loaded_from_keeps_its_graph(served, reference, tmp_path):
+    texts, _ = reference
+    folder = tmp_path / "copy"
+    shutil.copytree(served, folder)
+    model = load(folder, backend="onnx", model_kwargs=dict(INT8))
+    before = model.encode(texts, convert_to_tensor=True)
+    model.save(str(folder))
+    assert (folder / INT8["file_name"]).read_bytes() == (served / INT8["file_name"]).read_bytes()
+    assert torch.equal(load(folder, backend="onnx", model_kwargs=dict(INT8)).encode(texts, convert_to_tensor=True),
+                       before)
+
+
 def test_a_missing_or_damaged_graph_is_one_line_naming_it_and_the_export_command(served, tmp_path):
     """The message onnx_session gives for the same file (the module cannot import it: remote code), plus, for a
     missing default graph, the graph the folder does have and how to choose it."""

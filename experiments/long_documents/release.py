@@ -13,9 +13,10 @@ The new folder appears only when complete (written beside it, then renamed).
 
 What is not trained is written by `write_untrained`, here and by `--refresh`, which rewrites it in an existing
 release without touching its weights: the remote code (`modeling_linformer.py`, `configuration_linformer.py`
-and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut, from
-src/; tests/test_release.py fails while they differ), the load dtype (float32: the weights are stored in float16
-to halve the folder, but float16 is slow on CPU, where most embedding runs; on a GPU pass dtype=torch.float16),
+and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut and
+serves `backend="onnx"` without optimum, from src/; tests/test_release.py fails while they differ), the load
+dtype (float32: the weights are stored in float16 to halve the folder, but float16 is slow on CPU, where most
+embedding runs; on a GPU pass dtype=torch.float16),
 the int8 ONNX graph `onnx/model_qint8.onnx` (export_onnx.py, checked against PyTorch before it is written) and
 the card, from results.md and the training facts report.py keeps in results.json:
 

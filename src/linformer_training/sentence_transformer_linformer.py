@@ -125,13 +125,19 @@ class OnnxModel(torch.nn.Module):
         are not written: this model never loaded them."""
         save_directory = Path(save_directory)
         (save_directory / "onnx").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.path, save_directory / "onnx" / self.path.name)
+        _copy(self.path, save_directory / "onnx" / self.path.name)
         self.config.save_pretrained(save_directory)
         for name in sorted({ref.split(".")[0] + ".py" for ref in _auto_map_refs(self.config)}):
             code = cached_file(self.source["path"], name, _raise_exceptions_for_missing_entries=False,
                                **self.source["hub"])
             if code is not None:
-                shutil.copyfile(code, save_directory / name)
+                _copy(code, save_directory / name)
+
+
+def _copy(source, target):
+    """A copy, except onto itself (saving into the folder the model was loaded from)."""
+    if not (Path(target).exists() and Path(target).samefile(source)):
+        shutil.copyfile(source, target)
 
 
 def _auto_map_refs(config):
