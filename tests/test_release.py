@@ -5,6 +5,7 @@ a user takes, and the committed folder itself loads and is its teacher, exactly,
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 import torch
 from safetensors import safe_open
 
-from conftest import REPO, write_jsonl
+from conftest import REPO, SHARED_DATA, write_jsonl
 from linformer_hf import LinformerConfig
 
 TEACHER = str(gt_minilm.get_model_path())
@@ -247,3 +248,61 @@ def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_cla
                 case, (pooled - reference[f"{case}.embeddings"]).abs().max().item())
     finally:
         torch.set_num_threads(threads)
+
+
+def held_out_texts(tokenizer, lengths):
+    """Texts of about each of `lengths` tokens (specials included) cut from held-out news articles (no training
+    run read them) put back to back, each piece from its own place."""
+    from experiments.shared import HELDOUT, read_news
+
+    if not (SHARED_DATA / "news").is_dir():
+        pytest.skip(f"the held-out news articles are not in {SHARED_DATA / 'news'}")
+    news = read_news(SHARED_DATA)
+    held_out = [int(line) for line in HELDOUT.read_text().split()][:60]
+    ids = [t for article in tokenizer([news[i]["text"] for i in held_out], add_special_tokens=False)["input_ids"]
+           for t in article]
+    texts, start = [], 0
+    for length in lengths:
+        texts.append(tokenizer.decode(ids[start:start + length - 2]))
+        start += length
+    assert start <= len(ids)
+    return texts
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # the fp32 export of n = 4096 alone takes minutes (10 on a shared 2-core machine)
+@pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
+def test_committed_release_serves_backend_onnx_as_users_write_it(tmp_path):
+    """A copy of the release, its sentence-transformers module as release.py ships it from src/, the fp32 graph
+    written by the documented command: `backend="onnx"` (fp32) and with file_name the committed int8 graph give
+    PyTorch fp32's embeddings (cosine >= 0.9999 and >= 0.99) on held-out texts of every length class up to
+    4096 tokens (and one cut to it, with the warning); saved and loaded again, the same embeddings."""
+    from sentence_transformers import SentenceTransformer
+
+    from experiments.long_documents.release import ST_MODULE
+
+    folder = tmp_path / RELEASE.name
+    shutil.copytree(RELEASE, folder)
+    shutil.copyfile(REPO / "src" / "linformer_training" / ST_MODULE, folder / ST_MODULE)
+    subprocess.run([sys.executable, "export_onnx.py", "--model_name_or_path", str(folder), "--quantize", "false",
+                    "--overwrite_output_dir", "true"], check=True, capture_output=True, cwd=REPO)
+    student = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    lengths = [12, 100, 400, 512, 700, 1500, 3000, 4096, 5000]  # short, exact, projected global slots, cut
+    texts = held_out_texts(student.tokenizer, lengths)
+    measured = [len(ids) for ids in student.tokenizer(texts)["input_ids"]]
+    assert [sum(low < m <= high for m in measured) > 0 for low, high in
+            ((0, 128), (128, 512), (512, 1024), (1024, 2048), (2048, 4096), (4096, 10 ** 6))] == [True] * 6, measured
+    expected = student.encode(texts, convert_to_tensor=True)
+    for kwargs, bar in (({}, 0.9999), ({"file_name": "onnx/model_qint8.onnx"}, 0.99)):
+        served = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True, backend="onnx",
+                                     model_kwargs=dict(kwargs))
+        got = served.encode(texts, convert_to_tensor=True)
+        cosine = torch.nn.functional.cosine_similarity(got, expected)
+        assert cosine.min() >= bar, (kwargs, dict(zip(measured, cosine.tolist())))
+        served.save(str(tmp_path / "saved"))
+        again = SentenceTransformer(str(tmp_path / "saved"), device="cpu", trust_remote_code=True, backend="onnx",
+                                    model_kwargs=dict(kwargs))
+        assert torch.equal(again.encode(texts, convert_to_tensor=True), got)
+        shutil.rmtree(tmp_path / "saved")
+        if not kwargs:  # fp32 (int8 quantizes activations per batch: a text alone and in a batch differ)
+            check_truncation_warning(served, 4096)

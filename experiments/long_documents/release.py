@@ -13,9 +13,10 @@ The new folder appears only when complete (written beside it, then renamed).
 
 What is not trained is written by `write_untrained`, here and by `--refresh`, which rewrites it in an existing
 release without touching its weights: the remote code (`modeling_linformer.py`, `configuration_linformer.py`
-and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut, from
-src/; tests/test_release.py fails while they differ), the load dtype (float32: the weights are stored in float16
-to halve the folder, but float16 is slow on CPU, where most embedding runs; on a GPU pass dtype=torch.float16),
+and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut and
+serves `backend="onnx"` without optimum, from src/; tests/test_release.py fails while they differ), the load
+dtype (float32: the weights are stored in float16 to halve the folder, but float16 is slow on CPU, where most
+embedding runs; on a GPU pass dtype=torch.float16),
 the int8 ONNX graph `onnx/model_qint8.onnx` (export_onnx.py, checked against PyTorch before it is written) and
 the card, from results.md and the training facts report.py keeps in results.json:
 
@@ -170,9 +171,21 @@ embeddings = model.encode(["a short sentence", "a news article of a few thousand
 Inputs longer than {n} tokens are cut to {n} by sentence-transformers, as it cuts every model's; this folder's
 module (`{ST_MODULE}`) logs one warning per call saying how many tokens were dropped. Split longer documents.
 
-ONNX Runtime: `onnx/model_qint8.onnx` is the int8 graph (weights int8 per channel, dynamic batch and length up to
-{n}; inputs `input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above). The
-fp32 graph is written by `python export_onnx.py --model_name_or_path PATH --overwrite_output_dir true`.
+ONNX Runtime, through sentence-transformers (optimum not needed: this folder's module serves the graph):
+
+```python
+from sentence_transformers import SentenceTransformer
+
+model = SentenceTransformer("PATH_OR_HUB_ID", backend="onnx", trust_remote_code=True,
+                            model_kwargs={{"file_name": "onnx/model_qint8.onnx"}})  # int8, in this folder
+embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
+```
+
+`onnx/model_qint8.onnx` is the int8 graph (weights int8 per channel, dynamic batch and length up to {n}; inputs
+`input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above, for ONNX Runtime
+called directly). Without `model_kwargs`, `backend="onnx"` serves the fp32 graph `onnx/model.onnx`, which is not
+in the folder: `python export_onnx.py --model_name_or_path PATH --quantize false --overwrite_output_dir true`
+writes it there (PATH: a local copy of this folder).
 
 The weights are stored in float16 (half the folder) and load in float32 by default, which is the fast choice on
 CPU; on a GPU pass `model_kwargs={{"dtype": torch.float16}}` (or `dtype=torch.float16` to `from_pretrained`).
