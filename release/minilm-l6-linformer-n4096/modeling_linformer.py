@@ -65,11 +65,13 @@ from transformers.models.roberta.modeling_roberta import (
     RobertaSelfOutput,
 )
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs
+from transformers.utils import TransformersKwargs, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
+
+logger = logging.get_logger(__name__)
 
 
 def resample_columns(weight, lengths, width):
@@ -676,6 +678,23 @@ def out_of_range_ids(config, **ids):
     return None
 
 
+def empty_rows(attention_mask):
+    """A warning for mask rows of zeros only, or None. Such a row is allowed (a batch may be padded with empty
+    rows) and gives finite outputs, attention spread evenly over padding, which carry nothing; a caller who did not
+    mean it has lost that sequence, so it is said (once per message). Read only for CPU inputs, as `out_of_range_ids`."""
+    if attention_mask is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return None
+    if attention_mask.device.type != "cpu":
+        return None
+    rows = (attention_mask == 0).all(-1).nonzero().flatten().tolist()
+    if rows:
+        return (f"`attention_mask` row{'s' * (len(rows) > 1)} {', '.join(map(str, rows[:5]))}"
+                f"{' ...' * (len(rows) > 5)} {'are' if len(rows) > 1 else 'is'} all zeros: such a sequence has no "
+                f"token to read, and its outputs (finite, from attention spread over padding) carry nothing. Drop "
+                f"it from the batch, or mark its real tokens 1.")
+    return None
+
+
 class LinformerPreTrainedModel(PreTrainedModel):
     config_class = LinformerConfig
     config: LinformerConfig
@@ -741,6 +760,11 @@ class LinformerModel(LinformerPreTrainedModel):
             if kwargs.get(name) is not None and kwargs.get(name) is not False:
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
+        for name, value in (("input_ids", input_ids), ("attention_mask", attention_mask), ("inputs_embeds", inputs_embeds),
+                            ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if value is not None and not isinstance(value, torch.Tensor):
+                fail(f"`{name}` must be a torch.Tensor, got a {type(value).__name__}; a tokenizer gives tensors with "
+                     "tokenizer(texts, return_tensors=\"pt\"), a list becomes one with torch.tensor(ids).")
         source = input_ids if input_ids is not None else inputs_embeds
         expected = "(batch, sequence)" if input_ids is not None else f"(batch, sequence, hidden_size={self.config.hidden_size})"
         if source.dim() != (2 if input_ids is not None else 3) or (inputs_embeds is not None and
@@ -764,6 +788,9 @@ class LinformerModel(LinformerPreTrainedModel):
                                    position_ids=position_ids)
         if problem:
             fail(problem)
+        empty = empty_rows(attention_mask)
+        if empty:
+            logger.warning_once(f"LinformerModel: {empty}")
 
     @merge_with_config_defaults
     @capture_outputs
