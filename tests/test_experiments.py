@@ -360,7 +360,7 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     assert f"| {first['hardware']} | 6 |" in report  # the Cost table by hardware: the six runs above
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ", "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
-                 "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 2)",
+                 "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 4)",
                  "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):
         assert text in report, text
     assert (root / "experiments/quality/perplexity_curves.png").stat().st_size > 10_000
