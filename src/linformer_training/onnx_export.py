@@ -10,7 +10,6 @@ nothing in the graph depends on the input it was traced with. The files go where
 reproduced PyTorch on lengths on both sides of the exact length and across a padded mixed batch.
 """
 
-import errno
 import os
 import shutil
 import tempfile
@@ -254,8 +253,7 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
         if released is not None:
             checkpoints.write_manifest(released)
     except OSError as e:  # a full disk, a file size limit: nothing half-written is left
-        why = e.strerror or os.strerror(e.errno or errno.EIO)
-        raise UsageError(f"--output_dir {out}: could not write the ONNX files ({why}); nothing was "
+        raise UsageError(f"--output_dir {out}: could not write the ONNX files ({e.strerror or e}); nothing was "
                          f"published") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)

@@ -70,6 +70,7 @@ def run_script(main, prog):
     teardown, where the group's worker thread can wait forever for the interpreter lock that the destructor
     holds: rank 0 of a finished run hung at exit in one test run out of five under load, and its launcher with it.
     """
+    several = int(os.environ.get("WORLD_SIZE", "1")) > 1
     try:
         main()
         code = 0
@@ -81,11 +82,11 @@ def run_script(main, prog):
             print(e.code, file=sys.stderr)
         code = e.code if isinstance(e.code, int) else int(e.code is not None)
     except BaseException:
-        if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        if not several:
             raise  # a single process ends as Python ends any failing program
         traceback.print_exc()
         code = 1
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if several:
         sys.stdout.flush()
         sys.stderr.flush()
         logging.shutdown()
