@@ -69,7 +69,7 @@ if args.exact_short_path:
         p.error("--exact_short_path finetunes the pretrained runs as they are: it takes neither --stage pretrain "
                 "nor --rebuild")
     args.stage = "finetune"
-    runs = [r for r in runs if r["model_type"] == "linformer" and r.get("projection", "linear") == "linear"]
+    runs = [r for r in runs if study.learned_projections(r)]
 if args.extend:
     if args.exact_short_path or args.rebuild or args.stage != "all":
         p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
@@ -232,7 +232,7 @@ def add_checks(r, folder, record, path):
     """What a pretrained model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became;
     each check not yet in `record` is run on `folder` and saved to `path` at once."""
     checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
-    if r["model_type"] == "linformer" and r.get("projection", "linear") == "linear":  # learned E/F to read
+    if study.learned_projections(r):  # learned E/F to read
         checks["projection_check"] = []
     for script, extra in checks.items():
         if script not in record:

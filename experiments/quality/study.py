@@ -88,6 +88,12 @@ def peer(n=None, k=None):
     return {**arch, "model_type": "peer", "sharing": "share_kv"}
 
 
+def learned_projections(arch):
+    """Whether a run has learned E/F (a Linformer with linear projections): what projection_check.py reads and what
+    the exact short path replaces for short inputs."""
+    return arch["model_type"] == "linformer" and arch.get("projection", "linear") == "linear"
+
+
 def name_of(arch):
     """The configuration's name, a run's name without its seed: roberta_n128, linformer_n128_k32_layerwise,
     linformer_n128_k32_layerwise_conv, lucidrains_n128_k32_share_kv."""
