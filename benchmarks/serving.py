@@ -85,8 +85,9 @@ def pool(hidden, mask, owners=None, rows=None):
 
 def export_teacher(path, out):
     """all-MiniLM-L6-v2 (BERT) to ONNX with dynamic batch and length up to 512, and its int8 copy."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
     from transformers import AutoModel
+
+    from linformer_training.onnx_export import quantize_int8
 
     class Hidden(torch.nn.Module):
         def __init__(self, model):
@@ -105,8 +106,7 @@ def export_teacher(path, out):
                                                 "attention_mask": {0: batch, 1: length}})
     os.makedirs(out, exist_ok=True)
     program.save(os.path.join(out, "model.onnx"))
-    quantize_dynamic(os.path.join(out, "model.onnx"), os.path.join(out, "model_qint8.onnx"),
-                     weight_type=QuantType.QInt8, per_channel=True)
+    quantize_int8(os.path.join(out, "model.onnx"), os.path.join(out, "model_qint8.onnx"))
 
 
 def served_folder(model, graphs, out):
