@@ -69,8 +69,9 @@ print("ok")
 
 
 def check_truncation_warning(student, n):
-    """An input over n tokens is cut (as sentence-transformers cuts every model's) and one warning says by how
-    much; inputs that fit say nothing, and the embeddings are the stock module's."""
+    """The release's Transformer module (linformer_training/sentence_transformer_linformer.py): an input over n
+    tokens is cut (as sentence-transformers cuts every model's) and one warning says by how much; inputs that fit
+    say nothing, and the embeddings are the stock module's."""
     import logging
 
     from sentence_transformers.models import Transformer
