@@ -2,9 +2,9 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
 #
-# Rebuild release/minilm-l6-linformer-n4096 (`make release`): convert all-MiniLM-L6-v2 (n = 4096, exact up to 512
-# tokens; longer inputs read 512-token windows exactly plus k = 128 gated global slots; rank-16 long-input
-# adapters), train the long path (configs/distill/minilm_n4096.yaml), evaluate against the teacher's windows,
+# Rebuild release/minilm-l6-linformer-n4096 (`make release`): convert all-MiniLM-L6-v2 (the teacher exactly on
+# what it reads; longer inputs read the teacher's windows exactly plus gated global slots; long-input adapters: the
+# convert command below), train the long path (configs/distill/minilm_n4096.yaml), evaluate against the teacher's windows,
 # write the fp16 release folder. Every step is resumable or kept once done. Needs ../shared/data (news, Rotten
 # Tomatoes); about an hour on 2 CPU cores (the training half an hour).
 set -euo pipefail
