@@ -1,8 +1,19 @@
-"""The snippets users copy from README.md, model_card.md, docs/ and the release cards. A Linformer folder carries
-its code as remote code, and without `trust_remote_code=True` transformers stops at an interactive "[y/N]"
-prompt (AutoTokenizer too: it reads the folder's config first), where a script run at a terminal waits."""
+"""The docs say what is true of the code.
 
+- The snippets users copy from README.md, model_card.md, docs/ and the release cards trust remote code: a Linformer
+  folder carries its code as remote code, and without `trust_remote_code=True` transformers stops at an interactive
+  "[y/N]" prompt (AutoTokenizer too: it reads the folder's config first), where a script run at a terminal waits.
+- Every flag, repository file and make target the docs name exists (read from the code, not imported: fast).
+- Every module has its tests where docs/development.md says.
+- A release's design numbers (n, k, window, adapter rank), wherever written, are its config.json's."""
+
+import ast
+import fnmatch
+import glob
+import json
+import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
@@ -46,3 +57,396 @@ def test_the_check_finds_an_untrusted_loader():
     code = 'tok = AutoTokenizer.from_pretrained(name)\nm = AutoModel.from_pretrained(\n    name, trust_remote_code=True)\n'
     assert list(calls(code)) == ["AutoTokenizer.from_pretrained(name)",
                                  "AutoModel.from_pretrained(\n    name, trust_remote_code=True)"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Flags, files and make targets the docs name must exist. Read from the code without importing it (milliseconds):
+# a script's flags are its dataclass fields, as HfArgumentParser makes them; a module's are its add_argument calls.
+# ---------------------------------------------------------------------------------------------------------------
+
+DOC_PAGES = [REPO / "README.md", REPO / "model_card.md", *sorted((REPO / "docs").glob("*.md")),
+             REPO / "benchmarks" / "README.md", *sorted((REPO / "experiments").glob("**/README.md"))]
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", flags=re.S | re.M)
+SPAN = re.compile(r"`([^`\n]+)`")
+FLAG = re.compile(r"(?<![\w-])--[A-Za-z][\w.-]*[\w]")
+# Flags of other tools that the docs name in prose (in a command, a tool's flags are told apart by the command).
+OTHER_TOOLS = {"--cpu": "accelerate launch", "--multi_gpu": "accelerate launch", "--num_processes": "accelerate launch",
+               "--use_fsdp": "accelerate launch", "--no-index": "pip install", "--no-deps": "pip install",
+               "--target": "pip install", "--private": "hf upload"}
+# Spellings the docs name as refused (docs/training.md: the old names of renamed flags).
+REFUSED = {"--keep_last_checkpoints", "--model.KEY"}
+# Repository paths the docs name before they exist: what a command writes that is not committed yet. Each must not
+# exist, so that when it is committed this entry goes, and with it what the docs say about its absence.
+NOT_YET = {"benchmarks/results/gpu": "make gpu-check writes it; no GPU check result is committed yet"}
+
+
+def _python_files():
+    return [*REPO.glob("*.py"), *(REPO / "src" / "linformer_training").glob("*.py")]
+
+
+def script_flags():
+    """{script: flags} for the top-level scripts: `parse_args(Class, ...)` (linformer_training/arguments.py) gives
+    --config and, per dataclass field of Class and its bases, --NAME, --NAME-WITH-DASHES and --no_NAME (booleans)."""
+    classes = {}
+    for path in _python_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                own = [s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and
+                       isinstance(s.target, ast.Name) and "ClassVar" not in ast.unparse(s.annotation)]
+                classes[node.name] = ([b.id for b in node.bases if isinstance(b, ast.Name)], own)
+
+    def fields(name):
+        bases, own = classes.get(name, ((), ()))
+        return set(own).union(*(fields(base) for base in bases))
+
+    flags = {}
+    for path in REPO.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "parse_args" and node.args:
+                names = fields(node.args[0].id)
+                flags[path.name] = {"--config", "--help"} | {f"--{form}" for name in names for form in
+                                                            (name, name.replace("_", "-"), f"no_{name}")}
+    return flags
+
+
+def module_file(name):
+    """The file of a module of benchmarks/ or experiments/ (`benchmarks.inference` or `benchmarks/inference.py`)."""
+    path = REPO / (name[:-3] if name.endswith(".py") else name.replace(".", "/"))
+    path = path.with_suffix(".py")
+    return path if path.is_file() and path.relative_to(REPO).parts[0] in ("benchmarks", "experiments") else None
+
+
+def argparse_flags(path):
+    """The flags of an argparse module: its add_argument calls and those of the project modules it imports."""
+    flags, todo, seen = {"--help"}, [path], set()
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        for node in ast.walk(ast.parse(current.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "add_argument":
+                flags |= {a.value for a in node.args if isinstance(a, ast.Constant) and str(a.value).startswith("--")}
+            elif current == path and isinstance(node, (ast.Import, ast.ImportFrom)):
+                base = getattr(node, "module", None) or ""
+                for alias in node.names:
+                    for name in (base, alias.name, f"{base}.{alias.name}"):
+                        if module_file(name.strip(".")):
+                            todo.append(module_file(name.strip(".")))
+    return flags
+
+
+class Programs:
+    """What each program the docs can name accepts; None for a program that is not this project's."""
+
+    def __init__(self):
+        self.scripts = script_flags()
+        self.cache = {}
+
+    def flags(self, name):
+        if name in self.scripts:
+            return self.scripts[name]
+        path = module_file(name)
+        if path is None:
+            return None
+        if path not in self.cache:
+            self.cache[path] = argparse_flags(path)
+        return self.cache[path]
+
+    def named_in(self, text):
+        names = re.findall(r"(?<![\w/.-])((?:[\w-]+/)*[\w-]+\.py)\b|\b((?:benchmarks|experiments)\.[\w.]*\w)", text)
+        return {a or b for a, b in names if self.flags(a or b) is not None}
+
+
+def make_targets():
+    return set(re.findall(r"^([A-Za-z][\w-]*)\s*:(?!=)", (REPO / "Makefile").read_text(), flags=re.M))
+
+
+def command_lines(text):
+    """Each line of a fenced block (continuations joined) or an inline code span, as shell tokens."""
+    chunks = [block.replace("\\\n", " ") for block in FENCE.findall(text)] + SPAN.findall(FENCE.sub("", text))
+    for chunk in chunks:
+        for line in chunk.splitlines():
+            line = line.split(" #")[0]
+            try:
+                lexer = shlex.shlex(line, posix=True, punctuation_chars=";&|")
+                lexer.whitespace_split = True
+                tokens = list(lexer)
+            except ValueError:  # an unbalanced quote in prose-like code
+                tokens = line.split()
+            command = []
+            for token in tokens + [";"]:
+                if token in (";", "&&", "||", "|", "&"):
+                    if command:
+                        yield command
+                    command = []
+                else:
+                    command.append(token)
+
+
+def placeholder(name):
+    """`benchmarks.NAME`, `tests/test_NAME.py`, `OUTPUT_DIR/checkpoints`: a word in capitals stands for any."""
+    return any(re.fullmatch(r"[A-Z]{2,}", part) for part in re.split(r"[./_-]", name))
+
+
+def command_problems(text, programs, targets):
+    """Commands naming a script or module that does not exist, a flag their program does not accept, or a make
+    target the Makefile lacks. Yields (problem, the command)."""
+    for tokens in command_lines(text):
+        while tokens and re.fullmatch(r"[A-Za-z_]\w*=\S*", tokens[0]):  # VAR=value before the command
+            tokens = tokens[1:]
+        if tokens[:1] == ["make"]:
+            for target in tokens[1:]:
+                if not target.startswith("-") and "=" not in target and target not in targets:
+                    yield f"make target {target!r} is not in the Makefile", " ".join(tokens)
+            continue
+        for i, token in enumerate(tokens):
+            if token == "-m" and i + 1 < len(tokens):  # python -m MODULE: ours if under benchmarks/ or experiments/
+                name, args = tokens[i + 1], tokens[i + 2:]
+                if not re.match(r"(benchmarks|experiments)\.", name):
+                    break
+                exists = module_file(name) is not None
+            elif token.endswith(".py") and (programs.flags(token) is not None or
+                                            i > 0 and re.fullmatch(r"python3?", tokens[i - 1])):
+                name, args = token, tokens[i + 1:]
+                exists = (REPO / name).is_file()
+            else:
+                continue
+            if placeholder(name):
+                break
+            if not exists:
+                yield f"{name} does not exist", " ".join(tokens)
+            for flag in args if exists and programs.flags(name) is not None else ():
+                if flag.startswith("--") and flag.split("=")[0] not in programs.flags(name):
+                    yield f"{name} has no flag {flag.split('=')[0]}", " ".join(tokens)
+            break
+
+
+def prose_flag_problems(text, programs, folder=None):
+    """Flags named outside commands: each must be accepted by a program named in its paragraph, its section or its
+    page (any script where the page names none) or, for a folder's README, kept in that folder, or be another
+    tool's (OTHER_TOOLS) or a refused spelling."""
+    def is_command(span):
+        tokens = span.split()
+        return any(t.endswith(".py") or t == "-m" for t in tokens) or tokens[:1] in (
+            ["pip"], ["accelerate"], ["hf"], ["make"], ["python"], ["pytest"], ["git"])
+
+    page = programs.named_in(text) or set(programs.scripts)
+    if folder is not None:
+        page |= {str(p.relative_to(REPO)) for p in folder.glob("**/*.py") if programs.flags(str(p.relative_to(REPO)))}
+    text = FENCE.sub(lambda m: "\n" * m.group().count("\n"), text)
+    text = SPAN.sub(lambda m: "``" if is_command(m.group(1)) else m.group(), text)
+    for section in re.split(r"(?m)^(?=#{1,6} )", text):
+        for paragraph in re.split(r"\n\s*\n", section):
+            context = page | programs.named_in(section) | programs.named_in(paragraph)
+            accepted = set().union(*(programs.flags(name) for name in context))
+            for flag in FLAG.findall(paragraph):
+                if flag not in accepted and flag not in OTHER_TOOLS and flag not in REFUSED:
+                    yield f"no program named here ({', '.join(sorted(context))}) has the flag {flag}", paragraph[:100]
+
+
+def ignored(path):
+    """Whether .gitignore ignores `path` (relative to the repository): outputs, never committed."""
+    for pattern in (REPO / ".gitignore").read_text().split():
+        anchored = pattern.strip("/")
+        if pattern.endswith("/") and (path == anchored or path.startswith(anchored + "/") or
+                                      not pattern.startswith("/") and f"/{anchored}/" in f"/{path}/"):
+            return True
+        if not pattern.endswith("/") and fnmatch.fnmatch(path, anchored):
+            return True
+    return False
+
+
+def expand(path):
+    """`a.{json,md}` as `a.json`, `a.md`."""
+    match = re.search(r"\{([^{}]*)\}", path)
+    if not match:
+        return [path]
+    return [p for alt in match.group(1).split(",") for p in expand(path[:match.start()] + alt + path[match.end():])]
+
+
+def path_problems(text, page):
+    """Repository paths a page names that do not exist: relative links (from the page's folder), and in code,
+    paths under a top-level folder of the repository (from its root, where commands run). Outputs (.gitignore,
+    NOT_YET), paths outside the repository, in another commit (`git show REV:path`) and placeholders
+    (`tests/test_NAME.py`) are not checked."""
+    top = {p.name for p in REPO.iterdir() if not p.name.startswith(".") and not ignored(p.name)} | {".ci"}
+    named = [(link, page.parent) for link in re.findall(r"\]\(([^)\s]+)\)", text)
+             if not re.match(r"(https?:|mailto:|#)", link)]
+    for code in FENCE.findall(text) + SPAN.findall(FENCE.sub("", text)):
+        for token in re.findall(r"(?<![\w/.~$:@-])(?:\.\./)*[\w.-]+/[\w./{},*-]*", code):
+            if token.startswith("../") or token.split("/")[0] in top:  # commands run from the root
+                named.append((token, REPO))
+    for name, base in named:
+        path = name.split("#")[0].rstrip(".,")
+        if not path:
+            continue
+        for each in expand(path):
+            full = os.path.normpath(base / each)
+            if not full.startswith(str(REPO) + os.sep):
+                continue  # outside the repository (../shared/data)
+            rel = os.path.relpath(full, REPO)
+            if glob.glob(full) or ignored(rel) or placeholder(each) or any(
+                    rel == out or rel.startswith(out + "/") for out in NOT_YET):
+                continue
+            yield f"{name} does not exist", rel
+
+
+@pytest.fixture(scope="module")
+def programs():
+    return Programs()
+
+
+@pytest.mark.parametrize("page", DOC_PAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_docs_name_only_flags_files_and_targets_that_exist(page, programs):
+    text = page.read_text()
+    folder = page.parent if page.name == "README.md" and page.parent != REPO else None
+    problems = [*command_problems(text, programs, make_targets()), *prose_flag_problems(text, programs, folder),
+                *path_problems(text, page)]
+    assert not problems, "\n".join(f"{page.relative_to(REPO)}: {what}  [{where}]" for what, where in problems)
+
+
+def test_outputs_named_before_they_exist_do_not_exist_yet():
+    """When one is committed, its NOT_YET entry goes, and so must what the docs say about its absence."""
+    assert not [out for out in NOT_YET if (REPO / out).exists()]
+
+
+def test_the_checks_find_a_wrong_flag_file_or_target(programs):
+    assert programs.flags("train_mlm.py") >= {"--block_size", "--config", "--no_streaming", "--max-steps"}
+    assert programs.flags("benchmarks.inference") >= {"--n", "--k", "--repeats", "--tag"}  # harness's too
+    text = ("```bash\npython train_mlm.py --block_size 8 --blok_size 8\nmake demo tests\n"
+            "python -m benchmarks.inference --n 512 --nn 3\npython -m benchmarks.nothing\n```\n\n"
+            "Pass `--overwrite_output_dir` to train_mlm.py, or `--projection_dim`; see `configs/nothing.yaml` and "
+            "[a link](docs/nothing.md), not `outputs/anything` or `runs/x`.\n")
+    found = [what for what, _ in command_problems(text, programs, make_targets())]
+    assert found == ["train_mlm.py has no flag --blok_size", "make target 'tests' is not in the Makefile",
+                     "benchmarks.inference has no flag --nn", "benchmarks.nothing does not exist"]
+    assert [what.split()[-1] for what, _ in prose_flag_problems(text, programs)] == ["--projection_dim"]
+    assert sorted(what for what, _ in path_problems(text, REPO / "README.md")) == [
+        "configs/nothing.yaml does not exist", "docs/nothing.md does not exist"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Every module has its tests: tests/test_NAME.py, or the file docs/development.md ("Tests") lists for it.
+# ---------------------------------------------------------------------------------------------------------------
+
+def listed_test_files():
+    """{module: [test files]} from the table under docs/development.md's "| module or script | tested in |"."""
+    text = (REPO / "docs" / "development.md").read_text()
+    table = re.search(r"^\| module or script \| tested in \|\n\|[-| ]+\|\n((?:\|.*\|\n)+)", text, flags=re.M)
+    assert table, "docs/development.md has no '| module or script | tested in |' table"
+    rows = {}
+    for line in table.group(1).splitlines():
+        module, tests = line.strip("|").split("|")
+        rows[re.findall(r"`([^`]+)`", module)[0]] = re.findall(r"`([^`]+)`", tests)
+    return rows
+
+
+def modules():
+    """{name as the table writes it: path} for the modules of both packages and the scripts; an `__init__.py`
+    holding only a docstring has nothing to test."""
+    found = {p.name: p for p in REPO.glob("*.py")}
+    for package in ("linformer_hf", "linformer_training"):
+        for path in (REPO / "src" / package).glob("*.py"):
+            body = ast.parse(path.read_text()).body
+            if path.name == "__init__.py" and all(isinstance(s, ast.Expr) for s in body):
+                continue
+            found[f"{package}/{path.name}"] = path
+    return found
+
+
+def test_every_module_has_its_tests():
+    rows, found = listed_test_files(), modules()
+    untested = [name for name, path in found.items()
+                if not (REPO / "tests" / f"test_{path.stem}.py").is_file() and name not in rows]
+    assert not untested, f"no tests/test_NAME.py for {untested}: add one, or list where they are tested in " \
+                         "docs/development.md ('Tests')"
+    stale = [name for name in rows if name not in found or (REPO / "tests" / f"test_{found[name].stem}.py").is_file()]
+    assert not stale, f"docs/development.md lists {stale}, which do not exist or have a test file of their own"
+    for name, tests in rows.items():
+        package, _, file = name.rpartition("/")
+        stem = Path(file).stem
+        mention = (rf"\b{package}\b" if stem == "__init__" else
+                   rf"\b{package}\W+(?:\w+\W+){{0,3}}{stem}\b" if package else rf"\b{stem}\.py\b|\bimport {stem}\b")
+        for test in tests:
+            path = REPO / "tests" / test
+            assert path.is_file() and re.search(mention, path.read_text()), f"{test} does not test {name}"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# A release's design (n, k, the exact window, the adapter rank) is its config.json. Where the docs and the build
+# recipe state it, each number must be the config's.
+# ---------------------------------------------------------------------------------------------------------------
+
+RELEASES = {"embedder": REPO / "release" / "minilm-l6-linformer-n4096",
+            "masked-LM": REPO / "release" / "minilm-l6-linformer-mlm-n4096"}
+# How a design number is written: each pattern's group is the number.
+STATED = {
+    "n": (r"\bn = ([\d,]+)", r"\bup to ([\d,]+) tokens", r"--max_seq_length ([\d,]+)", r"\bat ([\d,]+) tokens",
+          r"`max_seq_length` ([\d,]+)", r"\b([\d,]+)-token (?:release|document|input)"),
+    "k": (r"\bk = (\d+)", r"--projected_dim (\d+)", r"\b(\d+) (?:projected |global |gated global )?slots"),
+    "window": (r"\bat most (\d+) tokens", r"\b(\d+)-token windows?\b", r"--exact_attention_length (\d+)",
+               r"\bexact (\d+)\b"),
+    "rank": (r"\brank[- ](\d+)", r"--long_input_adapter_rank (\d+)"),
+}
+# Where a release's design is stated: (file, part, release). The part: a markdown section by its heading, a fenced
+# block by a string it holds, or None for the whole file. Elsewhere the docs name no design number of a release.
+STATED_IN = [
+    ("docs/release.md", None, "embedder"),  # where the embedder's design is explained
+    ("README.md", "### The release", "embedder"),
+    ("model_card.md", "### Distilled long-input release", "embedder"),
+    ("experiments/long_documents/build.sh", None, "embedder"),  # the command that builds it
+    ("configs/distill/minilm_n4096.yaml", None, "embedder"),
+    ("README.md", "### The masked-LM release", "masked-LM"),
+    ("docs/training.md", "runs/minilm-mlm-n4096", "masked-LM"),  # the commands experiments/masked_lm runs
+]
+GENERATED = re.compile(r"<!-- generated by .*?<!-- end of generated block -->", flags=re.S)
+
+
+def design(folder):
+    """n, k, the window read exactly and the adapter rank of a committed release, from its config.json (a config
+    written before `exact_attention_length` carries it as `short_input_max_length`)."""
+    config = json.loads((folder / "config.json").read_text())
+    window = config.get("exact_attention_length")
+    if window is None and config.get("full_attention_short_inputs"):
+        window = config.get("short_input_max_length") or config["projected_dim"]
+    return {"n": config["max_seq_length"], "k": config["projected_dim"], "window": window,
+            "rank": config.get("long_input_adapter_rank", 0)}
+
+
+def part(text, where):
+    if where is None:
+        return text
+    if where.startswith("#"):
+        level = len(where.split()[0])
+        found = re.search(rf"^{re.escape(where)}.*?(?=^#{{1,{level}}} |\Z)", text, flags=re.S | re.M)
+        return found.group() if found else ""
+    return next((block for block in FENCE.findall(text) if where in block), "")
+
+
+def stated(text):
+    """(field, number, the words) for each design number written in `text`; generated blocks are their renderers'."""
+    text = re.sub(r"\s+", " ", GENERATED.sub("", text))
+    for field, patterns in STATED.items():
+        for pattern in patterns:
+            for match in re.finditer(pattern, text):
+                yield field, int(match.group(1).replace(",", "")), match.group()
+
+
+@pytest.mark.parametrize("file, where, release", STATED_IN, ids=lambda v: v if isinstance(v, str) else "")
+def test_a_release_design_is_stated_as_its_config(file, where, release):
+    text = part((REPO / file).read_text(), where)
+    mentions = list(stated(text))
+    assert mentions, f"{file} {where or ''}: no design number of the {release} release found; update STATED_IN"
+    expected = design(RELEASES[release])
+    wrong = [f"{words!r} ({field} is {expected[field]})" for field, number, words in mentions
+             if number != expected[field]]
+    assert not wrong, f"{file} {where or ''}: {', '.join(wrong)} in {RELEASES[release].relative_to(REPO)}/config.json"
+
+
+def test_the_design_check_finds_a_wrong_number():
+    embedder = design(RELEASES["embedder"])
+    assert embedder == {"n": 4096, "k": 128, "window": 512, "rank": 16}  # the legacy fields read as today's
+    text = "## A\nreads up to 4,096 tokens, k = 64 slots, 512-token windows, rank-8 adapters\n## B\nk = 1\n"
+    assert [(f, n) for f, n, _ in stated(part(text, "## A"))] == [("n", 4096), ("k", 64), ("k", 64),
+                                                                  ("window", 512), ("rank", 8)]
