@@ -3,10 +3,10 @@
 # SPDX-License-Identifier: Apache-2.0
 #
 # Rebuild release/minilm-l6-linformer-n4096 (`make release`): convert all-MiniLM-L6-v2 (the teacher exactly on
-# what it reads; longer inputs read the teacher's windows exactly plus gated global slots; long-input adapters: the
-# convert command below), train the long path (configs/distill/minilm_n4096.yaml), evaluate against the teacher's windows,
-# write the fp16 release folder. Every step is resumable or kept once done. Needs ../shared/data (news, Rotten
-# Tomatoes); about an hour on 2 CPU cores (the training half an hour).
+# what it reads; longer inputs read the teacher's windows exactly plus gated global slots; long-input adapters:
+# the convert command below), train the long path (configs/distill/minilm_n4096.yaml), evaluate against the
+# teacher's windows, write the fp16 release folder. Every step is resumable or kept once done. Needs
+# ../shared/data (news, Rotten Tomatoes); about an hour on 2 CPU cores (the training half an hour).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PY:-.venv/bin/python}
