@@ -11,6 +11,7 @@ the manifest. The folder appears only when complete (written beside it, then ren
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 import torch
@@ -78,8 +79,6 @@ def write_card(folder, results_md):
 
 def build(run, out, results_md):
     """The release from the run: fp16 weights, tokenizer, remote code and card."""
-    import shutil
-
     from transformers import AutoModelForMaskedLM
 
     model = AutoModelForMaskedLM.from_pretrained(run, dtype=torch.float32)
