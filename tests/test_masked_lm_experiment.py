@@ -204,19 +204,22 @@ def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_
     with torch.no_grad():
         torch.testing.assert_close(ours(**ids).logits, reference(**ids).logits, atol=0.05, rtol=0.01)  # fp16 weights
 
-    # --card_only: a new card from new results, every other file byte for byte, the manifest matching the folder
+    # --refresh: a new card from new results, the remote code from src/ again (here a version behind), the weights
+    # and every other file byte for byte, the manifest matching the folder
     from linformer_training import checkpoints
 
+    code = (out / "modeling_linformer.py").read_bytes()
+    (out / "modeling_linformer.py").write_bytes(code + b"# a version behind\n")
     before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     results.write_text("# Results\n\n## Goals\n\n| goal | status |\n|---|---|\n| k | **missed** |\n")
-    release.main(["--card_only", "--out", str(out), "--results", str(results)])
+    release.main(["--refresh", "--out", str(out), "--results", str(results)])
     after = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
     assert after.keys() == before.keys()
-    assert {n for n in after if after[n] != before[n]} == {"README.md", checkpoints.MANIFEST}
-    assert "| k | **missed** |" in (out / "README.md").read_text()
-    checkpoints.check_manifest(out)
-    with pytest.raises(SystemExit, match="--card_only: .* holds no release"):
-        release.main(["--card_only", "--out", str(tmp_path / "none"), "--results", str(results)])
+    assert {n for n in after if after[n] != before[n]} == {"README.md", "modeling_linformer.py", checkpoints.MANIFEST}
+    assert after["modeling_linformer.py"] == code and "| k | **missed** |" in (out / "README.md").read_text()
+    assert checkpoints.check_manifest(out) is True
+    with pytest.raises(SystemExit, match="--refresh: .* is not a release folder"):
+        release.main(["--refresh", "--out", str(tmp_path / "none"), "--results", str(results)])
 
 
 def test_commands_on_record_run_from_the_repository_root(tmp_path):

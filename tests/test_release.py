@@ -209,18 +209,18 @@ def test_committed_release_is_its_teacher_on_everything_the_teacher_reads():
 
 
 @pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
-def test_committed_release_code_is_src():
-    """The remote code a user of the release runs (the model's and the sentence-transformers module's) is the
-    package's, byte for byte (release.py writes it)."""
-    from experiments.long_documents.release import CODE_FILES
+def test_refresh_rewrites_the_committed_release_as_it_is(tmp_path):
+    """`release.py --refresh` on a copy of the committed release, a code file of it a version behind: that file is
+    src/'s again and every other file (weights, int8 graph, card on whichever machine, manifest) byte for byte."""
+    from experiments.long_documents import release
 
-    from experiments.long_documents.release import ST_MODULE
-
-    sources = {**{name: REPO / "src" / "linformer_hf" / name for name in CODE_FILES},
-               ST_MODULE: REPO / "src" / "linformer_training" / ST_MODULE}
-    stale = [name for name, source in sources.items() if (RELEASE / name).read_bytes() != source.read_bytes()]
-    assert not stale, (f"{stale} in {RELEASE} differ from src/linformer_hf; regenerate them: python -m "
-                       f"experiments.long_documents.release --refresh --out {RELEASE.relative_to(REPO)}")
+    folder = tmp_path / RELEASE.name
+    shutil.copytree(RELEASE, folder)
+    (folder / "modeling_linformer.py").write_text("# a version behind\n")
+    release.main(["--refresh", "--out", str(folder)])
+    committed = {p.relative_to(RELEASE): p.read_bytes() for p in RELEASE.rglob("*") if p.is_file()}
+    assert {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()} == committed
+    assert sorted(p.name for p in tmp_path.iterdir()) == [RELEASE.name]
 
 
 @pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-n4096 is not committed yet")
@@ -284,7 +284,7 @@ def test_committed_release_serves_backend_onnx_as_users_write_it(tmp_path):
     4096 tokens (and one cut to it, with the warning); saved and loaded again, the same embeddings."""
     from sentence_transformers import SentenceTransformer
 
-    from experiments.long_documents.release import ST_MODULE
+    from linformer_training.outputs import ST_MODULE
 
     folder = tmp_path / RELEASE.name
     shutil.copytree(RELEASE, folder)

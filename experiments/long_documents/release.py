@@ -11,16 +11,19 @@ committed to git, and fp16 keeps it near 45 MB) and replaces the card, whose fig
 files the run and the report wrote: training time from metrics.jsonl, the results from results.md.
 The new folder appears only when complete (written beside it, then renamed).
 
-What is not trained is written by `write_untrained`, here and by `--refresh`, which rewrites it in an existing
-release without touching its weights: the remote code (`modeling_linformer.py`, `configuration_linformer.py`
-and the sentence-transformers module `sentence_transformer_linformer.py`, which warns when an input is cut and
-serves `backend="onnx"` without optimum, from src/; tests/test_release.py fails while they differ), the load
-dtype (float32: the weights are stored in float16 to halve the folder, but float16 is slow on CPU, where most
-embedding runs; on a GPU pass dtype=torch.float16),
-the int8 ONNX graph `onnx/model_qint8.onnx` (export_onnx.py, checked against PyTorch before it is written) and
-the card, from results.md and the training facts report.py keeps in results.json:
+What is not trained is written by `outputs.write_remote_code`, here, in the masked-LM release and by `--refresh`,
+which rewrites it in an existing release and leaves its weights byte for byte (their SHA-256 compared before and
+after): the remote code (`modeling_linformer.py`, `configuration_linformer.py` and the sentence-transformers module
+`sentence_transformer_linformer.py`, which warns when an input is cut and serves `backend="onnx"` without optimum,
+from src/; tests/test_release_folders.py fails while they differ), the load dtype (float32: the weights are stored
+in float16 to halve the folder, but float16 is slow on CPU, where most embedding runs; on a GPU pass
+dtype=torch.float16), the card (from results.md, the training facts report.py keeps in results.json, and the
+hardware the card already names) and the manifest:
 
     python -m experiments.long_documents.release --refresh --out release/minilm-l6-linformer-n4096
+
+The int8 ONNX graph `onnx/model_qint8.onnx` (export_onnx.py, checked against PyTorch before it is written) is
+written by a build, and by a refresh only with `--onnx` (after a change to what the model computes; minutes).
 
 The fp32 ONNX graph (about 4x the int8 file) is not committed; `python export_onnx.py --model_name_or_path
 release/minilm-l6-linformer-n4096 --quantize false --overwrite_output_dir true` writes it into its onnx/ folder
@@ -31,19 +34,19 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
 
-import linformer_hf  # registers Linformer with the Auto classes; its files are the remote code
+import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes; its files are the remote code)
 from linformer_hf import LinformerConfig
-import linformer_training
-from linformer_training import checkpoints, outputs
+from linformer_training import outputs
+from linformer_training.arguments import UsageError
 from linformer_training.onnx_export import INT8_NAME, ONNX_NAME, export_onnx
 from linformer_training.tracking import read_jsonl
 
@@ -51,26 +54,9 @@ from linformer_training.tracking import read_jsonl
 RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.safetensors", "checkpoints",
             "manifest.json"}
 BUILD_COMMAND = "make release"
-CODE_FILES = ("modeling_linformer.py", "configuration_linformer.py")
-ST_MODULE = "sentence_transformer_linformer.py"  # from src/linformer_training; modules.json's first module
-
-
-def write_untrained(folder):
-    """The remote code a `trust_remote_code=True` load runs (linformer_hf's own files, byte for byte, as
-    `save_pretrained` copies them for a model registered with the Auto classes), and float32 as the dtype a plain
-    load gives."""
-    package = Path(linformer_hf.__file__).parent
-    for name in CODE_FILES:
-        shutil.copyfile(package / name, Path(folder) / name)
-    config = json.loads((Path(folder) / "config.json").read_text())
-    config["dtype"] = "float32"
-    (Path(folder) / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-    modules = Path(folder) / "modules.json"
-    if modules.is_file():  # a sentence-transformers folder: its Transformer module is ours
-        shutil.copyfile(Path(linformer_training.__file__).parent / ST_MODULE, Path(folder) / ST_MODULE)
-        entries = json.loads(modules.read_text())
-        entries[0]["type"] = f"{Path(ST_MODULE).stem}.LinformerTransformer"
-        modules.write_text(json.dumps(entries, indent=2) + "\n")
+ST_MODULE = outputs.ST_MODULE
+# The card's training sentence names where the run trained; a refresh keeps it (it is not this machine).
+HARDWARE = re.compile(r"wall time \(evaluations included\) on (.+?), bf16 autocast")
 
 
 def write_int8_onnx(folder):
@@ -81,33 +67,36 @@ def write_int8_onnx(folder):
     print(f"release.py: onnx/{INT8_NAME} written (the fp32 graph matched PyTorch within {difference:.1g})")
 
 
-def refresh(out, results_md, hardware):
-    """Rewrite what is not trained in the release `out` (write_untrained, the int8 ONNX graph, the card from
-    results.md and the training facts recorded in results.json), weights untouched; the manifest is rewritten
-    and the folder swapped in whole, as a build does."""
-    if not (out / "config.json").is_file():
-        sys.exit(f"release.py: error: --out: {out} is not a release folder (no config.json); build it first")
+def refresh(out, results_md, hardware=None, onnx=False):
+    """Rewrite what is not trained in the release `out` (outputs.refresh_release: remote code from src/, load
+    dtype, manifest; here the card, from results.md and the training facts recorded in results.json, and with
+    `onnx` the int8 ONNX graph), every weight file byte for byte but the graph `onnx` asks for."""
     import yaml
 
     facts = json.loads(results_md.with_suffix(".json").read_text()).get("training")
     if facts is None:
         sys.exit(f"release.py: error: --results: {results_md.with_suffix('.json')} records no training facts; run "
                  f"report.py with --run first")
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
-        write_untrained(staging)
-        write_int8_onnx(staging)
+
+    def write(staging):
+        if onnx:
+            write_int8_onnx(staging)
         config = json.loads((staging / "config.json").read_text())
         train_config = yaml.safe_load((staging / "train_config.yaml").read_text())
-        (staging / "README.md").write_text(card(config, train_config, facts, results_md, hardware,
+        named = HARDWARE.search((staging / "README.md").read_text(encoding="utf-8"))
+        if hardware is None and named is None:
+            sys.exit(f"release.py: error: {out}/README.md names no hardware the run trained on; pass --hardware")
+        (staging / "README.md").write_text(card(config, train_config, facts, results_md, hardware or named[1],
                                                 shortfalls(results_md.with_suffix(".json"))), encoding="utf-8")
-        os.chmod(staging, 0o755)
-        checkpoints.publish(staging, out, whole=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    print(f"release.py: rewrote the remote code (from src/), load dtype, int8 ONNX graph and card of {out}")
+
+    try:
+        before, after = outputs.refresh_release(out, write, rewritten=(f"onnx/{INT8_NAME}",) if onnx else ())
+    except UsageError as e:
+        sys.exit(f"release.py: error: {e}")
+    print(f"release.py: rewrote the remote code (from src/), load dtype, card{', int8 ONNX graph' * onnx} and "
+          f"manifest of {out}; weights (SHA-256 before -> after):")
+    for name, digest in before.items():
+        print(f"  {name}: {digest} -> {after.get(name)}")
 
 
 def training_facts(run):
@@ -234,14 +223,20 @@ def main(argv=None):
     p.add_argument("--results", type=Path, default=HERE / "results.md",
                    help="report.py's results.md (its results.json, beside it, is read too)")
     p.add_argument("--out", type=Path, required=True, help="the release folder (replaced once the new one is complete)")
-    p.add_argument("--hardware", default=f"{os.cpu_count()} CPU cores ({platform.machine()})",
-                   help="where the run trained, for the card")
+    p.add_argument("--hardware", help="where the run trained, for the card (default: this machine's CPU cores; "
+                                      "with --refresh, the hardware the card names)")
     p.add_argument("--refresh", action="store_true",
                    help="only rewrite what is not trained in the existing release --out: remote code (from src/), "
-                        "load dtype, int8 ONNX graph, card")
+                        "load dtype, card, manifest; its weights stay byte for byte")
+    p.add_argument("--onnx", action="store_true",
+                   help="with --refresh: export the int8 ONNX graph again too (after a change to what the model "
+                        "computes)")
     args = p.parse_args(argv)
     if args.refresh:
-        return refresh(args.out, args.results, args.hardware)
+        return refresh(args.out, args.results, args.hardware, args.onnx)
+    if args.onnx:
+        p.error("--onnx goes with --refresh (a build always exports the graph)")
+    hardware = args.hardware or f"{os.cpu_count()} CPU cores ({platform.machine()})"
     if args.run is None:
         p.error("--run is required (or --refresh)")
     for flag, path in (("--run", args.run / "model.safetensors"), ("--results", args.results),
@@ -255,24 +250,20 @@ def main(argv=None):
     model = AutoModel.from_pretrained(args.run, dtype=torch.float32)
     config = json.loads((args.run / "config.json").read_text())
     train_config = yaml.safe_load((args.run / "train_config.yaml").read_text())
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.", dir=args.out.parent))
-    try:
+
+    def fill(staging):
         for item in args.run.iterdir():
             if item.name in RUN_ONLY or item.name.startswith("."):
                 continue
             (shutil.copytree if item.is_dir() else shutil.copy2)(item, staging / item.name)
         model.to(torch.float16).save_pretrained(staging)
-        write_untrained(staging)
+        outputs.write_remote_code(staging)
         write_int8_onnx(staging)
-        (staging / "README.md").write_text(card(config, train_config, training_facts(args.run),
-                                                args.results, args.hardware,
-                                                shortfalls(args.results.with_suffix(".json"))), encoding="utf-8")
-        os.chmod(staging, 0o755)
-        checkpoints.publish(staging, args.out, whole=True)  # manifest, then one rename over the old folder
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        (staging / "README.md").write_text(card(config, train_config, training_facts(args.run), args.results,
+                                                hardware, shortfalls(args.results.with_suffix(".json"))),
+                                           encoding="utf-8")
+
+    outputs.write_release(args.out, fill)  # manifest, then one rename over the old folder
     size = sum(f.stat().st_size for f in args.out.rglob("*") if f.is_file())
     print(f"release.py: wrote {args.out} ({size / 2**20:.1f} MiB)")
 

@@ -1,26 +1,27 @@
 """Turn the n = 4096 continued run into release/minilm-l6-linformer-mlm-n4096: LinformerForMaskedLM in fp16, its
 tokenizer, remote code, float32 as the load dtype, and a card with results.md's goals and commands.
 
-    python -m experiments.masked_lm.release              # after run.py, evaluate.py and report.py (`make release-mlm`)
-    python -m experiments.masked_lm.release --card_only  # the committed release, its card from results.md anew
+    python -m experiments.masked_lm.release            # after run.py, evaluate.py and report.py (`make release-mlm`)
+    python -m experiments.masked_lm.release --refresh  # the committed release: code from src/, card, manifest anew
 
-The folder appears only when complete (written beside it, then renamed over the old one).
+`--refresh` keeps the weights byte for byte (their SHA-256 compared before and after) and rewrites what is not
+trained, as a build writes it: the remote code (`outputs.write_remote_code`, from src/), the card from results.md,
+the manifest. The folder appears only when complete (written beside it, then renamed over the old one).
 """
 
 import argparse
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from experiments.long_documents.release import results_section, write_untrained
+from experiments.long_documents.release import results_section
 from experiments.masked_lm.report import HERE
 from experiments.masked_lm.run import RELEASE, RUNS_DIR
-from linformer_training import checkpoints, outputs
+from linformer_training import outputs
+from linformer_training.arguments import UsageError
 
 RUN = "continue_n4096_windowed"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"
@@ -71,6 +72,11 @@ experiments/masked_lm/run.py, evaluate.py, report.py, release.py); the commands 
                               tags=["linformer", "masked-lm", "long-context"], base_model=SOURCE)
 
 
+def write_card(folder, results_md):
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "README.md").write_text(card(config, results_md), encoding="utf-8")
+
+
 def build(run, out, results_md):
     """The release from the run: fp16 weights, tokenizer, remote code and card."""
     from transformers import AutoModelForMaskedLM
@@ -83,40 +89,25 @@ def build(run, out, results_md):
             if (run / name).is_file():
                 shutil.copy2(run / name, staging / name)
         model.to(torch.float16).save_pretrained(staging)
-        write_untrained(staging)
+        outputs.write_remote_code(staging)
+        write_card(staging, results_md)
 
-    write_release(out, results_md, fill)
-
-
-def rewrite_card(out, results_md):
-    """The committed release with a new card: its weights and every other file kept byte for byte (a release's
-    weights are replaced at most once per issue), its card and manifest written from results.md anew."""
-    if not (out / "model.safetensors").is_file():
-        raise SystemExit(f"release.py: error: --card_only: {out} holds no release to rewrite the card of")
-
-    def fill(staging):
-        for path in out.iterdir():
-            if path.name not in ("README.md", checkpoints.MANIFEST):
-                (shutil.copytree if path.is_dir() else shutil.copy2)(path, staging / path.name)
-
-    write_release(out, results_md, fill)
-
-
-def write_release(out, results_md, fill):
-    """Stage the folder beside `out`, `fill` it, add the card, then swap it in whole: it appears only complete."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        fill(staging)
-        config = json.loads((staging / "config.json").read_text())
-        (staging / "README.md").write_text(card(config, results_md), encoding="utf-8")
-        os.chmod(staging, 0o755)
-        checkpoints.publish(staging, out, whole=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+    outputs.write_release(out, fill)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
     print(f"release.py: wrote {out} ({size / 2**20:.1f} MiB)")
+
+
+def refresh(out, results_md):
+    """The committed release rewritten where it is not trained (a release's weights are replaced at most once per
+    issue): remote code from src/, card from results.md, manifest; its weights byte for byte."""
+    try:
+        before, after = outputs.refresh_release(out, lambda staging: write_card(staging, results_md))
+    except UsageError as e:
+        raise SystemExit(f"release.py: error: {e}") from None
+    print(f"release.py: rewrote the remote code (from src/), card and manifest of {out}; weights (SHA-256 before -> "
+          f"after):")
+    for name, digest in before.items():
+        print(f"  {name}: {digest} -> {after.get(name)}")
 
 
 def main(argv=None):
@@ -125,16 +116,17 @@ def main(argv=None):
     p.add_argument("--runs_dir", default=RUNS_DIR)
     p.add_argument("--results", type=Path, default=HERE / "results.md", help="report.py's results.md")
     p.add_argument("--out", type=Path, default=RELEASE)
-    p.add_argument("--card_only", action="store_true",
-                   help="keep --out's weights and files, write its card from --results anew (no run needed)")
+    p.add_argument("--refresh", action="store_true",
+                   help="keep --out's weights byte for byte; write its remote code (from src/), card (from --results) "
+                        "and manifest anew (no run needed)")
     args = p.parse_args(argv)
     run = args.run or Path(args.runs_dir).expanduser() / RUN
-    needed = [("--results", args.results)] + ([] if args.card_only else [("--run", run / "model.safetensors")])
+    needed = [("--results", args.results)] + ([] if args.refresh else [("--run", run / "model.safetensors")])
     for flag, path in needed:
         if not path.is_file():
             raise SystemExit(f"release.py: error: {flag}: {path} does not exist (finish the run / the report first)")
-    if args.card_only:
-        rewrite_card(args.out, args.results)
+    if args.refresh:
+        refresh(args.out, args.results)
     else:
         build(run, args.out, args.results)
 

@@ -24,6 +24,7 @@ from transformers.activations import ACT2FN
 
 ProjectionSharing = Literal["none", "headwise", "key_value", "layerwise"]
 ProjectionType = Literal["linear", "mean_pool", "max_pool", "conv"]
+ProjectionInit = Literal["normal", "window_mean"]
 ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
 ClassifierPooling = Literal["cls", "mean"]
 AttentionType = Literal["projected", "windowed"]
@@ -130,6 +131,11 @@ class LinformerConfig(PreTrainedConfig):
         projection_type (`str`, defaults to `"linear"`):
             `"linear"` (learned E/F), `"mean_pool"`, `"max_pool"` or `"conv"` (kernel and stride n/k);
             the last three need n divisible by every k.
+        projection_init (`str`, defaults to `"normal"`):
+            How learned (`"linear"`) E/F start: `"normal"`, random as in the paper (std `projection_init_std`);
+            `"window_mean"`, row i averaging positions [i n/k, (i+1) n/k), so every slot starts reading one
+            stretch of neighbouring tokens (the identity at k = n, and the start `convert_to_linformer.py`
+            gives a pretrained encoder by default).
         projection_init_std (`float`, *optional*):
             Standard deviation of the normal initialisation of learned E/F. Defaults to 1/sqrt(n), so a
             projected key over n positions has the scale of one key (docs/configuration.md,
@@ -204,6 +210,7 @@ class LinformerConfig(PreTrainedConfig):
     projected_dim: int | list[int] = 128
     projection_sharing: ProjectionSharing = "layerwise"
     projection_type: ProjectionType = "linear"
+    projection_init: ProjectionInit = "normal"
     projection_init_std: float | None = None
     projection_length_scaling: ProjectionLengthScaling = "none"
     attention_type: AttentionType = "projected"
@@ -341,6 +348,10 @@ class LinformerConfig(PreTrainedConfig):
             invalid("attention_type", self.attention_type, "'windowed' reads windows of exact_attention_length "
                     "tokens, so it needs exact_attention_length set to one integer (e.g. 512 for a model converted "
                     "from a 512-position encoder)")
+        if self.projection_init != "normal" and self.projection_type != "linear":
+            invalid("projection_init", self.projection_init,
+                    f"only learned projections (projection_type='linear') have E/F to initialise; "
+                    f"projection_type={self.projection_type!r} needs 'normal' (conv kernels start as mean pooling)")
         if self.projection_length_scaling != "none" and self.projection_type != "linear":
             invalid("projection_length_scaling", self.projection_length_scaling,
                     f"only learned projections (projection_type='linear') sum over positions; "

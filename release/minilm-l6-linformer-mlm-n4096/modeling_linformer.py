@@ -65,11 +65,13 @@ from transformers.models.roberta.modeling_roberta import (
     RobertaSelfOutput,
 )
 from transformers.processing_utils import Unpack
-from transformers.utils import TransformersKwargs
+from transformers.utils import TransformersKwargs, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
 from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
+
+logger = logging.get_logger(__name__)
 
 
 def resample_columns(weight, lengths, width):
@@ -235,6 +237,16 @@ _ADAPTED_MAPS = {"attention.self.long_input_adapters.query": "attention.self.que
 _ADAPTER_RENAMINGS = [
     WeightRenaming(r"layer\.(\d+)\." + rf"{stored}.{part}".replace(".", r"\."), rf"layer.\1.{live}.adapter_{part}")
     for stored, live in _ADAPTED_MAPS.items() for part in ("down", "up", "bias")]
+
+
+def window_mean_projection(k, n):
+    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n. Each slot
+    then reads one stretch of neighbouring tokens, where random E/F mix all n positions with random signs."""
+    edges = [i * n // k for i in range(k + 1)]
+    matrix = torch.zeros(k, n)
+    for i in range(k):
+        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
+    return matrix
 
 
 class LinformerProjections(nn.Module):
@@ -666,6 +678,23 @@ def out_of_range_ids(config, **ids):
     return None
 
 
+def empty_rows(attention_mask):
+    """A warning for mask rows of zeros only, or None. Such a row is allowed (a batch may be padded with empty
+    rows) and gives finite outputs, attention spread evenly over padding, which carry nothing; a caller who did not
+    mean it has lost that sequence, so it is said (once per message). Read only for CPU inputs, as `out_of_range_ids`."""
+    if attention_mask is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return None
+    if attention_mask.device.type != "cpu":
+        return None
+    rows = (attention_mask == 0).all(-1).nonzero().flatten().tolist()
+    if rows:
+        return (f"`attention_mask` row{'s' * (len(rows) > 1)} {', '.join(map(str, rows[:5]))}"
+                f"{' ...' * (len(rows) > 5)} {'are' if len(rows) > 1 else 'is'} all zeros: such a sequence has no "
+                f"token to read, and its outputs (finite, from attention spread over padding) carry nothing. Drop "
+                f"it from the batch, or mark its real tokens 1.")
+    return None
+
+
 class LinformerPreTrainedModel(PreTrainedModel):
     config_class = LinformerConfig
     config: LinformerConfig
@@ -688,10 +717,12 @@ class LinformerPreTrainedModel(PreTrainedModel):
             n = self.config.max_seq_length
             std = self.config.projection_init_std or 1.0 / math.sqrt(n)
             for param in module.parameters():
-                if module.kind == "linear":
-                    init.normal_(param, mean=0.0, std=std)
-                else:  # conv kernels start as mean pooling over their window
+                if module.kind != "linear":  # conv kernels start as mean pooling over their window
                     init.constant_(param, 1.0 / param.shape[-1])
+                elif self.config.projection_init == "window_mean":
+                    init.copy_(param, window_mean_projection(param.shape[1], n).expand_as(param))
+                else:
+                    init.normal_(param, mean=0.0, std=std)
         elif isinstance(module, LinformerWindowedSelfAttention):
             init.zeros_(module.global_gate)
         elif isinstance(module, LinformerLongInputLinear):
@@ -729,6 +760,11 @@ class LinformerModel(LinformerPreTrainedModel):
             if kwargs.get(name) is not None and kwargs.get(name) is not False:
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
+        for name, value in (("input_ids", input_ids), ("attention_mask", attention_mask), ("inputs_embeds", inputs_embeds),
+                            ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if value is not None and not isinstance(value, torch.Tensor):
+                fail(f"`{name}` must be a torch.Tensor, got a {type(value).__name__}; a tokenizer gives tensors with "
+                     "tokenizer(texts, return_tensors=\"pt\"), a list becomes one with torch.tensor(ids).")
         source = input_ids if input_ids is not None else inputs_embeds
         expected = "(batch, sequence)" if input_ids is not None else f"(batch, sequence, hidden_size={self.config.hidden_size})"
         if source.dim() != (2 if input_ids is not None else 3) or (inputs_embeds is not None and
@@ -752,6 +788,9 @@ class LinformerModel(LinformerPreTrainedModel):
                                    position_ids=position_ids)
         if problem:
             fail(problem)
+        empty = empty_rows(attention_mask)
+        if empty:
+            logger.warning_once(f"LinformerModel: {empty}")
 
     @merge_with_config_defaults
     @capture_outputs

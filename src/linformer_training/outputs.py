@@ -1,10 +1,14 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""What a finished run leaves behind: the final model folder, its card, the run's config, the Hub upload."""
+"""What a finished run leaves behind: the final model folder, its card, the run's config, the Hub upload; and a
+release folder's parts that are not trained (remote code from src/, manifest), written and refreshed alike."""
 
+import importlib.util
 import json
+import os
 import shlex
 import shutil
+import tempfile
 from pathlib import Path
 
 import yaml
@@ -143,6 +147,87 @@ def end(accelerator):
     a process that tears the group down while a peer is still working can leave that peer hanging at exit."""
     accelerator.wait_for_everyone()
     accelerator.end_training()
+
+
+# ---------------------------------------------------------------------------------------------------
+# Release folders (release/*/, written by experiments/*/release.py)
+# ---------------------------------------------------------------------------------------------------
+
+CODE_FILES = ("modeling_linformer.py", "configuration_linformer.py")  # linformer_hf's, the remote code
+ST_MODULE = "sentence_transformer_linformer.py"  # this package's; a sentence-transformers folder's first module
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".onnx_data")  # what a refresh never rewrites
+
+
+def write_remote_code(folder):
+    """What a release holds that is not trained, from src/: the remote code a `trust_remote_code=True` load runs
+    (linformer_hf's own files, byte for byte, as `save_pretrained` copies them for a model registered with the
+    Auto classes), float32 as the dtype a plain load gives, and in a sentence-transformers folder (modules.json)
+    this package's Transformer module as its first module. tests/test_release_folders.py holds every release/ folder
+    to it."""
+    package = Path(importlib.util.find_spec("linformer_hf").origin).parent  # found, not imported (torch: seconds)
+    folder = Path(folder)
+    for name in CODE_FILES:
+        shutil.copyfile(package / name, folder / name)
+    config = json.loads((folder / "config.json").read_text())
+    config["dtype"] = "float32"
+    (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+    modules = folder / "modules.json"
+    if modules.is_file():
+        shutil.copyfile(Path(__file__).parent / ST_MODULE, folder / ST_MODULE)
+        entries = json.loads(modules.read_text())
+        entries[0]["type"] = f"{Path(ST_MODULE).stem}.LinformerTransformer"
+        modules.write_text(json.dumps(entries, indent=2) + "\n")
+
+
+def write_release(out, fill):
+    """`fill(folder)` into a folder beside `out`, then its manifest, then one rename over `out`: a release appears
+    only complete, and a failed build leaves the old one as it was."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        fill(staging)
+        os.chmod(staging, 0o755)
+        checkpoints.publish(staging, out, whole=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def weight_digests(folder):
+    """{relative name: SHA-256} of a folder's weight files (WEIGHT_SUFFIXES)."""
+    folder = Path(folder)
+    return {p.relative_to(folder).as_posix(): checkpoints.sha256(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p.name.endswith(WEIGHT_SUFFIXES)}
+
+
+def refresh_release(out, write=None, rewritten=()):
+    """Rewrite what is not trained in the release `out` from src/ (`write_remote_code`, then `write(folder)`: the
+    card) and its manifest; its weights stay byte for byte, except the files named in `rewritten`, which `write`
+    makes anew. Each weight file's SHA-256 is compared before the new folder replaces `out` and again after;
+    returns (before, after), both {name: SHA-256}."""
+    out = Path(out)
+    if not (out / "config.json").is_file():
+        raise UsageError(f"--refresh: {out} is not a release folder (no config.json); build it first")
+    before = weight_digests(out)
+    kept = {name: digest for name, digest in before.items() if name not in rewritten}
+
+    def check(folder, when):
+        now = weight_digests(folder)
+        changed = sorted(name for name, digest in kept.items() if now.get(name) != digest)
+        if changed:
+            raise RuntimeError(f"refreshing {out} changed its weights ({', '.join(changed)}) {when}")
+        return now
+
+    def fill(staging):
+        shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
+        write_remote_code(staging)
+        if write is not None:
+            write(staging)
+        check(staging, "before it was published; the release is as it was")
+
+    write_release(out, fill)
+    return before, check(out, "(after it was published)")
 
 
 # What stays local: the checkpoints (the final model is beside them), the lock and other hidden files, the logs.
