@@ -660,9 +660,9 @@ class LinformerEncoder(nn.Module):
 def out_of_range_ids(config, **ids):
     """What is wrong with ids outside their embedding table (which raise a bare IndexError on CPU), or None.
 
-    Read only for CPU inputs: on an accelerator the read would stall the device every forward (the training
-    scripts check ids in the data path there, once per batch), and while compiling or tracing it would break the
-    graph."""
+    Read only for CPU inputs: on an accelerator the read would stall the device every forward (there the lookup
+    fails instead; train_mlm.py and finetune_glue.py check once that their tokenizer fits the embedding table),
+    and while compiling or tracing it would break the graph."""
     if torch.compiler.is_compiling() or torch.jit.is_tracing():
         return None
     limits = {"input_ids": "vocab_size", "token_type_ids": "type_vocab_size", "position_ids": "max_position_embeddings"}

@@ -163,9 +163,10 @@ class LinformerConfig(PreTrainedConfig):
             A sequence of at most this many real tokens attends to its own keys and values exactly, as standard
             attention does, instead of to their projection; decided per sequence, so a padded batch may mix
             both kinds. Unset (the default): every sequence is projected, as in the paper (a model pretrained as
-            a Linformer has only ever seen projected keys). A model converted from RoBERTa/BERT sets its source's
-            length (512): exact attention over at most 512 keys costs about what k = 256 projected ones do, and the
-            model is then its source on everything the source can read. Must satisfy max(k) <= it <= n; a list
+            a Linformer has only ever seen projected keys). `convert_to_linformer.py` sets it to k unless given
+            `--exact_attention_length` (0 leaves it unset), so a converted model is its source on every input of
+            at most k tokens; its source's length (512 for BERT/RoBERTa) makes it its source on everything the
+            source can read, for about the cost of k = 256 projected keys. Must satisfy max(k) <= it <= n; a list
             gives one length per layer (each k <= it <= n), as `projected_dim` does. With `"windowed"` attention
             it is also the window (one integer).
         long_input_adapter_rank (`int`, defaults to 0):
