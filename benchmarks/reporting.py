@@ -13,7 +13,10 @@ A figure with no interval is its own interval (low = high = the estimate): met o
 bound itself. A goal that is a plain condition (no interval) is met or **missed**.
 """
 
+import re
+import string
 from contextlib import contextmanager
+from pathlib import Path
 
 import numpy as np
 
@@ -77,3 +80,11 @@ def splice(page, source, block):
         raise SystemExit(f"the page has no block {begin!r} ... {END!r} for {source} to fill")
     head, rest = page.split(begin, 1)
     return f"{head}{begin}\n{block}\n{END}{rest.split(END, 1)[1]}"
+
+
+def parts(path):
+    """{name: string.Template} of a page's template, each part the text after a `<!-- part: NAME -->` line up to
+    the next: a page's prose lives beside it as markdown, not in Python strings, and its renderer fills ($name) and
+    joins the parts its records call for (a section with no records is left out)."""
+    chunks = re.split(r"^<!-- part: (\S+) -->\n", Path(path).read_text(encoding="utf-8"), flags=re.MULTILINE)
+    return {name: string.Template(text) for name, text in zip(chunks[1::2], chunks[2::2])}
