@@ -15,45 +15,28 @@ import os
 import sys
 
 from benchmarks import harness, inference, targets
-from benchmarks.reporting import splice, status, table
+from benchmarks.reporting import parts, splice, status, table
 
 DOC = os.path.join(harness.ROOT, "docs", "benchmarks.md")
 INDEX = os.path.join(harness.RESULTS, "RESULTS.md")
 GPU_RESULTS = os.path.join(harness.RESULTS, "gpu")  # `make gpu-check`'s folder: the GPU section, when it exists
+TEMPLATE = os.path.join(harness.ROOT, "benchmarks", "report.template.md")  # the prose of the pages, one part each
 
-# The current result of every sweep (an older run of the same sweep is deleted, git keeps it): tag, script, what.
-SWEEPS = [
-    ("inference", "inference", "the paper's Table 3: n = 512-8192, k = 128-2048, against RoBERTa with eager attention "
-                               "(the paper's baseline) and sdpa; time and peak activation memory per sequence"),
-    ("inference_chunked_ff", "inference", "peak activation memory at n = 4096 with 512-token feed-forward chunks in "
-                                          "both models (one timing repeat: only the memory is a result)"),
-    ("inference_cpu_fp32_b1", "inference", "against RoBERTa-sdpa and ModernBERT, fp32, batch 1, n = 512-16384"),
-    ("inference_cpu_bf16_b1", "inference", "against RoBERTa-sdpa and ModernBERT, bf16, batch 1, n = 512-16384"),
-    ("inference_cpu_fp32_b4", "inference", "against RoBERTa-sdpa and ModernBERT, fp32, batch 4, n = 512-8192"),
-    ("inference_cpu_bf16_b4", "inference", "against RoBERTa-sdpa and ModernBERT, bf16, batch 4, n = 512-8192"),
-    ("inference_cpu_fp32_b1_far_1800s", "inference", "the far end, fp32: n = 32768 and 65536 beside the baselines, "
-                                                     "30-minute cap per forward"),
-    ("inference_cpu_bf16_b1_far_1800s", "inference", "the far end, bf16: n = 32768 and 65536 beside the baselines, "
-                                                     "30-minute cap per forward"),
-    ("training_cpu_fp32", "training", "one train_mlm.py update, n/k = 512/128 and 4096/256, against RoBERTa-sdpa, fp32"),
-    ("training_cpu_bf16", "training", "one train_mlm.py update, n/k = 512/128 and 4096/256, against RoBERTa-sdpa, "
-                                      "bf16 autocast"),
-    ("training_cpu_fp32_far", "training", "the far end of training, fp32: one update at n = 512, 32768, 65536 "
-                                          "(checkpointing, chunked feed-forward, sparse head), baselines capped at 900 s"),
-    ("training_cpu_bf16_far", "training", "the far end of training, bf16: the same, baselines capped at 600 s"),
-    ("training_cpu_bf16_far_32768", "training", "the bf16 baselines at n = 32768 again, with the full 30-minute cap"),
-    ("peers", "peers", "our attention layer and encoder against the PyPI `linformer` and `linformer-pytorch` packages"),
-    ("spectrum", "spectrum", "the paper's Figure 1: singular values of MiniLM's attention maps on Moby Dick"),
-    ("theorem", "theorem", "the paper's Theorems 1-2 numerically: random projections of real attention inputs"),
-    ("serving", "serving", "serving on CPU: documents per second of the release in PyTorch fp32 / bf16 and ONNX Runtime "
-                           "fp32 / int8, beside its teacher on 512-token windows run the same ways"),
-]
+# The current result of every sweep (an older run of the same sweep is deleted, git keeps it): tag -> the script
+# that wrote it; what each measured is its part of the template.
+SWEEPS = {"inference": "inference", "inference_chunked_ff": "inference", "inference_cpu_fp32_b1": "inference",
+          "inference_cpu_bf16_b1": "inference", "inference_cpu_fp32_b4": "inference",
+          "inference_cpu_bf16_b4": "inference", "inference_cpu_fp32_b1_far_1800s": "inference",
+          "inference_cpu_bf16_b1_far_1800s": "inference", "training_cpu_fp32": "training",
+          "training_cpu_bf16": "training", "training_cpu_fp32_far": "training", "training_cpu_bf16_far": "training",
+          "training_cpu_bf16_far_32768": "training", "peers": "peers", "spectrum": "spectrum", "theorem": "theorem",
+          "serving": "serving"}
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer"}
 
 
 def load(results_dir):
-    return {tag: json.load(open(os.path.join(results_dir, tag + ".json"))) for tag, _, _ in SWEEPS}
+    return {tag: json.load(open(os.path.join(results_dir, tag + ".json"))) for tag in SWEEPS}
 
 
 def command(result, script):
@@ -69,6 +52,11 @@ def command(result, script):
             flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}"))
         line = f"python -m benchmarks.{script} " + " ".join(flags)
     return line if " --out " in line else line + " --out benchmarks/results"
+
+
+def prose(name, **values):
+    """A part of the template with its values in, without its trailing newline (the blocks join them)."""
+    return parts(TEMPLATE)[name].substitute(values).rstrip("\n")
 
 
 def seconds(s):
@@ -126,31 +114,20 @@ def targets_block(res):
     return table(["target", "measured", "status", "result"], rows)
 
 
-def baselines_block(res):
+def speedups_block(res, tags, times):
+    """Linformer (k = 128, 256) against RoBERTa-sdpa and ModernBERT at every n of the sweeps `tags`: the time saved,
+    after the four times themselves where `times` (the batch-1 table; the batch-4 one shows the ratios only)."""
     rows = []
-    for tag in ("inference_cpu_fp32_b1", "inference_cpu_bf16_b1"):
-        r = res[tag]
+    for r in (res[tag] for tag in tags):
         for n in sorted({row["n"] for row in r["rows"]}):
             lin = [find(r, n, "linformer-sdpa", k) for k in (128, 256)]
-            rows.append([n, precision(r), seconds(find(r, n, "roberta-sdpa")["time_per_seq_s"]),
-                         seconds(find(r, n, "modernbert-sdpa")["time_per_seq_s"]),
-                         *(seconds(x["time_per_seq_s"]) for x in lin),
+            timed = [find(r, n, "roberta-sdpa"), find(r, n, "modernbert-sdpa"), *lin] if times else []
+            rows.append([n, precision(r), *(seconds(x["time_per_seq_s"]) for x in timed),
                          ", ".join(ratio(x["time_saved_vs_sdpa"]) for x in lin),
                          ", ".join(ratio(x["time_saved_vs_modernbert"]) for x in lin)])
-    return table(["n", "precision", "RoBERTa-sdpa", "ModernBERT", "Linformer k=128", "Linformer k=256",
-                  "RoBERTa-sdpa / Linformer (k=128, 256)", "ModernBERT / Linformer (k=128, 256)"], rows)
-
-
-def batch4_block(res):
-    rows = []
-    for tag in ("inference_cpu_fp32_b4", "inference_cpu_bf16_b4"):
-        r = res[tag]
-        for n in sorted({row["n"] for row in r["rows"]}):
-            lin = [find(r, n, "linformer-sdpa", k) for k in (128, 256)]
-            rows.append([n, precision(r), ", ".join(ratio(x["time_saved_vs_sdpa"]) for x in lin),
-                         ", ".join(ratio(x["time_saved_vs_modernbert"]) for x in lin)])
-    return table(["n", "precision", "RoBERTa-sdpa / Linformer (k=128, 256)", "ModernBERT / Linformer (k=128, 256)"],
-                 rows)
+    header = ["RoBERTa-sdpa", "ModernBERT", "Linformer k=128", "Linformer k=256"] if times else []
+    return table(["n", "precision", *header, "RoBERTa-sdpa / Linformer (k=128, 256)",
+                  "ModernBERT / Linformer (k=128, 256)"], rows)
 
 
 def cell(result, n, model, value):
@@ -161,7 +138,9 @@ def cell(result, n, model, value):
     return next((s["reason"] for s in result["skipped"] if s["n"] == n and s["model"] == model), "not run")
 
 
-def far_block(res, tags, value, header):
+def far_block(res, tags, value):
+    """The far end of a sweep (every n above 512): each model's figure, or why it has none, and Linformer's time per
+    token over n = 512 (1.0 is linear cost)."""
     rows = []
     for tag in tags:
         r = res[tag]
@@ -171,19 +150,18 @@ def far_block(res, tags, value, header):
             lin = find(r, n, "linformer-sdpa", 256)
             rows.append([n, precision(r), *(cell(r, n, m, value) for m in ("roberta-sdpa", "modernbert-sdpa")),
                          cell(r, n, "linformer-sdpa", value), f"{per_token_growth(r, 256, n):.2f}x" if lin else "-", tag])
-    return table(["n", "precision", "RoBERTa-sdpa", "ModernBERT", "Linformer k=256", header[0], "result"], rows)
+    return table(["n", "precision", "RoBERTa-sdpa", "ModernBERT", "Linformer k=256",
+                  "Linformer time per token over n = 512", "result"], rows)
 
 
 def far_inference_block(res):
     return far_block(res, ("inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s"),
-                     lambda r: f"{seconds(r['time_per_seq_s'])} ({harness.fmt_bytes(r['mem_per_seq_bytes'])})",
-                     ["Linformer time per token over n = 512"])
+                     lambda r: f"{seconds(r['time_per_seq_s'])} ({harness.fmt_bytes(r['mem_per_seq_bytes'])})")
 
 
 def far_training_block(res):
     return far_block(res, ("training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768"),
-                     lambda r: f"{seconds(r['step_s'])} ({harness.fmt_bytes(r['process_peak_bytes'])} process peak)",
-                     ["Linformer time per token over n = 512"])
+                     lambda r: f"{seconds(r['step_s'])} ({harness.fmt_bytes(r['process_peak_bytes'])} process peak)")
 
 
 def training_block(res):
@@ -207,20 +185,21 @@ def serving_block(res):
         fp32 = cells[threads, length, model, "pytorch fp32"]["docs_per_s"]
         rows.append([threads, length, model, runtime, f"{row['docs_per_s']:.2f}", f"{row['docs_per_s'] / fp32:.2f}x",
                      f"{row['min_cosine']:.4f}"])
-    lines = [table(["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"], rows), ""]
+    goals = []
     for threads in sorted({t for t, _, _, _ in cells}):
         length = max(l for t, l, _, _ in cells if t == threads)
         mine = {rt: cells[k] for k in cells if k[:3] == (threads, length, "release") for rt in [k[3]]}
         theirs = cells[threads, length, "teacher windows", "onnxruntime int8"]
         int8, fp32 = mine["onnxruntime int8"], mine["pytorch fp32"]
         fast = max((row for row in mine.values() if row["min_cosine"] >= 0.999), key=lambda row: row["docs_per_s"])
-        lines.append(f"- {threads} thread(s), {length} tokens: int8 ONNX {int8['docs_per_s'] / fp32['docs_per_s']:.2f}x "
+        goals.append(f"- {threads} thread(s), {length} tokens: int8 ONNX {int8['docs_per_s'] / fp32['docs_per_s']:.2f}x "
                      f"PyTorch fp32 at cosine {int8['min_cosine']:.4f} (goal >= 1.25x at >= 0.99: "
                      f"{status(int8['docs_per_s'] >= 1.25 * fp32['docs_per_s'] and int8['min_cosine'] >= 0.99)}); "
                      f"{int8['docs_per_s'] / theirs['docs_per_s']:.2f}x the teacher's windows in int8 ONNX (goal: no "
                      f"slower, {status(int8['docs_per_s'] >= theirs['docs_per_s'])}); fastest at cosine >= 0.999: "
                      f"{fast['runtime']}, {fast['docs_per_s'] / fp32['docs_per_s']:.2f}x.")
-    return "\n".join(lines)
+    header = ["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"]
+    return table(header, rows) + "\n\n" + "\n".join(goals)
 
 
 def gpu_block(gpu_dir):
@@ -230,29 +209,27 @@ def gpu_block(gpu_dir):
         return gpu_pending()
     check = json.load(open(os.path.join(gpu_dir, "gpu_check.json")))
     machine, steps = check["machine"], check["steps"]
-    lines = [f"`{check['command']}` on {machine.get('gpu', '?')}, torch {machine['torch']}, commit "
-             f"{machine.get('git_head', '?')}: " + ", ".join(f"{name} {entry['status']} ({entry['seconds']:.0f} s)"
-                                                             for name, entry in steps.items()) + ".", ""]
-    inference_tags = [tag for tag in steps if tag.startswith("inference_") and steps[tag]["status"] == "ok"]
+    ran = [name for name, entry in steps.items() if entry["status"] == "ok"]
+    blocks = [f"`{check['command']}` on {machine.get('gpu', '?')}, torch {machine['torch']}, commit "
+              f"{machine.get('git_head', '?')}: " + ", ".join(f"{name} {entry['status']} ({entry['seconds']:.0f} s)"
+                                                              for name, entry in steps.items()) + "."]
+    inference_tags = [tag for tag in ran if tag.startswith("inference_")]
     if inference_tags:
-        lines += ["Batch 1, time and peak memory per sequence saved by Linformer (baseline / Linformer) beside the "
-                  "paper's V100 figures against the standard attention of 2020. Against RoBERTa-eager (the paper's "
-                  "kind of baseline) each figure is met or missed; against RoBERTa-sdpa the baseline is now a fused "
-                  "kernel (named), not comparable with the paper.", "",
-                  gpu_inference_table(gpu_dir, inference_tags), ""]
-    for tag in (t for t in steps if t.startswith("max_batch") and steps[t]["status"] == "ok"):
-        lines += [gpu_max_batch_table(json.load(open(os.path.join(gpu_dir, tag + ".json")))), ""]
-    mlm = [(name, entry) for name, entry in steps.items() if name.startswith("mlm_") and entry["status"] == "ok"]
+        blocks.append(prose("gpu_inference", table=gpu_inference_table(gpu_dir, inference_tags)))
+    blocks += [gpu_max_batch_table(json.load(open(os.path.join(gpu_dir, tag + ".json"))))
+               for tag in ran if tag.startswith("max_batch")]
+    mlm = [steps[name] for name in ran if name.startswith("mlm_")]
     if mlm:
-        lines += [table(["precision", "updates", "tokens/s", "peak memory", "updates the fp16 scaler skipped"],
-                        [[e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}", f"{e['peak_memory_gb']:.1f} GiB",
-                          "-" if e["skipped_updates"] is None else e["skipped_updates"]] for _, e in mlm]), ""]
+        blocks.append(table(["precision", "updates", "tokens/s", "peak memory", "updates the fp16 scaler skipped"],
+                            [[e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}",
+                              f"{e['peak_memory_gb']:.1f} GiB", "-" if e["skipped_updates"] is None
+                              else e["skipped_updates"]] for e in mlm]))
     fsdp = steps.get("fsdp2_resume", {})
     if fsdp.get("status") == "ok":
-        lines.append(f"FSDP2 through `accelerate launch`, resumed from update {fsdp['resumed_from']} of "
-                     f"{fsdp['updates']}: losses within {fsdp['max_relative_loss_difference']:.2g} (relative) of the "
-                     f"uninterrupted run, weights {'bit-identical' if fsdp['bit_exact'] else 'not bit-identical'}.")
-    return "\n".join(lines).rstrip()
+        blocks.append(f"FSDP2 through `accelerate launch`, resumed from update {fsdp['resumed_from']} of "
+                      f"{fsdp['updates']}: losses within {fsdp['max_relative_loss_difference']:.2g} (relative) of the "
+                      f"uninterrupted run, weights {'bit-identical' if fsdp['bit_exact'] else 'not bit-identical'}.")
+    return "\n\n".join(blocks)
 
 
 def gpu_pending():
@@ -260,17 +237,7 @@ def gpu_pending():
 
     plan, _ = gpu_check.plan_table(gpu_check.gpu_steps(gpu_check.plan_for(argparse.Namespace(
         dry_run=False, work_dir=None, mlm_steps=gpu_check.MLM_STEPS))))
-    return ("**Pending: no GPU figure yet.** Every figure on this page is from the 2-core CPU. The GPU check "
-            "(`make gpu-check`, [benchmarks/gpu_check.py](../benchmarks/gpu_check.py)) has not run on a GPU: GPU time "
-            "comes to this project rarely, in loans of minutes, on machines with no network (an earlier loan went "
-            "into the quality study's training runs on an H200: "
-            "[experiments/quality/results.md](../experiments/quality/results.md)). It is sized to one such loan; "
-            "its plan, each step's seconds estimated from FLOP counts at "
-            f"{gpu_check.USABLE:.0%} of the bf16 matmul rate measured on this workplace's H100 and H200 plus fixed "
-            "costs measured on the CPU machine (`python -m "
-            "benchmarks.gpu_check --plan`; a step is stopped at its cap and the results file is written after "
-            "every step):\n\n" + plan + "\n\nWhen it has run, this section is generated from its results "
-            "(`benchmarks/results/gpu/`): the GPU, the sdpa kernels, and each ratio against the paper's V100 figure.")
+    return prose("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
 
 
 def gpu_inference_table(gpu_dir, tags):
@@ -303,13 +270,15 @@ def gpu_max_batch_table(r):
                      f"{row['time_per_token_s'] * 1e6:.3g} us at batch {row['batch']}",
                      f"{ratio(row.get('batch_ratio_vs_eager'))} ({ratio(paper[0])})" if row["k"] else "-",
                      f"{ratio(row.get('time_per_token_saved_vs_eager'))} ({ratio(paper[1])})" if row["k"] else "-"])
-    return (f"The largest batch that fits ({harness.fmt_bytes(r['budget_bytes'])} filled) and the time per token there, "
-            f"{precision(r)} (`{r['command']}`); Linformer / RoBERTa-eager, the paper's V100 figure in brackets:\n\n"
-            + table(["n", "model", "k", "largest batch", "time per token", "batch ratio vs eager (paper memory)",
-                     "time per token saved vs eager (paper time)"], rows))
+    return prose("gpu_max_batch", budget=harness.fmt_bytes(r["budget_bytes"]), precision=precision(r),
+                command=r["command"], table=table(["n", "model", "k", "largest batch", "time per token",
+                                                   "batch ratio vs eager (paper memory)",
+                                                   "time per token saved vs eager (paper time)"], rows))
 
 
-BLOCKS = {"targets": targets_block, "baselines": baselines_block, "batch4": batch4_block,
+BLOCKS = {"targets": targets_block,
+          "baselines": lambda res: speedups_block(res, ("inference_cpu_fp32_b1", "inference_cpu_bf16_b1"), times=True),
+          "batch4": lambda res: speedups_block(res, ("inference_cpu_fp32_b4", "inference_cpu_bf16_b4"), times=False),
           "far-inference": far_inference_block, "far-training": far_training_block, "training": training_block,
           "serving": serving_block, "gpu": lambda res: gpu_block(GPU_RESULTS)}
 
@@ -324,7 +293,7 @@ def fill(page, res):
 def owner(filename):
     """The sweep a result file belongs to: <tag>.{csv,json,md,png} or one of inference.py's <tag>_<plot>.png."""
     stem, _, ext = filename.rpartition(".")
-    for tag, _, _ in SWEEPS:
+    for tag in SWEEPS:
         if stem == tag or ext == "png" and stem in (f"{tag}_{plot}" for plot in ("time", "per_token", "memory")):
             return tag
     return None
@@ -336,24 +305,16 @@ def index(res, results_dir):
     if unlisted:
         raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add the "
                          "sweep, or delete an older run of one (git keeps it)")
-    md = ["# Benchmark results", "",
-          "The current result of every sweep, one section each, written by `python -m benchmarks.report` from the "
-          "JSON files here (do not edit). What they show, with the tables generated from them: "
-          "[docs/benchmarks.md](../../docs/benchmarks.md); how they were measured: [../README.md](../README.md). "
-          "Each command below writes into this folder because it says `--out benchmarks/results`; without it the "
-          "scripts write to `outputs/benchmarks/` (git-ignored). Older runs of the same sweeps are in git's "
-          "history. Every JSON keeps the raw samples, the machine, the commit and a hash of the measured "
-          "`modeling_linformer.py`.", ""]
-    for tag, script, what in SWEEPS:
+    sections = [prose("index")]
+    for tag, script in SWEEPS.items():
         r = res[tag]
         machine = r.get("machine", {})
-        where = ", ".join(f"[{f}]({f})" for f in files if owner(f) == tag)
         taken = (f"Measured at commit {machine['git_head']} (modeling_linformer.py {machine['modeling_sha1']}), "
                  f"torch {machine['torch']}, {machine.get('cpu', machine.get('gpu', '?'))}, {machine['threads']} "
                  f"thread(s)." if machine else "Machine and commit not recorded by this script.")
-        md += [f"## {tag}", "", f"{what[0].upper()}{what[1:]}. {taken} Files: {where}.", "", "```bash",
-               command(r, script), "```", ""]
-    return "\n".join(md)
+        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken,
+                             files=", ".join(f"[{f}]({f})" for f in files if owner(f) == tag), command=command(r, script)))
+    return "\n\n".join(sections) + "\n"
 
 
 def main(argv=None):

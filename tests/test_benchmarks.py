@@ -397,7 +397,7 @@ def test_commands_in_the_results_index_rebuild_each_result():
     must parse back to the same arguments, and write into benchmarks/results."""
     results = report.load(harness.RESULTS)
     scripts = dict(inference=inference, training=training, peers=peers)
-    for tag, script, _ in report.SWEEPS:
+    for tag, script in report.SWEEPS.items():
         line = report.command(results[tag], script)
         assert line.startswith(f"python -m benchmarks.{script} ") and line.endswith("--out benchmarks/results"), tag
         if script in scripts and "command" not in results[tag]:
