@@ -312,8 +312,8 @@ def index(res, results_dir):
         taken = (f"Measured at commit {machine['git_head']} (modeling_linformer.py {machine['modeling_sha1']}), "
                  f"torch {machine['torch']}, {machine.get('cpu', machine.get('gpu', '?'))}, {machine['threads']} "
                  f"thread(s)." if machine else "Machine and commit not recorded by this script.")
-        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken,
-                             files=", ".join(f"[{f}]({f})" for f in files if owner(f) == tag), command=command(r, script)))
+        where = ", ".join(f"[{f}]({f})" for f in files if owner(f) == tag)
+        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken, files=where, command=command(r, script)))
     return "\n\n".join(sections) + "\n"
 
 
