@@ -1,6 +1,7 @@
 """Serving on CPU: documents per second of a Linformer model folder (the release by default) in PyTorch fp32 and
-bf16 and in ONNX Runtime fp32 and int8, beside its teacher reading the same documents in 512-token windows run
-the same four ways (its own ONNX export), at 1 and 2 threads. The model folder is also served the way
+bf16 (where the CPU multiplies bf16 natively: --bf16) and in ONNX Runtime fp32 and int8, beside its teacher
+reading the same documents in 512-token windows run the same ways (its own ONNX export), at 1 and 2 threads. The
+model folder is also served the way
 sentence-transformers users write it, `SentenceTransformer(folder, backend="onnx", trust_remote_code=True)`
 with each of the two graphs: `encode` on the documents' text, so those rows include what that path adds
 (tokenizing, the module's length check, which tokenizes again, pooling). Every candidate of one (threads,
@@ -165,7 +166,7 @@ def candidates(args, threads, ids, onnx_dirs, served=None):
     out = {}
     for who, folder in zip(views, onnx_dirs):
         x, m, own = views[who]
-        for dtype in (torch.float32, torch.bfloat16):
+        for dtype in (torch.float32, torch.bfloat16) if args.bf16 else (torch.float32,):
             model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
             tx, tm = torch.from_numpy(x), torch.from_numpy(m)
 
@@ -212,6 +213,15 @@ def sentence_transformers_rows(served, threads, ids):
     return out
 
 
+def native_bf16():
+    """Whether oneDNN runs bf16 matrix products natively here (AVX512-BF16 or AMX); on an AVX2-only CPU they are
+    emulated, about 34x slower than fp32 in this project's measurement."""
+    try:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=os.path.join(harness.ROOT, "release", "minilm-l6-linformer-n4096"))
@@ -221,10 +231,16 @@ def main(argv=None):
     parser.add_argument("--docs", type=int, default=4, help="documents per timed call")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
+    parser.add_argument("--bf16", choices=["auto", "true", "false"], default="auto",
+                        help="PyTorch bf16 rows; auto: only where the CPU multiplies bf16 natively (oneDNN's check), "
+                             "since an emulated bf16 matmul runs many times slower than fp32 and says nothing of bf16")
     parser.add_argument("--onnx_dir", default=os.path.join(harness.OUTPUT, "onnx"))
     parser.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
     args = parser.parse_args(argv)
     args.teacher = args.teacher or teacher_path()
+    args.bf16 = native_bf16() if args.bf16 == "auto" else args.bf16 == "true"
+    if not args.bf16:
+        print("no PyTorch bf16 rows: this CPU has no native bf16 matmul (--bf16 true measures it anyway)", flush=True)
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(args.teacher)
