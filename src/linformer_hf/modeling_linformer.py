@@ -735,6 +735,15 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
 
 class LinformerModel(LinformerPreTrainedModel):
+    r"""
+    The bare Linformer encoder: RoBERTa's embeddings and layers, each attending to keys and values projected along
+    the sequence to k slots (or exactly, for sequences within `exact_attention_length`). Accepts inputs of up to
+    `max_seq_length` (n) tokens; a padded batch may mix lengths, each sequence read from its own real tokens.
+
+    Returns `last_hidden_state` (batch, sequence, hidden_size) and, with `add_pooling_layer` (the default),
+    `pooler_output`: RoBERTa's pooler, tanh(dense) of the first token's final state. The task heads below build
+    it without the pooler, except `LinformerForMultipleChoice`, which scores that pooled state.
+    """
     def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = RobertaEmbeddings(config)
@@ -813,6 +822,14 @@ class LinformerModel(LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(LinformerPreTrainedModel):
+    r"""
+    Linformer with RoBERTa's masked-LM head (dense, GELU, layer norm, decoder tied to the input embeddings): logits
+    over the vocabulary for every position, (batch, sequence, vocab_size).
+
+    `labels` (batch, sequence): the token to predict at each masked position and -100 elsewhere; the loss is the
+    mean cross-entropy over the positions that have one. The decoder's bias is stored once, as
+    `lm_head.decoder.bias` (folders that also name it `lm_head.bias` load).
+    """
     _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: LinformerConfig):
@@ -861,6 +878,15 @@ register_checkpoint_conversion_mapping(
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):
+    r"""
+    Linformer with RoBERTa's classification head (dropout, dense, tanh, dropout, projection to `num_labels`) on one
+    vector per sequence: the first token's final state (`classifier_pooling="cls"`) or the mean of the real tokens'
+    final states (`"mean"`, padding excluded through `attention_mask`). Logits are (batch, num_labels).
+
+    `labels` decide the loss as in every HF sequence-classification head, unless `config.problem_type` is set:
+    (batch,) floats with `num_labels=1` are regression (MSE), (batch,) integer classes single-label
+    (cross-entropy), (batch, num_labels) floats multi-label (binary cross-entropy).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -908,6 +934,12 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
 
 
 class LinformerForMultipleChoice(LinformerPreTrainedModel):
+    r"""
+    Linformer scoring each choice of an example: inputs are (batch, num_choices, sequence) and are read as
+    batch x num_choices sequences; each choice's pooled first token (RoBERTa's pooler) goes through dropout and a
+    linear map to one score. Logits are (batch, num_choices); `labels` (batch,) hold the index of the right choice
+    (cross-entropy over the choices).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.linformer = LinformerModel(config)
@@ -942,6 +974,11 @@ class LinformerForMultipleChoice(LinformerPreTrainedModel):
 
 
 class LinformerForTokenClassification(LinformerPreTrainedModel):
+    r"""
+    Linformer with a linear classifier on every token's final state (after dropout, `classifier_dropout` or else
+    `hidden_dropout_prob`), e.g. for named entities: logits (batch, sequence, num_labels). `labels`
+    (batch, sequence) hold one class per token and -100 where no loss is taken (padding, continued word pieces).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -973,6 +1010,12 @@ class LinformerForTokenClassification(LinformerPreTrainedModel):
 
 
 class LinformerForQuestionAnswering(LinformerPreTrainedModel):
+    r"""
+    Linformer for extractive question answering: a linear map of every token's final state to a start and an end
+    logit (`num_labels` must be 2), each (batch, sequence). `start_positions` and `end_positions` (batch,) are the
+    answer span's token positions; positions past the input are ignored, and the loss is the mean of the start
+    and end cross-entropies.
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
