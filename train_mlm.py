@@ -242,7 +242,8 @@ def build_run(args, accelerator, config, tokenizer, blocks, out, accumulation):
         model, optimizer, train_loader, eval_loader, scheduler)
     return loop.Run(args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
                     objective=objective(accelerator), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
-                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=tokenizer)
+                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, eval_steps=args.eval_steps,
+                    tokenizer=tokenizer)
 
 
 def masking(tokenizer, args, validation):
@@ -266,7 +267,7 @@ def model_card(run):
     start = (f"continued from `{args.model_name_or_path}`" if args.model_name_or_path else "from scratch")
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="fill-mask", datasets=args.dataset_name,
-        tags=[config.model_type, "masked-lm"], args=args,
+        tags=[config.model_type, "masked-lm"], arguments=run.arguments(),
         intro=f"A {config.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
               f"{config.hidden_size}) pretrained {start} with `train_mlm.py` from linformer-hf (RoBERTa's "
               f"masked-LM recipe).",
