@@ -204,7 +204,8 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
         student, optimizer, train_loader, eval_loader, scheduler)
     return loop.Run(args, accelerator, student, optimizer, scheduler, train_loader, eval_loader, objective=objective,
                     log=MetricsLog(accelerator, out / "metrics.jsonl", "distill", args.to_dict()),
-                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=pair.tokenizer)
+                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, eval_steps=args.eval_steps,
+                    tokenizer=pair.tokenizer)
 
 
 def model_card(run, pair, sentence_transformers):
@@ -215,7 +216,8 @@ def model_card(run, pair, sentence_transformers):
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name,
         pipeline_tag="sentence-similarity" if sentence_transformers else "feature-extraction",
-        datasets=args.dataset_name, base_model=None if Path(teacher).exists() else teacher, args=args,
+        datasets=args.dataset_name, base_model=None if Path(teacher).exists() else teacher,
+        arguments=run.arguments(),
         tags=["linformer", "distillation"] + (["sentence-transformers"] if sentence_transformers else []),
         intro=f"A Linformer (n = {pair.n}, k = {config.projected_dim}, `projection_sharing="
               f"{config.projection_sharing!r}`) converted from `{teacher}` and distilled from it with `distill.py` "

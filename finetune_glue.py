@@ -377,15 +377,14 @@ def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumula
     updates_per_epoch = len(train_loader) // accumulation
     max_steps = args.max_steps or args.num_train_epochs * updates_per_epoch
     scheduler = accelerator.prepare(loop.build_scheduler(optimizer, args, max_steps))
-    if not splits.evaluated:
-        args.eval_steps = None  # nothing to select on: the last model is kept
-    elif args.eval_steps is None:
-        args.eval_steps = updates_per_epoch
+    # Nothing to select on without an evaluated split: the last model is kept.
+    eval_steps = None if not splits.evaluated else updates_per_epoch if args.eval_steps is None else args.eval_steps
     objective = tasks.ClassificationObjective(splits.task, metric, dict(zip(splits.evaluated[1:], eval_loaders[1:])))
     run = loop.Run(args, accelerator, model, optimizer, scheduler, train_loader,
                    eval_loaders[0] if eval_loaders else None, objective,
-                   MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue", args.to_dict()), out,
-                   max_steps, accumulation, tokenizer=tokenizer,
+                   MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue",
+                              {**args.to_dict(), "eval_steps": eval_steps}), out,
+                   max_steps, accumulation, eval_steps, tokenizer=tokenizer,
                    metric_for_best_model=splits.task.best_metric if splits.evaluated else None,
                    early_stopping_patience=args.early_stopping_patience, on_best=save_best_model)
     selection = (f"{splits.evaluated[0]} {splits.task.best_metric}" if splits.evaluated
@@ -517,7 +516,8 @@ def model_card(run, splits, results):
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="text-classification",
         tags=[config.model_type, "text-classification", *([task.name] if task.name != "custom" else [])],
-        datasets=[dataset] if dataset else None, base_model=args.model_name_or_path if from_hub else None, args=args,
+        datasets=[dataset] if dataset else None, base_model=args.model_name_or_path if from_hub else None,
+        arguments=run.arguments(),
         intro=f"A {config.model_type} sequence classifier finetuned from `{args.model_name_or_path}` on "
               f"{task.name if task.name != 'custom' else 'local files'} with `finetune_glue.py` from linformer-hf "
               f"(RoBERTa's finetuning recipe), inputs up to {results['max_seq_length']} tokens; {kept}.",

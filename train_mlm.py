@@ -178,7 +178,8 @@ def own_rates(model, args):
 
 
 def check_inputs(args, accelerator, accumulation):
-    """Every error that needs no data: the model config, the block size, files, the output folder."""
+    """Every error that needs no data: the model config, the block size, files, the output folder. Returns the
+    config too (a checkpoint's is final; a new model's is its plan, before the tokenizer fixes its vocabulary)."""
     config = model_config(args)
     trains_tokenizer = args.tokenizer_name is None and args.model_name_or_path is None
     if trains_tokenizer and config.vocab_size < args.tokenizer_vocab_size:
@@ -190,7 +191,7 @@ def check_inputs(args, accelerator, accumulation):
     check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                   args.mix_probabilities)
     out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
-    return out, block_size, checkpoint
+    return out, block_size, checkpoint, config
 
 
 def check_masking(args, block_size, forward_passes):
@@ -203,8 +204,10 @@ def check_masking(args, block_size, forward_passes):
                          f"pass at least {1 / tokens:.2g} (RoBERTa: 0.15)")
 
 
-def prepare_data(args, accelerator, out, block_size, checkpoint):
-    """Corpus, tokenizer (the run's own when resuming), packed blocks; the main process goes first."""
+def prepare_data(args, accelerator, out, block_size, checkpoint, planned):
+    """Corpus, tokenizer (the run's own when resuming), the model's config (`planned`, a checkpoint's, as it is: its
+    weights are not hashed again; a new model's built for the tokenizer), packed blocks; the main process goes
+    first."""
     with processes.main_process_first(accelerator, "preparing the data"):
         corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                              args.text_column_name, args.validation_split_percentage, args.streaming,
@@ -222,14 +225,14 @@ def prepare_data(args, accelerator, out, block_size, checkpoint):
                                      accelerator.num_processes)
         else:
             tokenizer = load_tokenizer(out / "tokenizer", "--output_dir")
-        check_tokenizer(tokenizer, model_config(args, tokenizer))
+        config = planned if args.model_name_or_path else model_config(args, tokenizer)
+        check_tokenizer(tokenizer, config)
         blocks = pack_corpus(corpus, tokenizer, block_size, args)
-    return tokenizer, blocks
+    return tokenizer, config, blocks
 
 
-def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
+def build_run(args, accelerator, config, tokenizer, blocks, out, accumulation):
     """Model, optimizer, scheduler and data loaders, prepared by Accelerate, as one `loop.Run`."""
-    config = model_config(args, tokenizer)
     train_loader, eval_loader = block_loaders(
         args, blocks, masking(tokenizer, args, validation=False), masking(tokenizer, args, validation=True))
     model = load_model(args, config, accelerator)
@@ -239,7 +242,8 @@ def build_run(args, accelerator, tokenizer, blocks, out, accumulation):
         model, optimizer, train_loader, eval_loader, scheduler)
     return loop.Run(args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
                     objective=objective(accelerator), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
-                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, tokenizer=tokenizer)
+                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, eval_steps=args.eval_steps,
+                    tokenizer=tokenizer)
 
 
 def masking(tokenizer, args, validation):
@@ -263,7 +267,7 @@ def model_card(run):
     start = (f"continued from `{args.model_name_or_path}`" if args.model_name_or_path else "from scratch")
     return outputs.model_card(
         title=args.hub_model_id or Path(args.output_dir).name, pipeline_tag="fill-mask", datasets=args.dataset_name,
-        tags=[config.model_type, "masked-lm"], args=args,
+        tags=[config.model_type, "masked-lm"], arguments=run.arguments(),
         intro=f"A {config.model_type} masked language model ({config.num_hidden_layers} layers, hidden size "
               f"{config.hidden_size}) pretrained {start} with `train_mlm.py` from linformer-hf (RoBERTa's "
               f"masked-LM recipe).",
@@ -276,10 +280,10 @@ def model_card(run):
 def main(argv=None):
     args = parse_args(MLMArguments, argv, prog="train_mlm.py")
     accelerator, accumulation = loop.start(args)
-    out, block_size, checkpoint = check_inputs(args, accelerator, accumulation)
+    out, block_size, checkpoint, planned = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
-    tokenizer, blocks = prepare_data(args, accelerator, out, block_size, checkpoint)
-    run = build_run(args, accelerator, tokenizer, blocks, out, accumulation)
+    tokenizer, config, blocks = prepare_data(args, accelerator, out, block_size, checkpoint, planned)
+    run = build_run(args, accelerator, config, tokenizer, blocks, out, accumulation)
     loop.fit(run, checkpoint, block_size=block_size)
     return outputs.finish(run, model_card(run), f"{run.accelerator.unwrap_model(run.model).config.model_type} MLM, "
                                                 f"{run.state.step} updates")

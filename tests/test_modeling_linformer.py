@@ -18,7 +18,8 @@ from linformer_hf import (
     LinformerForTokenClassification,
     LinformerModel,
 )
-from linformer_hf.modeling_linformer import LinformerSelfAttention, resample_columns, window_mean_projection
+from linformer_hf.modeling_linformer import (LinformerRoute, LinformerSelfAttention, resample_columns,
+                                            window_mean_projection)
 
 SHARING = ["none", "headwise", "key_value", "layerwise"]
 TYPES = ["linear", "mean_pool", "max_pool", "conv"]
@@ -641,7 +642,7 @@ def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
     attention.global_gate.normal_(0.0, 1.0)
     proj_key, proj_value = model.encoder.projections.for_layer(0)
     x = torch.randn(1, length, 32, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
-    out, _ = attention(x, None, None, proj_key, proj_value, None)
+    out, _ = attention(x, LinformerRoute(proj_key=proj_key, proj_value=proj_value))
 
     def mapped(name):
         weight, bias = attention._long_map(name)

@@ -836,7 +836,7 @@ def bare_bert(tmp_path_factory):
     return folder
 
 
-def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus, bare_bert, capsys):
+def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus, bare_bert, capsys, monkeypatch):
     from transformers import AutoModelForMaskedLM, BertModel
 
     args = train_mlm.parse_args(train_mlm.MLMArguments, ["--model_name_or_path", str(bare_bert),
@@ -851,7 +851,12 @@ def test_a_bare_encoder_gets_a_new_head_trained_at_its_own_rate(tmp_path, corpus
     assert {rates[i] for i in head} == {0.05} and rates[id(model.bert.encoder.layer[0].output.dense.weight)] == 1e-3
     assert rates[id(model.bert.embeddings.word_embeddings.weight)] == 1e-3  # the tied decoder is the encoder's
 
+    checked = []  # the checkpoint's config is built, and its weights verified, once per run
+    verify = train_mlm.checkpoints.check_model_folder
+    monkeypatch.setattr(train_mlm.checkpoints, "check_model_folder",
+                        lambda folder, flag: checked.append(folder) or verify(folder, flag))
     continue_bert(bare_bert, tmp_path, corpus, "--head_learning_rate", "0.01")
+    assert checked == [str(bare_bert)]
     assert type(AutoModelForMaskedLM.from_pretrained(tmp_path)).__name__ == "BertForMaskedLM"
     assert losses(tmp_path, "eval_loss")[-1] < losses(tmp_path, "eval_loss")[0]
 

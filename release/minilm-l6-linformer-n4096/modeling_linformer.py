@@ -34,6 +34,7 @@ path can be trained while the short one stays its source, bit for bit.
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -148,8 +149,8 @@ def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
 
 
 def long_sequences(short):
-    """The sequences that take the projected path and its adapters, from a layer's `short`: True, False or
-    a (batch,) bool tensor."""
+    """The sequences that take the projected path and its adapters, from a layer's `short`: True (all), False
+    (none) or a (batch,) bool tensor."""
     if short is None:
         return True
     if short is True:
@@ -195,9 +196,9 @@ class LinformerLongInputLinear(nn.Linear):
     """`nn.Linear` plus a low-rank update W + B A (and a bias update) that only long inputs use.
 
     Swapped in for every linear map of a layer when `long_input_adapter_rank` > 0, so the blocks calling it
-    (RoBERTa's SelfOutput, Intermediate and Output, the attention's query/key/value) stay as they are. The layer
-    sets `long` before each forward: True (every sequence is read through the projections), False (none) or a
-    (batch,) bool tensor. B starts at zero, so a new adapter changes nothing. A whole long batch uses the merged
+    (the attention's query/key/value, and the output, intermediate and feed-forward maps) call it through `adapted`
+    with the layer's `LinformerRoute.long`: True (every sequence is read through the projections), False (none) or
+    a (batch,) bool tensor. B starts at zero, so a new adapter changes nothing. A whole long batch uses the merged
     weight (one matmul, no cost per token); in a mixed batch the update is added per sequence and the others get
     the plain map's output untouched, so training the long path never moves the short one.
     """
@@ -207,22 +208,73 @@ class LinformerLongInputLinear(nn.Linear):
         self.adapter_down = nn.Parameter(torch.empty(rank, in_features))
         self.adapter_up = nn.Parameter(torch.empty(out_features, rank))
         self.adapter_bias = nn.Parameter(torch.empty(out_features))
-        self.long = True
 
-    def forward(self, x):
-        if self.long is False:
+    def forward(self, x, long=True):
+        if long is False:
             return super().forward(x)
-        if self.long is True:
+        if long is True:
             return F.linear(x, *self.long_weights())
         plain = super().forward(x)
         update = F.linear(F.linear(x, self.adapter_down.to(x.dtype)), self.adapter_up.to(x.dtype),
                           self.adapter_bias.to(x.dtype))
-        return torch.where(self.long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
+        return torch.where(long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
 
     def long_weights(self):
         """(weight, bias) of the adapted map, as long sequences use it."""
         weight = self.weight + (self.adapter_up @ self.adapter_down).to(self.weight.dtype)
         return weight, self.bias + self.adapter_bias.to(self.bias.dtype)
+
+
+def adapted(linear, x, long):
+    """`linear(x)`, with a long-input adapter's update for the sequences `long` selects where the map has one."""
+    return linear(x, long) if isinstance(linear, LinformerLongInputLinear) else linear(x)
+
+
+@dataclass
+class LinformerRoute:
+    """How one layer reads the batch, by name: built by `LinformerEncoder.forward` (the padding once per forward,
+    then each layer's choice between exact and projected keys and its E/F) and handed down to the attention.
+
+    Args:
+        key_mask: (batch, length) bool, which compacted key positions hold real tokens; None without padding.
+        key_index: (batch, length) positions that move each sequence's real tokens first (`take_rows`), so the j-th
+            real token meets column j of E however it is padded; None where nothing has to move.
+        short: None (every sequence is projected), True (every sequence has at most `exact_length` real tokens and
+            is read exactly) or a (batch,) bool tensor choosing per sequence.
+        proj_key, proj_value: the layer's E and F (`LinformerProjections.for_layer`); None for pooling.
+    """
+
+    key_mask: torch.Tensor | None = None
+    key_index: torch.Tensor | None = None
+    short: bool | torch.Tensor | None = None
+    proj_key: torch.Tensor | None = None
+    proj_value: torch.Tensor | None = None
+
+    @property
+    def long(self):
+        """The sequences read through the projections, and through the long-input adapters (`long_sequences`)."""
+        return long_sequences(self.short)
+
+
+class LinformerSelfOutput(RobertaSelfOutput):
+    """RoBERTa's attention output block; its dense map reads the long sequences through its adapter."""
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, long=True) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, long)) + input_tensor)
+
+
+class LinformerIntermediate(RobertaIntermediate):
+    """RoBERTa's feed-forward expansion; its dense map reads the long sequences through its adapter."""
+
+    def forward(self, hidden_states: torch.Tensor, long=True) -> torch.Tensor:
+        return self.intermediate_act_fn(adapted(self.dense, hidden_states, long))
+
+
+class LinformerOutput(RobertaOutput):
+    """RoBERTa's feed-forward output block; its dense map reads the long sequences through its adapter."""
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, long=True) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, long)) + input_tensor)
 
 
 # On disk, adapters keep the layout of the folders written before they moved onto the maps they update (one
@@ -296,7 +348,8 @@ class LinformerSelfAttention(nn.Module):
     """The paper's attention: keys and values projected along the sequence from its length to k.
 
     With `exact_attention_length` set, a sequence of at most that many real tokens attends to its own keys
-    exactly (standard attention) instead: `short` says which, per sequence, and a padded batch may mix both.
+    exactly (standard attention) instead: the layer's `LinformerRoute.short` says which, per sequence, and a padded
+    batch may mix both.
     """
 
     def __init__(self, config: LinformerConfig, layer_idx: int):
@@ -327,19 +380,14 @@ class LinformerSelfAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        key_mask: torch.Tensor | None = None,
-        key_index: torch.Tensor | None = None,
-        proj_key: torch.Tensor | None = None,
-        proj_value: torch.Tensor | None = None,
-        short: bool | torch.Tensor | None = None,
+        route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`short`: None (every sequence is projected), True (every sequence has at most `exact_length` real
-        tokens) or a (batch,) bool tensor choosing per sequence. `key_index` moves real tokens first."""
-        query = self._heads(self.query(hidden_states))
+        """`route`: the padding, which sequences are read exactly and E/F (see `LinformerRoute`)."""
+        query = self._heads(adapted(self.query, hidden_states, route.long))
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
-        x = hidden_states if key_index is None else take_rows(hidden_states, key_index)
-        key, value, blocked = self._keys_values(x, key_mask, proj_key, proj_value, short)
+        x = hidden_states if route.key_index is None else take_rows(hidden_states, route.key_index)
+        key, value, blocked = self._keys_values(x, route.key_mask, route.proj_key, route.proj_value, route.short)
         output, weights = self._attend(query, key, value, blocked, kwargs)
         return output.reshape(*hidden_states.shape[:-1], -1), weights
 
@@ -474,29 +522,25 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        key_mask: torch.Tensor | None = None,
-        key_index: torch.Tensor | None = None,
-        proj_key: torch.Tensor | None = None,
-        proj_value: torch.Tensor | None = None,
-        short: bool | torch.Tensor | None = None,
+        route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`short` as in `LinformerSelfAttention`: True when every sequence fits one window, which is then
+        """`route.short` as in `LinformerSelfAttention`: True when every sequence fits one window, which is then
         standard attention over its own tokens (and has attention maps to return)."""
-        if short is True:
-            return super().forward(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        if route.short is True:
+            return super().forward(hidden_states, route, **kwargs)
         if kwargs.get("output_attentions"):
             raise ValueError(
                 f"output_attentions=True: with attention_type='windowed' (windows of {self.window} tokens), an input "
                 f"longer than {self.window} tokens has no single attention map (its windows and the k slots are "
                 f"separate); ask for attentions on inputs of at most {self.window} tokens")
-        long = long_sequences(short)
-        query = self._heads(self.query(hidden_states))
+        long, key_mask, key_index = route.long, route.key_mask, route.key_index
+        query = self._heads(adapted(self.query, hidden_states, long))
         x = hidden_states if key_index is None else take_rows(hidden_states, key_index)  # real tokens first
-        key, value = self._heads(self.key(x)), self._heads(self.value(x))  # (B, H, L, D)
+        key, value = self._heads(adapted(self.key, x, long)), self._heads(adapted(self.value, x, long))  # (B, H, L, D)
         # The k slots come from the projected path's own route (E x first where that is cheaper: one
         # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
-        far_key, far_value, blocked = self._projected(x, key_mask, proj_key, proj_value)
+        far_key, far_value, blocked = self._projected(x, key_mask, route.proj_key, route.proj_value)
         far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
         near = self._near(query, key, value, key_mask, key_index, kwargs)
         far = far * self.global_gate.to(far.dtype)[:, None]
@@ -535,20 +579,16 @@ class LinformerAttention(nn.Module):
     def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
         self.self = LINFORMER_ATTENTION_CLASSES[config.attention_type](config, layer_idx)
-        self.output = RobertaSelfOutput(config)
+        self.output = LinformerSelfOutput(config)
 
     def forward(
         self,
         hidden_states: torch.Tensor,
-        key_mask: torch.Tensor | None = None,
-        key_index: torch.Tensor | None = None,
-        proj_key: torch.Tensor | None = None,
-        proj_value: torch.Tensor | None = None,
-        short: bool | torch.Tensor | None = None,
+        route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        attended, _ = self.self(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
-        return self.output(attended, hidden_states)
+        attended, _ = self.self(hidden_states, route, **kwargs)
+        return self.output(attended, hidden_states, route.long)
 
 
 class LinformerLayer(GradientCheckpointingLayer):
@@ -556,8 +596,8 @@ class LinformerLayer(GradientCheckpointingLayer):
         super().__init__()
         self.config = config
         self.attention = LinformerAttention(config, layer_idx)
-        self.intermediate = RobertaIntermediate(config)
-        self.output = RobertaOutput(config)
+        self.intermediate = LinformerIntermediate(config)
+        self.output = LinformerOutput(config)
         if config.long_input_adapter_rank:
             for path in _ADAPTED_MAPS.values():
                 owner, name = self.get_submodule(path.rpartition(".")[0]), path.rpartition(".")[2]
@@ -568,28 +608,22 @@ class LinformerLayer(GradientCheckpointingLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        key_mask: torch.Tensor | None = None,
-        key_index: torch.Tensor | None = None,
-        proj_key: torch.Tensor | None = None,
-        proj_value: torch.Tensor | None = None,
-        short: bool | torch.Tensor | None = None,
+        route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        # Which sequences the adapters update: set here, at the top of the layer, so that a checkpointed layer's
-        # recomputation sets it again before it runs.
-        for module in self.modules():
-            if isinstance(module, LinformerLongInputLinear):
-                module.long = long_sequences(short)
-        attended = self.attention(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+        """`route`: how this layer reads the batch (`LinformerRoute`); its `long` also picks the sequences whose
+        maps go through the long-input adapters."""
+        attended = self.attention(hidden_states, route, **kwargs)
+        long = route.long
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
             # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
             # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
-            return torch.cat([self.feed_forward(part) for part in attended.split(chunk, dim=1)], 1)
-        return self.feed_forward(attended)
+            return torch.cat([self.feed_forward(part, long) for part in attended.split(chunk, dim=1)], 1)
+        return self.feed_forward(attended, long)
 
-    def feed_forward(self, attended):
-        return self.output(self.intermediate(attended), attended)
+    def feed_forward(self, attended, long=True):
+        return self.output(self.intermediate(attended, long), attended, long)
 
 
 def compact_padding(attention_mask):
@@ -653,7 +687,8 @@ class LinformerEncoder(nn.Module):
         for idx, layer in enumerate(self.layer):
             short = route_short_sequences(key_mask, hidden_states.shape[1], layer.attention.self.exact_length)
             proj_key, proj_value = self.projections.for_layer(idx)
-            hidden_states = layer(hidden_states, key_mask, key_index, proj_key, proj_value, short, **kwargs)
+            route = LinformerRoute(key_mask, key_index, short, proj_key, proj_value)
+            hidden_states = layer(hidden_states, route, **kwargs)
         return BaseModelOutput(last_hidden_state=hidden_states)
 
 
@@ -735,6 +770,15 @@ class LinformerPreTrainedModel(PreTrainedModel):
 
 
 class LinformerModel(LinformerPreTrainedModel):
+    r"""
+    The bare Linformer encoder: RoBERTa's embeddings and layers, each attending to keys and values projected along
+    the sequence to k slots (or exactly, for sequences within `exact_attention_length`). Accepts inputs of up to
+    `max_seq_length` (n) tokens; a padded batch may mix lengths, each sequence read from its own real tokens.
+
+    Returns `last_hidden_state` (batch, sequence, hidden_size) and, with `add_pooling_layer` (the default),
+    `pooler_output`: RoBERTa's pooler, tanh(dense) of the first token's final state. The task heads below build
+    it without the pooler, except `LinformerForMultipleChoice`, which scores that pooled state.
+    """
     def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = RobertaEmbeddings(config)
@@ -813,6 +857,14 @@ class LinformerModel(LinformerPreTrainedModel):
 
 
 class LinformerForMaskedLM(LinformerPreTrainedModel):
+    r"""
+    Linformer with RoBERTa's masked-LM head (dense, GELU, layer norm, decoder tied to the input embeddings): logits
+    over the vocabulary for every position, (batch, sequence, vocab_size).
+
+    `labels` (batch, sequence): the token to predict at each masked position and -100 elsewhere; the loss is the
+    mean cross-entropy over the positions that have one. The decoder's bias is stored once, as
+    `lm_head.decoder.bias` (folders that also name it `lm_head.bias` load).
+    """
     _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
     def __init__(self, config: LinformerConfig):
@@ -861,6 +913,15 @@ register_checkpoint_conversion_mapping(
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):
+    r"""
+    Linformer with RoBERTa's classification head (dropout, dense, tanh, dropout, projection to `num_labels`) on one
+    vector per sequence: the first token's final state (`classifier_pooling="cls"`) or the mean of the real tokens'
+    final states (`"mean"`, padding excluded through `attention_mask`). Logits are (batch, num_labels).
+
+    `labels` decide the loss as in every HF sequence-classification head, unless `config.problem_type` is set:
+    (batch,) floats with `num_labels=1` are regression (MSE), (batch,) integer classes single-label
+    (cross-entropy), (batch, num_labels) floats multi-label (binary cross-entropy).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -908,6 +969,12 @@ class LinformerForSequenceClassification(LinformerPreTrainedModel):
 
 
 class LinformerForMultipleChoice(LinformerPreTrainedModel):
+    r"""
+    Linformer scoring each choice of an example: inputs are (batch, num_choices, sequence) and are read as
+    batch x num_choices sequences; each choice's pooled first token (RoBERTa's pooler) goes through dropout and a
+    linear map to one score. Logits are (batch, num_choices); `labels` (batch,) hold the index of the right choice
+    (cross-entropy over the choices).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.linformer = LinformerModel(config)
@@ -942,6 +1009,11 @@ class LinformerForMultipleChoice(LinformerPreTrainedModel):
 
 
 class LinformerForTokenClassification(LinformerPreTrainedModel):
+    r"""
+    Linformer with a linear classifier on every token's final state (after dropout, `classifier_dropout` or else
+    `hidden_dropout_prob`), e.g. for named entities: logits (batch, sequence, num_labels). `labels`
+    (batch, sequence) hold one class per token and -100 where no loss is taken (padding, continued word pieces).
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels
@@ -973,6 +1045,12 @@ class LinformerForTokenClassification(LinformerPreTrainedModel):
 
 
 class LinformerForQuestionAnswering(LinformerPreTrainedModel):
+    r"""
+    Linformer for extractive question answering: a linear map of every token's final state to a start and an end
+    logit (`num_labels` must be 2), each (batch, sequence). `start_positions` and `end_positions` (batch,) are the
+    answer span's token positions; positions past the input are ignored, and the loss is the mean of the start
+    and end cross-entropies.
+    """
     def __init__(self, config: LinformerConfig):
         super().__init__(config)
         self.num_labels = config.num_labels

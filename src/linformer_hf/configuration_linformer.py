@@ -85,11 +85,85 @@ def invalid(field, value, allowed):
     raise ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
 
 
-def check(config, field, holds, allowed, optional=False):
-    """`invalid` unless `holds(value)` (or, `optional`, the value is None)."""
-    value = getattr(config, field)
-    if not (value is None and optional) and (value is None or not holds(value)):
-        invalid(field, value, allowed + (" (or None)" if optional else ""))
+def in_range(field, holds, allowed, optional=False):
+    """A rule that `holds(value)` for `field` (or, `optional`, that the value is None)."""
+    return (field, lambda config, value: (value is None and optional) or (value is not None and holds(value)),
+            allowed + (" (or None)" if optional else ""))
+
+
+def token_ids(value):
+    return value if isinstance(value, list) else [value]
+
+
+def suggestion(value, names):
+    close = difflib.get_close_matches(value, list(names), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+# Every range and combination check of the config, as (field, holds(config, value), what the field allows: a
+# string or a function of the config). `validate_architecture` checks them in order and raises the first broken
+# one through `invalid`, so a later rule may rely on the earlier ones (e.g. num_attention_heads >= 1 before
+# dividing by it).
+ENCODER_RULES = [  # RoBERTa's fields: sizes, rates, activation, token ids, the position table; never a decoder
+    *[(field, lambda config, value: not value, "Linformer projects keys along the whole sequence, so it cannot be "
+       "causal or a decoder; it must be False") for field in ("is_decoder", "add_cross_attention")],
+    *[in_range(field, lambda v: v >= 1, "it must be an integer >= 1")
+      for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                    "type_vocab_size", "max_seq_length")],
+    in_range("chunk_size_feed_forward", lambda v: v >= 0, "it must be an integer >= 0"),
+    *[in_range(field, lambda v: 0 <= v < 1, "a dropout probability must satisfy 0 <= p < 1", optional)
+      for field, optional in (("hidden_dropout_prob", False), ("attention_probs_dropout_prob", False),
+                              ("classifier_dropout", True))],
+    *[in_range(field, lambda v: v > 0, "it must be > 0", optional)
+      for field, optional in (("initializer_range", False), ("layer_norm_eps", False), ("projection_init_std", True))],
+    ("hidden_size", lambda config, value: not value % config.num_attention_heads,
+     lambda config: f"it must be divisible by num_attention_heads={config.num_attention_heads}"),
+    ("hidden_act", lambda config, value: value in ACT2FN,
+     lambda config: "it must name an activation of transformers.activations.ACT2FN"
+                    + suggestion(config.hidden_act, ACT2FN)),
+    ("pad_token_id", lambda config, value: isinstance(value, int),
+     "an integer is required (positions are numbered after it)"),
+    *[(field, lambda config, value: all(token is None or 0 <= token < config.vocab_size for token in token_ids(value)),
+       lambda config: f"token ids must satisfy 0 <= id < vocab_size={config.vocab_size}")
+      for field in ("pad_token_id", "bos_token_id", "eos_token_id")],
+    ("max_position_embeddings",
+     lambda config, value: value is not None and value >= config.max_seq_length + config.pad_token_id + 1,
+     lambda config: f"it must be at least max_seq_length + pad_token_id + 1 = "
+                    f"{config.max_seq_length + config.pad_token_id + 1}"),
+]
+PROJECTION_RULES = [  # Linformer's fields: k per layer, sharing, pooling windows, the exact length, attention type
+    ("projected_dim", lambda config, value: not isinstance(value, list) or len(value) == config.num_hidden_layers,
+     lambda config: f"a list needs one k per layer (num_hidden_layers={config.num_hidden_layers})"),
+    ("projected_dim", lambda config, value: all(1 <= k <= config.max_seq_length for k in config.projected_dims),
+     lambda config: f"each k must be an integer with 1 <= k <= max_seq_length={config.max_seq_length}"),
+    ("projected_dim",
+     lambda config, value: config.projection_sharing != "layerwise" or len(set(config.projected_dims)) <= 1,
+     "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
+     "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)"),
+    ("projected_dim", lambda config, value: config.projection_type == "linear"
+     or not any(config.max_seq_length % k for k in config.projected_dims),
+     lambda config: f"projection_type={config.projection_type!r} pools windows of n/k positions, so "
+                    f"max_seq_length={config.max_seq_length} must be divisible by every k"),
+    in_range("long_input_adapter_rank", lambda v: v >= 0, "it must be an integer >= 0"),
+    ("exact_attention_length", lambda config, value: not isinstance(value, list) or (
+        len(value) == config.num_hidden_layers
+        and all(k <= e <= config.max_seq_length for k, e in zip(config.projected_dims, value))),
+     lambda config: f"a list needs one length per layer (num_hidden_layers={config.num_hidden_layers}), each with "
+                    f"k <= it <= max_seq_length={config.max_seq_length} (k per layer: {config.projected_dims})"),
+    ("exact_attention_length", lambda config, value: isinstance(value, list) or value is None
+     or max(config.projected_dims) <= value <= config.max_seq_length,
+     lambda config: f"it must satisfy max(k)={max(config.projected_dims)} <= it <= "
+                    f"max_seq_length={config.max_seq_length}"),
+    ("attention_type", lambda config, value: value != "windowed" or isinstance(config.exact_attention_length, int),
+     "'windowed' reads windows of exact_attention_length tokens, so it needs exact_attention_length set to one "
+     "integer (e.g. 512 for a model converted from a 512-position encoder)"),
+    ("projection_init", lambda config, value: value == "normal" or config.projection_type == "linear",
+     lambda config: f"only learned projections (projection_type='linear') have E/F to initialise; "
+                    f"projection_type={config.projection_type!r} needs 'normal' (conv kernels start as mean pooling)"),
+    ("projection_length_scaling", lambda config, value: value == "none" or config.projection_type == "linear",
+     lambda config: f"only learned projections (projection_type='linear') sum over positions; "
+                    f"projection_type={config.projection_type!r} needs 'none'"),
+]
 
 
 def one_line_field_errors(cls):
@@ -281,82 +355,13 @@ class LinformerConfig(PreTrainedConfig):
             self.attention_type = "windowed"
 
     def validate_architecture(self):
-        """Every range and combination check, in one place; also run by `validate()` and `save_pretrained`."""
+        """Every range and combination check (`ENCODER_RULES`, then `PROJECTION_RULES`), in one place; also run by
+        `validate()` and `save_pretrained`."""
         super().validate_architecture()
-        self._check_encoder()
-        self._check_projections()
-
-    def _check_encoder(self):
-        """RoBERTa's fields: sizes, rates, activation, token ids, the position table; never a decoder."""
-        if self.is_decoder or self.add_cross_attention:
-            invalid("is_decoder" if self.is_decoder else "add_cross_attention", True,
-                    "Linformer projects keys along the whole sequence, so it cannot be causal or a decoder; "
-                    "it must be False")
-        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                      "type_vocab_size", "max_seq_length"):
-            check(self, field, lambda v: v >= 1, "it must be an integer >= 1")
-        check(self, "chunk_size_feed_forward", lambda v: v >= 0, "it must be an integer >= 0")
-        for field, optional in (("hidden_dropout_prob", False), ("attention_probs_dropout_prob", False),
-                                ("classifier_dropout", True)):
-            check(self, field, lambda v: 0 <= v < 1, "a dropout probability must satisfy 0 <= p < 1", optional)
-        for field, optional in (("initializer_range", False), ("layer_norm_eps", False), ("projection_init_std", True)):
-            check(self, field, lambda v: v > 0, "it must be > 0", optional)
-        if self.hidden_size % self.num_attention_heads:
-            invalid("hidden_size", self.hidden_size,
-                    f"it must be divisible by num_attention_heads={self.num_attention_heads}")
-        if self.hidden_act not in ACT2FN:
-            close = difflib.get_close_matches(self.hidden_act, list(ACT2FN), n=1)
-            invalid("hidden_act", self.hidden_act, "it must name an activation of transformers.activations.ACT2FN"
-                    + (f" (did you mean {close[0]!r}?)" if close else ""))
-        if not isinstance(self.pad_token_id, int):
-            invalid("pad_token_id", self.pad_token_id, "an integer is required (positions are numbered after it)")
-        for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
+        for field, holds, allowed in ENCODER_RULES + PROJECTION_RULES:
             value = getattr(self, field)
-            if any(token is not None and not 0 <= token < self.vocab_size
-                   for token in (value if isinstance(value, list) else [value])):
-                invalid(field, value, f"token ids must satisfy 0 <= id < vocab_size={self.vocab_size}")
-        needed = self.max_seq_length + self.pad_token_id + 1
-        if self.max_position_embeddings is None or self.max_position_embeddings < needed:
-            invalid("max_position_embeddings", self.max_position_embeddings,
-                    f"it must be at least max_seq_length + pad_token_id + 1 = {needed}")
-
-    def _check_projections(self):
-        """Linformer's fields: k per layer, sharing, pooling windows, the exact length and the attention type."""
-        ks, n = self.projected_dims, self.max_seq_length
-        if isinstance(self.projected_dim, list) and len(self.projected_dim) != self.num_hidden_layers:
-            invalid("projected_dim", self.projected_dim,
-                    f"a list needs one k per layer (num_hidden_layers={self.num_hidden_layers})")
-        if not all(1 <= k <= n for k in ks):
-            invalid("projected_dim", self.projected_dim, f"each k must be an integer with 1 <= k <= max_seq_length={n}")
-        if self.projection_sharing == "layerwise" and len(set(ks)) > 1:
-            invalid("projected_dim", self.projected_dim,
-                    "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
-                    "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)")
-        if self.projection_type != "linear" and any(n % k for k in ks):
-            invalid("projected_dim", self.projected_dim,
-                    f"projection_type={self.projection_type!r} pools windows of n/k positions, so "
-                    f"max_seq_length={n} must be divisible by every k")
-        check(self, "long_input_adapter_rank", lambda v: v >= 0, "it must be an integer >= 0")
-        exact = self.exact_attention_length
-        if isinstance(exact, list):
-            if len(exact) != self.num_hidden_layers or not all(k <= e <= n for k, e in zip(ks, exact)):
-                invalid("exact_attention_length", exact, f"a list needs one length per layer "
-                        f"(num_hidden_layers={self.num_hidden_layers}), each with k <= it <= max_seq_length={n} "
-                        f"(k per layer: {ks})")
-        elif exact is not None and not max(ks) <= exact <= n:
-            invalid("exact_attention_length", exact, f"it must satisfy max(k)={max(ks)} <= it <= max_seq_length={n}")
-        if self.attention_type == "windowed" and not isinstance(exact, int):
-            invalid("attention_type", self.attention_type, "'windowed' reads windows of exact_attention_length "
-                    "tokens, so it needs exact_attention_length set to one integer (e.g. 512 for a model converted "
-                    "from a 512-position encoder)")
-        if self.projection_init != "normal" and self.projection_type != "linear":
-            invalid("projection_init", self.projection_init,
-                    f"only learned projections (projection_type='linear') have E/F to initialise; "
-                    f"projection_type={self.projection_type!r} needs 'normal' (conv kernels start as mean pooling)")
-        if self.projection_length_scaling != "none" and self.projection_type != "linear":
-            invalid("projection_length_scaling", self.projection_length_scaling,
-                    f"only learned projections (projection_type='linear') sum over positions; "
-                    f"projection_type={self.projection_type!r} needs 'none'")
+            if not holds(self, value):
+                invalid(field, value, allowed(self) if callable(allowed) else allowed)
 
     @property
     def projected_dims(self) -> list[int]:

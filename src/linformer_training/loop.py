@@ -91,6 +91,9 @@ class Run:
     output_dir: Path
     max_steps: int
     accumulation: int
+    # Evaluate every N updates (0: only at the end; None: never): --eval_steps as the script settles it (finetuning's
+    # default is once per epoch) and `fit` keeps it (None without validation data); `args` stay as parsed.
+    eval_steps: int | None
     state: TrainState = field(default_factory=TrainState)
     tokenizer: Any = None  # saved into every checkpoint
     metric_for_best_model: str | None = None  # a key of the evaluation metrics, greater is better
@@ -100,6 +103,11 @@ class Run:
     def say(self, message):
         if self.accelerator.is_main_process:
             tqdm.write(message)
+
+    def arguments(self):
+        """The run's arguments as it runs them (written to train_config.yaml and the model card): `args`, with
+        `eval_steps` as settled."""
+        return {**self.args.to_dict(), "eval_steps": self.eval_steps}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -393,7 +401,7 @@ def train(run):
             metrics = log_window(run)
             progress.set_postfix(loss=f"{metrics['train_loss']:.3f}", tok_s=f"{metrics['tokens_per_second']:,.0f}")
         at_end = state.step == run.max_steps
-        if args.eval_steps is not None and (at_end or (args.eval_steps and state.step % args.eval_steps == 0)):
+        if run.eval_steps is not None and (at_end or (run.eval_steps and state.step % run.eval_steps == 0)):
             evaluate(run)
         if args.checkpointing_steps and state.step % args.checkpointing_steps == 0:
             checkpoints.save_run_checkpoint(run)
@@ -410,17 +418,17 @@ def fit(run, checkpoint=None, evaluate_start=True, **run_facts):
     write train_config.yaml (with `run_facts`), evaluate the starting point (unless not `evaluate_start`:
     a finetuning run's new head is no candidate for its best model), train."""
     check_one_update(run.args, run.train_loader.dataset, run.accelerator.num_processes, run.accumulation)
-    if run.eval_loader is None and run.args.eval_steps is not None:
+    if run.eval_loader is None and run.eval_steps is not None:
         run.say("No validation split (--validation_split_percentage 0, no --validation_file): nothing is evaluated")
-        run.args.eval_steps = None
+        run.eval_steps = None
     if checkpoint is not None:
         checkpoints.resume_run(run, checkpoint)
     # A finished run resumed (to publish again, or with damaged weights restored from a checkpoint whose manifest
     # someone recomputed): its figures must be measured on the weights it is about to publish, not carried over.
-    finished = checkpoint is not None and run.state.step >= run.max_steps and run.args.eval_steps is not None
+    finished = checkpoint is not None and run.state.step >= run.max_steps and run.eval_steps is not None
     run.log.keep_until(run.state.step, keep_evaluation=not finished)
     outputs.write_run_config(run, **run_facts)
-    if evaluate_start and run.state.step == 0 and run.args.eval_steps is not None:
+    if evaluate_start and run.state.step == 0 and run.eval_steps is not None:
         evaluate(run)  # the curve's first point: the model before any update
     if finished:
         run.say(f"Nothing left to train (step {run.state.step} of {run.max_steps}): evaluating the weights to be "

@@ -18,16 +18,16 @@ from .arguments import UsageError
 
 
 def model_card(title, intro, sections, pipeline_tag=None, tags=(), datasets=None, license="apache-2.0",
-               base_model=None, args=None):
+               base_model=None, arguments=None):
     """A Hub model card as text: YAML metadata, `# title`, `intro`, then a `## heading` per item of `sections`
-    (heading -> markdown); `args` adds the run's arguments as YAML. Every script's card and the conversion's."""
+    (heading -> markdown); `arguments` (a run's `Run.arguments()`) adds them as YAML. Every script's card and the
+    conversion's."""
     from huggingface_hub import ModelCardData
 
     data = ModelCardData(library_name="transformers", pipeline_tag=pipeline_tag, license=license,
                          tags=["linformer-hf", *tags], datasets=datasets or None, base_model=base_model)
-    if args is not None:
-        arguments = code_block(yaml.safe_dump(args.to_dict(), sort_keys=False), "yaml")
-        sections = {**sections, "Training arguments": arguments}
+    if arguments is not None:
+        sections = {**sections, "Training arguments": code_block(yaml.safe_dump(arguments, sort_keys=False), "yaml")}
     body = "".join(f"\n\n## {heading}\n\n{text.strip()}" for heading, text in sections.items())
     return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{intro.strip()}{body}\n"
 
@@ -52,7 +52,7 @@ def write_run_config(run, **extra):
     """`train_config.yaml`: the arguments and what was derived from them (processes, accumulation, ...)."""
     with processes.together(run.accelerator, "writing train_config.yaml"):
         if run.accelerator.is_main_process:
-            config = {**run.args.to_dict(), "num_processes": run.accelerator.num_processes,
+            config = {**run.arguments(), "num_processes": run.accelerator.num_processes,
                       "accumulation": run.accumulation, "mixed_precision": run.accelerator.mixed_precision,
                       "num_parameters": sum(p.numel() for p in run.model.parameters()), **extra}
             checkpoints.write_text(run.output_dir / "train_config.yaml", yaml.safe_dump(config, sort_keys=False),
