@@ -18,6 +18,7 @@ a release, is not written to), whose Transformer module is src/'s, as release.py
 """
 
 import argparse
+import gc
 import os
 import time
 
@@ -265,6 +266,10 @@ def main(argv=None):
                                  time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
                                  samples=times[name]))
             print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
+            # Each ONNX Runtime session keeps the arena its longest input grew: one cell's sessions are let go
+            # before the next cell's are built (at 4096 tokens two cells' together outgrew 24 GiB).
+            del fns, reference
+            gc.collect()
     write(args, rows, argv)
 
 
