@@ -57,7 +57,8 @@ def test_saved_folder_carries_remote_code_for_every_head(tmp_path):
     assert len(auto_map) == 7
     imports = [line for line in (tmp_path / "modeling_linformer.py").read_text().splitlines()
                if line.startswith(("import ", "from "))]
-    assert all(line.split()[1].split(".")[0] in ("math", "collections", "torch", "transformers", "")
+    standard_library = ("math", "collections", "dataclasses")  # what any Python has: nothing to install on the Hub
+    assert all(line.split()[1].split(".")[0] in (*standard_library, "torch", "transformers", "")
                for line in imports), imports
 
 
