@@ -7,8 +7,7 @@ with each of the two graphs: `encode` on the documents' text, so those rows incl
 (tokenizing, the module's length check, which tokenizes again, pooling). Every candidate of one (threads,
 length) cell is timed interleaved on the same documents; fidelity is the least cosine of its document
 embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
-ones. Every ONNX Runtime session runs without its CPU memory arena, so that memory goes back after each call: a
-cell holds six sessions, and at 4096 tokens their arenas together outgrew 24 GiB.
+ones.
 
     python -m benchmarks.serving                      # the release and all-MiniLM-L6-v2, 512 / 2048 / 4096 tokens
     python -m benchmarks.serving --lengths 512 --threads 1 --repeats 2 --out benchmarks/results
@@ -179,7 +178,7 @@ def candidates(args, threads, ids, onnx_dirs, served=None):
 
             out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
         for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
-            session = onnx_session(os.path.join(folder, name), threads=threads, arena=False)
+            session = onnx_session(os.path.join(folder, name), threads=threads)
 
             def run(session=session, x=x, m=m, own=own):
                 hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
@@ -202,7 +201,7 @@ def sentence_transformers_rows(served, threads, ids):
     for name, label in (("model.onnx", "fp32"), ("model_qint8.onnx", "int8")):
         model = SentenceTransformer(served, device="cpu", backend="onnx", trust_remote_code=True,
                                     model_kwargs={"file_name": f"onnx/{name}", "provider": "CPUExecutionProvider",
-                                                  "session_options": session_options(threads, arena=False)})
+                                                  "session_options": session_options(threads)})
         texts = [model.tokenizer.decode(row[1:-1]) for row in ids]
         if model.tokenizer(texts)["input_ids"] != ids.tolist():
             raise ValueError(f"{served}: its tokenizer does not read the documents' text back to the ids the other "

@@ -129,27 +129,25 @@ def max_difference(session, model, batches):
     return worst
 
 
-def session_options(threads=None, arena=True):
+def session_options(threads=None):
     """ONNX Runtime options as the project times and serves graphs: its warnings off (the exporter's graphs
     trigger harmless ones on every load), and with `threads`, that many for one operator and no operator run
-    beside another, so a thread count means what torch.set_num_threads means. `arena=False` returns memory after
-    each run instead of keeping it for the next: for many sessions held at once on long inputs."""
+    beside another, so a thread count means what torch.set_num_threads means."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = 3
-    options.enable_cpu_mem_arena = arena
     if threads:
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     return options
 
 
-def onnx_session(path, threads=None, arena=True):
+def onnx_session(path, threads=None):
     """An ONNX Runtime session on the CPU for an exported file. A missing, truncated or damaged file is one line
     naming it and the command that writes it again (ONNX Runtime's own says only "Protobuf parsing failed")."""
     import onnxruntime
 
-    options = session_options(threads, arena)
+    options = session_options(threads)
     path = Path(path)
     folder = path.parent.parent if path.parent.name == "onnx" else path.parent
     try:
