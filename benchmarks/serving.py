@@ -18,7 +18,6 @@ a release, is not written to), whose Transformer module is src/'s, as release.py
 """
 
 import argparse
-import gc
 import os
 import time
 
@@ -152,7 +151,7 @@ def onnx_files(args):
     return release, teacher
 
 
-def candidates(args, threads, ids, onnx_dirs, served=None):
+def candidates(args, threads, ids, onnx_dirs, served=None, bf16=False):
     """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
     each, and the release through sentence-transformers' backend="onnx" from the folder `served`."""
     from transformers import AutoModel
@@ -167,7 +166,7 @@ def candidates(args, threads, ids, onnx_dirs, served=None):
     out = {}
     for who, folder in zip(views, onnx_dirs):
         x, m, own = views[who]
-        for dtype in (torch.float32, torch.bfloat16) if args.bf16 else (torch.float32,):
+        for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
             model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
             tx, tm = torch.from_numpy(x), torch.from_numpy(m)
 
@@ -239,8 +238,8 @@ def main(argv=None):
     parser.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
     args = parser.parse_args(argv)
     args.teacher = args.teacher or teacher_path()
-    args.bf16 = native_bf16() if args.bf16 == "auto" else args.bf16 == "true"
-    if not args.bf16:
+    bf16 = native_bf16() if args.bf16 == "auto" else args.bf16 == "true"
+    if not bf16:
         print("no PyTorch bf16 rows: this CPU has no native bf16 matmul (--bf16 true measures it anyway)", flush=True)
     from transformers import AutoTokenizer
 
@@ -254,7 +253,7 @@ def main(argv=None):
         torch.set_num_threads(threads)
         for length in args.lengths:
             ids = documents(tokenizer, length, args.docs)
-            fns = candidates(args, threads, ids, onnx_dirs, served)
+            fns = candidates(args, threads, ids, onnx_dirs, served, bf16)
             reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
             cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
             started = time.time()
@@ -266,10 +265,6 @@ def main(argv=None):
                                  time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
                                  samples=times[name]))
             print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
-            # Each ONNX Runtime session keeps the arena its longest input grew: one cell's sessions are let go
-            # before the next cell's are built (at 4096 tokens two cells' together outgrew 24 GiB).
-            del fns, reference
-            gc.collect()
     write(args, rows, argv)
 
 
