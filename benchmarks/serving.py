@@ -4,8 +4,9 @@ reading the same documents in 512-token windows run the same ways (its own ONNX 
 model folder is also served the way
 sentence-transformers users write it, `SentenceTransformer(folder, backend="onnx", trust_remote_code=True)`
 with each of the two graphs: `encode` on the documents' text, so those rows include what that path adds
-(tokenizing, the module's length check, which tokenizes again, pooling). Every candidate of one (threads,
-length) cell is timed interleaved on the same documents; fidelity is the least cosine of its document
+(tokenizing, the module's length check, which tokenizes again, pooling). Every runtime of one model in one (threads,
+length) cell is timed interleaved on the same documents (the two models' groups one after the other, for
+memory: see `candidates`); fidelity is the least cosine of its document
 embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
 ones.
 
@@ -98,7 +99,7 @@ def export_teacher(path, out):
         def forward(self, input_ids, attention_mask):
             return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
-    model = Hidden(AutoModel.from_pretrained(path, dtype=torch.float32).eval())
+    model = Hidden(AutoModel.from_pretrained(path, dtype=torch.float32)).eval()
     batch, length = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("sequence", min=1, max=WINDOW)
     example = (torch.full((2, 64), 1000), torch.ones(2, 64, dtype=torch.long))
     program = torch.onnx.export(model, example, dynamo=True, input_names=["input_ids", "attention_mask"],
@@ -151,40 +152,40 @@ def onnx_files(args):
     return release, teacher
 
 
-def candidates(args, threads, ids, onnx_dirs, served=None, bf16=False):
-    """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
-    each, and the release through sentence-transformers' backend="onnx" from the folder `served`."""
+def candidates(args, who, threads, ids, onnx_dir, served=None, bf16=False):
+    """name -> callable giving the document embeddings of one model (`who`: "release" or "teacher windows") in
+    each runtime, and for the release also through sentence-transformers' backend="onnx" from the folder
+    `served`. One model's group at a time: each ONNX Runtime session keeps its memory arena (ONNX Runtime's
+    default, so the rows time what users run) grown to its largest call, about 3.5 GB at 4 x 4096 tokens, and
+    both models' six sessions at once outgrew this 24 GiB machine."""
     from transformers import AutoModel
 
     import linformer_hf  # noqa: F401
     from linformer_training.onnx_export import onnx_session
 
     mask = np.ones_like(ids)
-    win_ids, win_mask, owners = windows(ids)
-    views = {"release": (ids, mask, None), "teacher windows": (win_ids, win_mask, owners)}
-    paths = {"release": args.model, "teacher windows": args.teacher}
+    x, m, own = (ids, mask, None) if who == "release" else windows(ids)
+    path = args.model if who == "release" else args.teacher
     out = {}
-    for who, folder in zip(views, onnx_dirs):
-        x, m, own = views[who]
-        for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
-            model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
-            tx, tm = torch.from_numpy(x), torch.from_numpy(m)
+    for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
+        model = AutoModel.from_pretrained(path, dtype=dtype).eval()
+        tx, tm = torch.from_numpy(x), torch.from_numpy(m)
 
-            def run(model=model, tx=tx, tm=tm, m=m, own=own):
-                with torch.inference_mode():
-                    hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
-                return pool(hidden, m, own, len(ids))
+        def run(model=model, tx=tx, tm=tm, m=m, own=own):
+            with torch.inference_mode():
+                hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
+            return pool(hidden, m, own, len(ids))
 
-            out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
-        for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
-            session = onnx_session(os.path.join(folder, name), threads=threads)
+        out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
+    for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
+        session = onnx_session(os.path.join(onnx_dir, name), threads=threads)
 
-            def run(session=session, x=x, m=m, own=own):
-                hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
-                return pool(hidden, m, own, len(ids))
+        def run(session=session, x=x, m=m, own=own):
+            hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
+            return pool(hidden, m, own, len(ids))
 
-            out[f"{who} | {label}"] = run
-    if served is not None:
+        out[f"{who} | {label}"] = run
+    if who == "release" and served is not None:
         out.update(sentence_transformers_rows(served, threads, ids))
     return out
 
@@ -253,27 +254,35 @@ def main(argv=None):
         torch.set_num_threads(threads)
         for length in args.lengths:
             ids = documents(tokenizer, length, args.docs)
-            fns = candidates(args, threads, ids, onnx_dirs, served, bf16)
-            reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
-            cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
             started = time.time()
-            times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
-            for name in fns:
-                st = measure.stats(times[name])
-                rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0],
-                                 runtime=name.split(" | ")[1], docs_per_s=args.docs / st["median"],
-                                 time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
-                                 samples=times[name]))
+            for who, onnx_dir in zip(("release", "teacher windows"), onnx_dirs):
+                rows += measure_group(args, candidates(args, who, threads, ids, onnx_dir, served, bf16), threads,
+                                      length)
             print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
     write(args, rows, argv)
+
+
+def measure_group(args, fns, threads, length):
+    """Rows of one model's candidates, timed interleaved; fidelity against the group's PyTorch fp32."""
+    reference = next(fn for name, fn in fns.items() if name.endswith("| pytorch fp32"))()
+    cosine = {name: float((fn() * reference).sum(-1).min()) for name, fn in fns.items()}
+    times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
+    rows = []
+    for name in fns:
+        st = measure.stats(times[name])
+        rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0], runtime=name.split(" | ")[1],
+                         docs_per_s=args.docs / st["median"], time_s=st["median"], time_q1=st["q1"],
+                         time_q3=st["q3"], min_cosine=cosine[name], samples=times[name]))
+    return rows
 
 
 def write(args, rows, argv):
     info = harness.machine_info(torch.device("cpu"))
     fp32 = {(r["threads"], r["length"], r["model"]): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
     md = [f"# Serving on CPU: documents per second, {args.docs} documents per call", "",
-          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} interleaved calls "
-          f"after {args.warmup} warm-up; 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
+          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} calls after "
+          f"{args.warmup} warm-up, one model's runtimes interleaved (the two models one after the other, so that "
+          "their ONNX Runtime sessions are not held at once); 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
           "cosine of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
           "512-token windows, averaged by tokens.", "",
           f"Command: `{harness.command_line('benchmarks.serving', argv)}`", "",
