@@ -4,9 +4,9 @@ reading the same documents in 512-token windows run the same ways (its own ONNX 
 model folder is also served the way
 sentence-transformers users write it, `SentenceTransformer(folder, backend="onnx", trust_remote_code=True)`
 with each of the two graphs: `encode` on the documents' text, so those rows include what that path adds
-(tokenizing, the module's length check, which tokenizes again, pooling). Every runtime of one model in one (threads,
-length) cell is timed interleaved on the same documents (the two models' groups one after the other, for
-memory: see `candidates`); fidelity is the least cosine of its document
+(tokenizing, the module's length check, which tokenizes again, pooling). The runtimes of one group in one (threads,
+length) cell are timed interleaved on the same documents (the groups, for memory, one after the other: see
+`candidates`); fidelity is the least cosine of its document
 embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
 ones.
 
@@ -20,6 +20,7 @@ a release, is not written to), whose Transformer module is src/'s, as release.py
 
 import argparse
 import os
+import resource
 import time
 
 import numpy as np
@@ -28,6 +29,7 @@ import torch
 from benchmarks import harness, measure
 
 WINDOW = 512
+GROUPS = ("release", "sentence-transformers", "teacher windows")  # timed one after the other: see candidates
 
 
 def teacher_path():
@@ -152,20 +154,22 @@ def onnx_files(args):
     return release, teacher
 
 
-def candidates(args, who, threads, ids, onnx_dir, served=None, bf16=False):
-    """name -> callable giving the document embeddings of one model (`who`: "release" or "teacher windows") in
-    each runtime, and for the release also through sentence-transformers' backend="onnx" from the folder
-    `served`. One model's group at a time: each ONNX Runtime session keeps its memory arena (ONNX Runtime's
-    default, so the rows time what users run) grown to its largest call, about 3.5 GB at 4 x 4096 tokens, and
-    both models' six sessions at once outgrew this 24 GiB machine."""
+def candidates(args, group, threads, ids, onnx_dir, served=None, bf16=False):
+    """name -> callable giving the document embeddings of one group of rows: a model ("release" or "teacher
+    windows") in PyTorch and ONNX Runtime, or "sentence-transformers" (the release through backend="onnx" from
+    the folder `served`). One group at a time: each ONNX Runtime session keeps its memory arena (ONNX Runtime's
+    default, so the rows time what users run) grown to its largest call, about 3.5 GB at 4 x 4096 tokens; six
+    sessions at once outgrew this 24 GiB machine, and four (the release's two groups as one) peaked at 22.5 GB."""
+    if group == "sentence-transformers":
+        return sentence_transformers_rows(served, threads, ids) if served is not None else {}
     from transformers import AutoModel
 
     import linformer_hf  # noqa: F401
     from linformer_training.onnx_export import onnx_session
 
     mask = np.ones_like(ids)
-    x, m, own = (ids, mask, None) if who == "release" else windows(ids)
-    path = args.model if who == "release" else args.teacher
+    x, m, own = (ids, mask, None) if group == "release" else windows(ids)
+    path = args.model if group == "release" else args.teacher
     out = {}
     for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
         model = AutoModel.from_pretrained(path, dtype=dtype).eval()
@@ -176,7 +180,7 @@ def candidates(args, who, threads, ids, onnx_dir, served=None, bf16=False):
                 hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
             return pool(hidden, m, own, len(ids))
 
-        out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
+        out[f"{group} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
     for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
         session = onnx_session(os.path.join(onnx_dir, name), threads=threads)
 
@@ -184,9 +188,7 @@ def candidates(args, who, threads, ids, onnx_dir, served=None, bf16=False):
             hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
             return pool(hidden, m, own, len(ids))
 
-        out[f"{who} | {label}"] = run
-    if who == "release" and served is not None:
-        out.update(sentence_transformers_rows(served, threads, ids))
+        out[f"{group} | {label}"] = run
     return out
 
 
@@ -255,17 +257,20 @@ def main(argv=None):
         for length in args.lengths:
             ids = documents(tokenizer, length, args.docs)
             started = time.time()
-            for who, onnx_dir in zip(("release", "teacher windows"), onnx_dirs):
-                rows += measure_group(args, candidates(args, who, threads, ids, onnx_dir, served, bf16), threads,
-                                      length)
+            references = {}
+            for group, onnx_dir in zip(GROUPS, (onnx_dirs[0], None, onnx_dirs[1])):
+                fns = candidates(args, group, threads, ids, onnx_dir, served, bf16)
+                rows += measure_group(args, fns, threads, length, references) if fns else []
+                del fns  # its ONNX Runtime sessions and their arenas go before the next group's
             print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
     write(args, rows, argv)
 
 
-def measure_group(args, fns, threads, length):
-    """Rows of one model's candidates, timed interleaved; fidelity against the group's PyTorch fp32."""
-    reference = next(fn for name, fn in fns.items() if name.endswith("| pytorch fp32"))()
-    cosine = {name: float((fn() * reference).sum(-1).min()) for name, fn in fns.items()}
+def measure_group(args, fns, threads, length, references):
+    """Rows of one group's candidates, timed interleaved; fidelity against the model's PyTorch fp32 embeddings,
+    which `references` keeps from the group that has them (the release's, for the sentence-transformers group)."""
+    references.update({name.split(" | ")[0]: fn() for name, fn in fns.items() if name.endswith(" | pytorch fp32")})
+    cosine = {name: float((fn() * references[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
     times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
     rows = []
     for name in fns:
@@ -278,13 +283,15 @@ def measure_group(args, fns, threads, length):
 
 def write(args, rows, argv):
     info = harness.machine_info(torch.device("cpu"))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
     fp32 = {(r["threads"], r["length"], r["model"]): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
     md = [f"# Serving on CPU: documents per second, {args.docs} documents per call", "",
           f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} calls after "
-          f"{args.warmup} warm-up, one model's runtimes interleaved (the two models one after the other, so that "
-          "their ONNX Runtime sessions are not held at once); 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
-          "cosine of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
-          "512-token windows, averaged by tokens.", "",
+          f"{args.warmup} warm-up, each group's runtimes interleaved (release; release through "
+          "sentence-transformers; teacher; the groups one after the other, so that their ONNX Runtime sessions are "
+          "not held at once); 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least cosine "
+          "of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
+          f"512-token windows, averaged by tokens. Peak resident memory of the whole sweep: {peak:.1f} GiB.", "",
           f"Command: `{harness.command_line('benchmarks.serving', argv)}`", "",
           "| threads | tokens | model | runtime | docs/s | x fp32 | cosine |", "|---" * 7 + "|"]
     for r in rows:
@@ -295,7 +302,7 @@ def write(args, rows, argv):
     print("\n" + md)
     base = os.path.join(args.out, "serving")
     harness.save_json(base + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.serving", argv),
-                                           machine=info, rows=rows))
+                                           machine=info, peak_resident_gib=peak, rows=rows))
     with open(base + ".md", "w") as f:
         f.write(md)
     print(f"wrote {base}.{{json,md}}")
