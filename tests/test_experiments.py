@@ -123,6 +123,33 @@ def test_missing_data_is_one_line_naming_data_dir(study_copy, tmp_path):
     assert run_script(study_copy, "run_study", "--list", "--data_dir", str(empty)).returncode == 0
 
 
+IMPORT_ONLY = """
+import importlib, sys
+sys.argv = ["{module}.py", "--no_such_flag", "nowhere"]  # what the script would parse, were it to parse on import
+module = importlib.import_module("experiments.quality.{module}")
+assert callable(module.main)
+print("imported")
+"""
+
+
+def files_under(root):
+    return {os.path.join(folder, name) for folder, dirs, names in os.walk(root) for name in [*dirs, *names]
+            if "__pycache__" not in folder and name != "__pycache__"}
+
+
+@pytest.mark.parametrize("module", ["run_study", "order_check", "record_pilot"])
+def test_importing_a_script_runs_nothing(module, tmp_path):
+    """The scripts parse their command line and work in main() only: importing one, whatever sys.argv holds, defines
+    things and does nothing else (no parser error or exit, no file written)."""
+    root = make_study_copy(tmp_path / "repo")
+    before = files_under(root)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    out = subprocess.run([sys.executable, "-c", IMPORT_ONLY.format(module=module)], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0 and out.stdout == "imported\n", out.stdout[-3000:] + out.stderr[-3000:]
+    assert files_under(root) == before
+
+
 @pytest.fixture(scope="module")
 def ran(study_copy):
     first = run_script(study_copy, "run_study")

@@ -24,19 +24,25 @@ def flag_value(value):
     return " ".join(map(str, value)) if isinstance(value, list) else str(value)
 
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("run", type=Path, help="the train_mlm.py --output_dir of the pilot")
-p.add_argument("--name", required=True, help="the pilot's name (results/pilots/NAME.json)")
-p.add_argument("--what", required=True, help="what the pilot tried, in a few words")
-p.add_argument("--finetune", type=Path, nargs="*", default=[], metavar="RUN",
-               help="finetune_glue.py output folders of the pilot's model (Rotten Tomatoes), recorded by learning rate and seed")
-args = p.parse_args()
+def make_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run", type=Path, help="the train_mlm.py --output_dir of the pilot")
+    p.add_argument("--name", required=True, help="the pilot's name (results/pilots/NAME.json)")
+    p.add_argument("--what", required=True, help="what the pilot tried, in a few words")
+    p.add_argument("--finetune", type=Path, nargs="*", default=[], metavar="RUN",
+                   help="finetune_glue.py output folders of the pilot's model (Rotten Tomatoes), recorded by learning "
+                        "rate and seed")
+    return p
 
-for folder, needed, script in [(args.run, "metrics.jsonl", "train_mlm.py"), (args.run, "train_config.yaml", "train_mlm.py"),
-                               *[(f, name, "finetune_glue.py") for f in args.finetune
-                                 for name in ("eval_results.json", "train_config.yaml")]]:
-    if not (folder / needed).is_file():
-        p.exit(2, f"record_pilot.py: {folder} has no {needed}: not a finished {script} output folder\n")
+
+def check_folders(args, p):
+    """Every folder named is a finished run of its script: a missing file ends the script with one line."""
+    for folder, needed, script in [(args.run, "metrics.jsonl", "train_mlm.py"),
+                                   (args.run, "train_config.yaml", "train_mlm.py"),
+                                   *[(f, name, "finetune_glue.py") for f in args.finetune
+                                     for name in ("eval_results.json", "train_config.yaml")]]:
+        if not (folder / needed).is_file():
+            p.exit(2, f"record_pilot.py: {folder} has no {needed}: not a finished {script} output folder\n")
 
 
 def command(script, config):
@@ -45,38 +51,64 @@ def command(script, config):
     return f"OMP_NUM_THREADS=1 python {script} {flags}".replace(str(Path.home()), "~")
 
 
-config = yaml.safe_load((args.run / "train_config.yaml").read_text())
-log = [json.loads(line) for line in open(args.run / "metrics.jsonl")]
-train = [m for m in log if "train_loss" in m]
-evals = [m for m in log if "eval_perplexity" in m]
-if not train or not evals:
-    p.exit(2, f"record_pilot.py: {args.run}/metrics.jsonl has no training or no validation entry yet\n")
-tokens_at = {0: 0, **{m["step"]: m["tokens_seen"] for m in train}}
-unigram = json.loads((HERE / "results/reference/unigram.json").read_text())["unigram_perplexity"]
-finetune = {}
-for folder in args.finetune:
-    tuned = yaml.safe_load((folder / "train_config.yaml").read_text())
-    key = f"lr {tuned['learning_rate']:g}, seed {tuned['seed']}"
-    if key in finetune:
-        p.exit(2, f"record_pilot.py: --finetune names two runs of {key}; pass each once\n")
-    finetune[key] = {"accuracy": json.loads((folder / "eval_results.json").read_text())["validation"]["accuracy"],
-                     "seed": tuned["seed"], "command": command("finetune_glue.py", tuned)}
-record = {
-    "name": args.name, "what": args.what,
-    "pretrain_command": command("train_mlm.py", config),
-    "tokens_seen": train[-1]["tokens_seen"],
-    "tokens_per_second_median": round(statistics.median(m["tokens_per_second"] for m in train)),
-    "unigram_perplexity": round(unigram, 1),
-    "final_perplexity": round(evals[-1]["eval_perplexity"], 2),
-    "final_vs_unigram": round(evals[-1]["eval_perplexity"] / unigram, 3),
-    "curve": [{"step": m["step"], "tokens_seen": tokens_at.get(m["step"]), "perplexity": round(m["eval_perplexity"], 2)}
-              for m in evals],
-    **({"finetune": finetune} if finetune else {}),
-}
-out = HERE / "results/pilots" / f"{args.name}.json"
-out.parent.mkdir(parents=True, exist_ok=True)
-tmp = out.with_suffix(".json.tmp")  # renamed over the record: an interrupted write leaves the old one
-tmp.write_text(json.dumps(record, indent=1) + "\n")
-tmp.replace(out)
-print(f"wrote {out}: {record['final_perplexity']:.1f} ({record['final_vs_unigram']:.3f} x unigram) after "
-      f"{record['tokens_seen']:,} tokens", file=sys.stderr)
+def finetunes(folders, p):
+    """The finetuning runs, keyed by learning rate and seed; the same run named twice is a usage error."""
+    finetune = {}
+    for folder in folders:
+        tuned = yaml.safe_load((folder / "train_config.yaml").read_text())
+        key = f"lr {tuned['learning_rate']:g}, seed {tuned['seed']}"
+        if key in finetune:
+            p.exit(2, f"record_pilot.py: --finetune names two runs of {key}; pass each once\n")
+        finetune[key] = {"accuracy": json.loads((folder / "eval_results.json").read_text())["validation"]["accuracy"],
+                         "seed": tuned["seed"], "command": command("finetune_glue.py", tuned)}
+    return finetune
+
+
+def pilot_record(args, p):
+    """The record of the pilot in args.run (and its finetunes), against the unigram reference."""
+    config = yaml.safe_load((args.run / "train_config.yaml").read_text())
+    log = [json.loads(line) for line in open(args.run / "metrics.jsonl")]
+    train = [m for m in log if "train_loss" in m]
+    evals = [m for m in log if "eval_perplexity" in m]
+    if not train or not evals:
+        p.exit(2, f"record_pilot.py: {args.run}/metrics.jsonl has no training or no validation entry yet\n")
+    tokens_at = {0: 0, **{m["step"]: m["tokens_seen"] for m in train}}
+    unigram = json.loads((HERE / "results/reference/unigram.json").read_text())["unigram_perplexity"]
+    finetune = finetunes(args.finetune, p)
+    return {
+        "name": args.name, "what": args.what,
+        "pretrain_command": command("train_mlm.py", config),
+        "tokens_seen": train[-1]["tokens_seen"],
+        "tokens_per_second_median": round(statistics.median(m["tokens_per_second"] for m in train)),
+        "unigram_perplexity": round(unigram, 1),
+        "final_perplexity": round(evals[-1]["eval_perplexity"], 2),
+        "final_vs_unigram": round(evals[-1]["eval_perplexity"] / unigram, 3),
+        "curve": [{"step": m["step"], "tokens_seen": tokens_at.get(m["step"]),
+                   "perplexity": round(m["eval_perplexity"], 2)} for m in evals],
+        **({"finetune": finetune} if finetune else {}),
+    }
+
+
+def write(record):
+    """results/pilots/NAME.json, written whole: a temporary file renamed over the record, so an interrupted write
+    leaves the old one."""
+    out = HERE / "results/pilots" / f"{record['name']}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(record, indent=1) + "\n")
+    tmp.replace(out)
+    return out
+
+
+def main(argv=None):
+    p = make_parser()
+    args = p.parse_args(argv)
+    check_folders(args, p)
+    record = pilot_record(args, p)
+    out = write(record)
+    print(f"wrote {out}: {record['final_perplexity']:.1f} ({record['final_vs_unigram']:.3f} x unigram) after "
+          f"{record['tokens_seen']:,} tokens", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

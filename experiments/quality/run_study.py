@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -40,53 +41,72 @@ from experiments.quality import study
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "experiments/quality/results"
 
-p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-p.add_argument("--only", nargs="+", metavar="NAME", help="run just these runs (names from --list)")
-p.add_argument("--stage", choices=["all", "pretrain", "finetune"], default="all")
-p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINETUNE_SEEDS))
-p.add_argument("--rebuild", action="store_true", help="pretrain again from scratch even where results exist; "
-               "the results file is rewritten")
-p.add_argument("--exact_short_path", action="store_true",
-               help="finetune the pretrained Linformer runs with learned E/F again with every Rotten Tomatoes input "
-                    "read by exact attention with the pretrained weights (study.finetune_exact_overrides): pretraining "
-                    "only fed n-token blocks through E/F; results go to results/exact_rt/NAME.json")
-p.add_argument("--extend", action="store_true",
-               help=f"train the runs of study.EXTENDED again from their first update, stopping at each of "
-                    f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
-                    f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
-p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
-               help=f"with --extend: the precision of pretraining and finetuning (default the study's, "
-                    f"{study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs it tens of times "
-                    f"slower than fp32 ('no')")
-p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
-p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
-study.add_data_dir_argument(p)
-args = p.parse_args()
 
-runs = study.select(args.only, p)
-if args.exact_short_path:
-    if args.stage == "pretrain" or args.rebuild:
-        p.error("--exact_short_path finetunes the pretrained runs as they are: it takes neither --stage pretrain "
-                "nor --rebuild")
-    args.stage = "finetune"
-    runs = [r for r in runs if study.learned_projections(r)]
-if args.extend:
-    if args.exact_short_path or args.rebuild or args.stage != "all":
-        p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
-                "--exact_short_path, --rebuild, --stage")
-    runs = [r for r in runs if r["name"] in study.EXTENDED]
-    if args.only and len(runs) < len(args.only):
-        p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
-elif args.mixed_precision:
-    p.error("--mixed_precision is for --extend (the study's own runs keep its recipe)")
-if any(s < 0 for s in args.finetune_seeds):
-    p.error("--finetune_seeds must be non-negative")
-RUNS_DIR = study.runs_dir(args.runs_dir)
-TOKENIZER = RUNS_DIR / study.TOKENIZER
+@dataclass
+class State:
+    """What one invocation works with, passed to each step that needs it: its parsed arguments, the runs folder
+    (checkpoints, logs), the shared tokenizer in it, and the environment of the commands it runs."""
+    args: argparse.Namespace
+    runs_dir: Path
+    tokenizer: Path
+    env: dict
 
-# One core per process, as agreed on the shared machine (train_mlm.py and finetune_glue.py inherit it).
-env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-       "RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS", "1"), "TOKENIZERS_PARALLELISM": "false"}
+
+def make_parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--only", nargs="+", metavar="NAME", help="run just these runs (names from --list)")
+    p.add_argument("--stage", choices=["all", "pretrain", "finetune"], default="all")
+    p.add_argument("--finetune_seeds", type=int, nargs="+", default=list(study.FINETUNE_SEEDS))
+    p.add_argument("--rebuild", action="store_true", help="pretrain again from scratch even where results exist; "
+                   "the results file is rewritten")
+    p.add_argument("--exact_short_path", action="store_true",
+                   help="finetune the pretrained Linformer runs with learned E/F again with every Rotten Tomatoes "
+                        "input read by exact attention with the pretrained weights (study.finetune_exact_overrides): "
+                        "pretraining only fed n-token blocks through E/F; results go to results/exact_rt/NAME.json")
+    p.add_argument("--extend", action="store_true",
+                   help=f"train the runs of study.EXTENDED again from their first update, stopping at each of "
+                        f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
+                        f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
+    p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
+                   help=f"with --extend: the precision of pretraining and finetuning (default the study's, "
+                        f"{study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs it tens of times "
+                        f"slower than fp32 ('no')")
+    p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
+    p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
+    study.add_data_dir_argument(p)
+    return p
+
+
+def chosen_runs(args, p):
+    """The runs this invocation works on (--only, narrowed by --exact_short_path or --extend); flags that do not go
+    together are a parser error. --exact_short_path sets args.stage to "finetune"."""
+    runs = study.select(args.only, p)
+    if args.exact_short_path:
+        if args.stage == "pretrain" or args.rebuild:
+            p.error("--exact_short_path finetunes the pretrained runs as they are: it takes neither --stage pretrain "
+                    "nor --rebuild")
+        args.stage = "finetune"
+        runs = [r for r in runs if study.learned_projections(r)]
+    if args.extend:
+        if args.exact_short_path or args.rebuild or args.stage != "all":
+            p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
+                    "--exact_short_path, --rebuild, --stage")
+        runs = [r for r in runs if r["name"] in study.EXTENDED]
+        if args.only and len(runs) < len(args.only):
+            p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
+    elif args.mixed_precision:
+        p.error("--mixed_precision is for --extend (the study's own runs keep its recipe)")
+    if any(s < 0 for s in args.finetune_seeds):
+        p.error("--finetune_seeds must be non-negative")
+    return runs
+
+
+def make_state(args):
+    runs_dir = study.runs_dir(args.runs_dir)
+    # One core per process, as agreed on the shared machine (train_mlm.py and finetune_glue.py inherit it).
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+           "RAYON_NUM_THREADS": os.environ.get("RAYON_NUM_THREADS", "1"), "TOKENIZERS_PARALLELISM": "false"}
+    return State(args=args, runs_dir=runs_dir, tokenizer=runs_dir / study.TOKENIZER, env=env)
 
 
 def load(name):
@@ -122,8 +142,8 @@ def shown(cmd):
     return "python " + " ".join(cmd[1:]).replace(str(Path.home()), "~")
 
 
-def execute(cmd, log):
-    """Run one command from the repository root; its output is appended to `log`; fail loudly."""
+def execute(cmd, log, env):
+    """Run one command from the repository root in `env`; its output is appended to `log`; fail loudly."""
     print("$", " ".join(cmd), flush=True)
     start = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -147,22 +167,22 @@ def training_seconds(train_log):
     return seconds
 
 
-def hardware():
-    """Where this invocation trains (render.py's Cost table): the GPU train_mlm.py will pick, else the CPU and its
-    threads. Runs on different hardware share the recipe, not the numerics or the speed."""
+def hardware(env):
+    """Where this invocation trains (render.py's Cost table): the GPU train_mlm.py will pick, else the CPU and the
+    threads `env` gives it. Runs on different hardware share the recipe, not the numerics or the speed."""
     import torch
     if torch.cuda.is_available():
         return f"{torch.cuda.get_device_name(0)} (CUDA)"
     return f"CPU, {env['OMP_NUM_THREADS']} thread{'s' * (env['OMP_NUM_THREADS'] != '1')}"
 
 
-def pretrain(r, out, data, **changes):
+def pretrain(state, r, out, data, **changes):
     """Pretrain one run (resuming its newest checkpoint, if any) and return its results record. `changes`
     replace the study's options (--extend: max_steps, mixed_precision)."""
     n = r["n"]
     if study.TOKENS_PER_UPDATE % n:
         sys.exit(f"run_study.py: {r['name']}: n={n} does not divide TOKENS_PER_UPDATE={study.TOKENS_PER_UPDATE}")
-    options = {"config": r["config"], **data, **study.PRETRAIN, "tokenizer_name": TOKENIZER,
+    options = {"config": r["config"], **data, **study.PRETRAIN, "tokenizer_name": state.tokenizer,
                "model_type": r["model_type"],
                "config_overrides": {**study.PRETRAIN["config_overrides"], **r["config_overrides"]},
                "per_device_train_batch_size": study.TOKENS_PER_UPDATE // n, "seed": r["seed"], "output_dir": out,
@@ -172,9 +192,9 @@ def pretrain(r, out, data, **changes):
     if r["model_type"] == "peer":  # its own start folder, trained as a checkpoint whose code it carries
         for key in ("config", "model_type", "config_overrides"):
             options.pop(key)
-        options = {"model_name_or_path": peer_start(r), "trust_remote_code": "true", **options}
+        options = {"model_name_or_path": peer_start(state, r), "trust_remote_code": "true", **options}
     cmd = [sys.executable, "train_mlm.py", *flags(options)]
-    execute(cmd, out.with_suffix(".pretrain.log"))
+    execute(cmd, out.with_suffix(".pretrain.log"), state.env)
     log = [json.loads(line) for line in open(out / "metrics.jsonl")]
     train = [m for m in log if "train_loss" in m]
     tokens_at = {0: 0, **{m["step"]: m["tokens_seen"] for m in train}}
@@ -186,37 +206,38 @@ def pretrain(r, out, data, **changes):
             "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
-            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(), "finetune": {}}
+            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(state.env),
+            "finetune": {}}
 
 
-def peer_start(r):
+def peer_start(state, r):
     """The peer run's untrained folder (experiments/quality/peer.py), written once beside its run folder."""
-    start = RUNS_DIR / f"{r['name']}_start"
+    start = state.runs_dir / f"{r['name']}_start"
     if not (start / "model.safetensors").exists():
         from experiments.quality.peer import write_start
         from linformer_training.tokenization import load_tokenizer
 
         write_start(start, {**study.PRETRAIN["config_overrides"], **r["config_overrides"]}, r["seed"],
-                    len(load_tokenizer(TOKENIZER)))
+                    len(load_tokenizer(state.tokenizer)))
     return start
 
 
-def finetune(r, out, seed, data, exact=False, ft_out=None, **changes):
+def finetune(state, r, out, seed, data, exact=False, ft_out=None, **changes):
     """Finetune one run's pretrained model on Rotten Tomatoes with one seed (with `exact`, every input read by the
     exact short path; `changes` replace the study's options); its record."""
-    ft_out = ft_out or RUNS_DIR / f"{r['name']}_rt{'_exact' if exact else ''}_s{seed}"
+    ft_out = ft_out or state.runs_dir / f"{r['name']}_rt{'_exact' if exact else ''}_s{seed}"
     options = {**data, **study.FINETUNE, "model_name_or_path": out, "seed": seed, "output_dir": ft_out,
                "overwrite_output_dir": "true", **changes}  # a cut finetuning run (minutes) starts again
     if exact:
         options["config_overrides"] = study.finetune_exact_overrides(r)
     cmd = [sys.executable, "finetune_glue.py", *flags(options)]
-    seconds = execute(cmd, ft_out.with_suffix(".log"))
+    seconds = execute(cmd, ft_out.with_suffix(".log"), state.env)
     scores = json.loads((ft_out / "eval_results.json").read_text())
     return {"accuracy": scores["validation"]["accuracy"], "command": shown(cmd), "seconds": round(seconds, 1),
             "eval_results": scores}
 
 
-def check(script, out, *extra):
+def check(script, out, extra, env):
     """One of this folder's model checks (order_check.py, projection_check.py) on a pretrained run: its JSON report
     and command, for render.py's table of what the models learnt."""
     cmd = [sys.executable, "-m", f"experiments.quality.{script}", flag_value(out), *extra]
@@ -228,24 +249,26 @@ def check(script, out, *extra):
     return {**report, "command": shown(cmd)}
 
 
-def add_checks(r, folder, record, path):
+def add_checks(state, r, folder, record, path):
     """What a pretrained model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became;
     each check not yet in `record` is run on `folder` and saved to `path` at once."""
-    checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", args.data_dir] if args.data_dir else [])]}
+    data_dir = state.args.data_dir
+    checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", data_dir] if data_dir else [])]}
     if study.learned_projections(r):  # learned E/F to read
         checks["projection_check"] = []
     for script, extra in checks.items():
         if script not in record:
-            record[script] = check(script, folder, *extra)
+            record[script] = check(script, folder, extra, state.env)
             save(path, record)
 
 
-def extend(r, data):
+def extend(state, r, data):
     """Issue 47: one run of study.EXTENDED trained again from its first update to each point of
     study.EXTENDED_STEPS in turn (each a resume with a higher --max_steps: the rate is constant after warmup, so
     where a run stops does not change its updates). At each point a copy of the model is kept, checked and
     finetuned with every seed; the results file is rewritten after each step, so running again continues."""
-    name, out = r["name"], RUNS_DIR / "extended" / r["name"]
+    args, extended_dir = state.args, state.runs_dir / "extended"
+    name, out = r["name"], extended_dir / r["name"]
     path = RESULTS / "extended" / f"{name}.json"
     precision = args.mixed_precision or study.PRETRAIN["mixed_precision"]
     result = json.loads(path.read_text()) if path.exists() else {
@@ -255,9 +278,9 @@ def extend(r, data):
         sys.exit(f"run_study.py: {name} was extended with --mixed_precision {result['mixed_precision']}: pass it "
                  f"again to continue (a run mixing precisions would be neither's)")
     for steps in study.EXTENDED_STEPS:
-        point, snapshot = result["points"].get(str(steps)), RUNS_DIR / "extended" / f"{name}_step{steps}"
+        point, snapshot = result["points"].get(str(steps)), extended_dir / f"{name}_step{steps}"
         if point is None:
-            record = pretrain(r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)
+            record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)
             if record["curve"][-1]["step"] != steps:
                 sys.exit(f"run_study.py: {name}: training stopped at update {record['curve'][-1]['step']}, not {steps}")
             shutil.rmtree(snapshot, ignore_errors=True)
@@ -269,22 +292,22 @@ def extend(r, data):
             save(path, result)
             print(f"{name}: validation perplexity {point['perplexity']:.2f} after {steps} updates", flush=True)
         point = result["points"][str(steps)]
-        add_checks(r, snapshot, point, path)
+        add_checks(state, r, snapshot, point, path)
         for seed in args.finetune_seeds:
             if str(seed) not in point["finetune"]:
                 point["finetune"][str(seed)] = finetune(
-                    r, snapshot, seed, data["finetune"], ft_out=RUNS_DIR / "extended" / f"{snapshot.name}_rt_s{seed}",
+                    state, r, snapshot, seed, data["finetune"], ft_out=extended_dir / f"{snapshot.name}_rt_s{seed}",
                     mixed_precision=precision)
                 save(path, result)
                 print(f"{name} at {steps} updates: Rotten Tomatoes validation accuracy "
                       f"{point['finetune'][str(seed)]['accuracy']:.4f} (seed {seed})", flush=True)
 
 
-def reference_tokens(news):
+def reference_tokens(tokenizer, news):
     """The shared tokenizer and both news splits tokenized with it (no special tokens): what the references count."""
     from linformer_training.corpus import load_corpus
     from linformer_training.tokenization import load_tokenizer
-    tok, corpus = load_tokenizer(TOKENIZER), load_corpus(**news)
+    tok, corpus = load_tokenizer(tokenizer), load_corpus(**news)
     return tok, {split: tok(list(corpus[split]["text"]), add_special_tokens=False)["input_ids"]
                  for split in ("train", "validation")}
 
@@ -350,38 +373,47 @@ def rotten_tomatoes_references(files):
                 "validation_examples": len(text["validation"])}}
 
 
-if args.list:
+def list_runs(state, runs):
+    """--list: each run, whether its pretraining is done or started, and its finetuning seeds so far."""
     for r in runs:
         res = load(r["name"]) or {}
-        started = (RUNS_DIR / r["name"] / "metrics.jsonl").exists()
-        state = "done" if "perplexity" in res else ("started" if started else "-")
-        print(f"{r['name']:40s} pretrained: {state:7s} finetuning seeds: {sorted(int(s) for s in res.get('finetune', {}))}")
-    sys.exit(0)
+        started = (state.runs_dir / r["name"] / "metrics.jsonl").exists()
+        progress = "done" if "perplexity" in res else ("started" if started else "-")
+        seeds = sorted(int(s) for s in res.get("finetune", {}))
+        print(f"{r['name']:40s} pretrained: {progress:7s} finetuning seeds: {seeds}")
 
-# Pretraining reads the news corpus, finetuning Rotten Tomatoes: check that what this invocation needs is there.
-data = study.data_files(args.data_dir, p, REPO, *{"all": ["pretrain", "finetune"]}.get(args.stage, [args.stage]))
-if "pretrain" in data:
-    news = {key: [str(path)] for key, path in data["pretrain"].items()}
-    if not (TOKENIZER / "tokenizer_config.json").exists():  # byte-level BPE, trained once by train_mlm.py's code
-        from linformer_training.corpus import load_corpus
-        from linformer_training.tokenization import train_tokenizer
-        print(f"training the shared tokenizer into {TOKENIZER}", flush=True)
-        train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(TOKENIZER)
+
+def train_shared_tokenizer(state, news):
+    """The byte-level BPE every run reads, trained once on the news train split by train_mlm.py's code."""
+    if (state.tokenizer / "tokenizer_config.json").exists():
+        return
+    from linformer_training.corpus import load_corpus
+    from linformer_training.tokenization import train_tokenizer
+    print(f"training the shared tokenizer into {state.tokenizer}", flush=True)
+    train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(state.tokenizer)
+
+
+def write_news_references(state, news):
+    """results/reference/{unigram,neighbours}.json, those missing, from one tokenization of the news corpus."""
     references = {"unigram": unigram_reference, "neighbours": neighbours_reference}
     missing = {name: count for name, count in references.items() if not (RESULTS / f"reference/{name}.json").exists()}
     if missing:
-        tokens = reference_tokens(news)
+        tokens = reference_tokens(state.tokenizer, news)
         for name, count in missing.items():
             save(RESULTS / f"reference/{name}.json", count(*tokens))
-if "finetune" in data:
-    if not (RESULTS / "reference/rotten_tomatoes.json").exists():
-        save(RESULTS / "reference/rotten_tomatoes.json", rotten_tomatoes_references(data["finetune"]))
 
-for r in runs:
-    if args.extend:
-        extend(r, data)
-        continue
-    name, out = r["name"], RUNS_DIR / r["name"]
+
+def write_rotten_tomatoes_reference(files):
+    if not (RESULTS / "reference/rotten_tomatoes.json").exists():
+        save(RESULTS / "reference/rotten_tomatoes.json", rotten_tomatoes_references(files))
+
+
+def run(state, r, data):
+    """One run of the study, as far as this invocation's stage goes: pretrained (unless its results exist; again
+    with --rebuild), checked, and finetuned with each seed its results file lacks (with --exact_short_path, into
+    results/exact_rt/)."""
+    args = state.args
+    name, out = r["name"], state.runs_dir / r["name"]
     path = RESULTS / ("exact_rt" if args.exact_short_path else "") / f"{name}.json"
     result = json.loads(path.read_text()) if path.exists() else None
     if args.exact_short_path and result is None and (out / "model.safetensors").exists():
@@ -389,25 +421,53 @@ for r in runs:
     if args.stage != "finetune" and (result is None or args.rebuild):
         if args.rebuild and out.exists():
             shutil.rmtree(out)
-        result = pretrain(r, out, data["pretrain"])
+        result = pretrain(state, r, out, data["pretrain"])
         save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
     if args.stage != "finetune" and result is not None and (out / "model.safetensors").exists():
-        add_checks(r, out, result, path)
+        add_checks(state, r, out, result, path)
     if args.stage == "pretrain" or r["model_type"] == "peer":  # the peer has no padding mask to finetune with
-        continue
+        return
     if result is None:
         print(f"{name}: not pretrained yet, no finetuning (run with --stage all or pretrain)")
-        continue
+        return
     for seed in args.finetune_seeds:
         if str(seed) in result["finetune"]:
             continue
         if not (out / "model.safetensors").exists():
             sys.exit(f"run_study.py: {name}: its pretrained model {out} is missing; rebuild it with --only {name} "
                      f"--rebuild")
-        result["finetune"][str(seed)] = finetune(r, out, seed, data["finetune"], args.exact_short_path)
+        result["finetune"][str(seed)] = finetune(state, r, out, seed, data["finetune"], args.exact_short_path)
         save(path, result)
         print(f"{name}: Rotten Tomatoes validation accuracy{' (exact short path)' * args.exact_short_path} "
               f"{result['finetune'][str(seed)]['accuracy']:.4f} "
               f"(seed {seed}, {result['finetune'][str(seed)]['seconds'] / 60:.1f} min)", flush=True)
+
+
+def main(argv=None):
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    runs = chosen_runs(args, parser)
+    state = make_state(args)
+    if args.list:
+        list_runs(state, runs)
+        return
+    # Pretraining reads the news corpus, finetuning Rotten Tomatoes: check that what this invocation needs is there.
+    stages = {"all": ["pretrain", "finetune"]}.get(args.stage, [args.stage])
+    data = study.data_files(args.data_dir, parser, REPO, *stages)
+    if "pretrain" in data:
+        news = {key: [str(path)] for key, path in data["pretrain"].items()}
+        train_shared_tokenizer(state, news)
+        write_news_references(state, news)
+    if "finetune" in data:
+        write_rotten_tomatoes_reference(data["finetune"])
+    for r in runs:
+        if args.extend:
+            extend(state, r, data)
+        else:
+            run(state, r, data)
+
+
+if __name__ == "__main__":
+    main()
