@@ -13,6 +13,7 @@ words: "the student is above" is met, missed, or undecided (a tie) when the inte
 
 import argparse
 import json
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,43 +131,43 @@ def summary(results, rows):
                              f"{MISSED}: below it, {UNDECIDED}: it holds 0, a tie.)")
 
 
-def head(r):
-    tasks = [t for t in r.results["student"]["tasks"] if t != "short_fidelity"]
-    systems = [s for s in r.results if s in SYSTEMS]
-    return dict(model=r.results["student"]["model"], sha256=r.results["student"]["weights_sha256"],
-                summary=summary(r.results, r.rows),
+def head(results, rows):
+    tasks = [t for t in results["student"]["tasks"] if t != "short_fidelity"]
+    systems = [s for s in results if s in SYSTEMS]
+    return dict(model=results["student"]["model"], sha256=results["student"]["weights_sha256"],
+                summary=summary(results, rows),
                 goals=table(["goal", "measured (student vs windows)", "status"],
-                            [[g["goal"], g["measured"], status(g["met"])] for g in r.rows]),
+                            [[g["goal"], g["measured"], status(g["met"])] for g in rows]),
                 tasks=table(["task", "items (documents)"] + [SYSTEMS[s] for s in systems], [
                     [task, f"{len(clusters)} ({len(np.unique(clusters))})"] + [
-                        f"{outcomes(r.results[s], task)[0].mean():.3f}" if task in r.results[s]["tasks"] else "-"
-                        for s in systems] for task in tasks for clusters in [outcomes(r.results["student"], task)[1]]]))
+                        f"{outcomes(results[s], task)[0].mean():.3f}" if task in results[s]["tasks"] else "-"
+                        for s in systems] for task in tasks for clusters in [outcomes(results["student"], task)[1]]]))
 
 
-def ablation(r, name):
-    return name in r.results and {"table": table(
+def ablation(results, name):
+    return name in results and {"table": table(
         ["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "student above it"],
-        [[task, c.shown, c.verdict] for task in r.results["student"]["tasks"]
-         if task != "short_fidelity" and task in r.results[name]["tasks"]
-         for c in [compare(r.results, task, "student", name)]])}
+        [[task, c.shown, c.verdict] for task in results["student"]["tasks"]
+         if task != "short_fidelity" and task in results[name]["tasks"]
+         for c in [compare(results, task, "student", name)]])}
 
 
 def render(results, cost, facts, along=()):
     """(results.md, goal rows): the parts of the template the results call for, filled with what they measured."""
-    r = SimpleNamespace(results=results, rows=goals(results, cost))
+    rows = goals(results, cost)
     return compose(TEMPLATE, [
-        ("head", head),
-        ("training", lambda r: facts and dict(facts, hours=f"{facts['hours']:.2f}", tokens=f"{facts['tokens']:,}",
+        ("head", lambda: head(results, rows)),
+        ("training", lambda: facts and dict(facts, hours=f"{facts['hours']:.2f}", tokens=f"{facts['tokens']:,}",
                                               curve=", ".join(f"{d:.3f} at {s}" for s, d, _ in facts["evals"]
                                                               if d is not None))),
-        *((name, lambda r, name=name: ablation(r, name)) for name in ABLATIONS),
-        ("along", lambda r: along and {"along": "; ".join(f"{name}: {value:.3f}" for name, value in along)}),
-        ("not_run", lambda r: {"missing": "".join(f"the {SYSTEMS[name]}; " for name in ABLATIONS
+        *((name, partial(ablation, results, name)) for name in ABLATIONS),
+        ("along", lambda: along and {"along": "; ".join(f"{name}: {value:.3f}" for name, value in along)}),
+        ("not_run", lambda: {"missing": "".join(f"the {SYSTEMS[name]}; " for name in ABLATIONS
                                                   if name not in results)}),
-        ("cost", lambda r: cost and dict(cost, table=table(["precision"] + list(next(iter(cost["seconds"].values()))), [
+        ("cost", lambda: cost and dict(cost, table=table(["precision"] + list(next(iter(cost["seconds"].values()))), [
             [d] + [f"{np.median(v):.3f} s" for v in t.values()] for d, t in cost["seconds"].items()]))),
-        ("reproduce", lambda r: {"ablations": "\n".join(f"- `{name}`: `{how}`" for name, how in ABLATIONS.items()
-                                                       if how and name in results)})], r), r.rows
+        ("reproduce", lambda: {"ablations": "\n".join(f"- `{name}`: `{how}`" for name, how in ABLATIONS.items()
+                                                     if how and name in results)})]), rows
 
 
 def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
