@@ -193,7 +193,7 @@ def gpu_inference_table(results):
     for r in results:
         for lin in (row for row in r["rows"] if row["k"]):
             sdpa = find(r, lin["n"], "roberta-sdpa")
-            pair = lambda key: " / ".join(ratio(lin.get(key.format(what))) for what in ("time", "mem"))  # noqa: E731
+            pair = lambda key, lin=lin: " / ".join(ratio(lin.get(key.format(w))) for w in ("time", "mem"))  # noqa: E731
             against = [(word, lin.get(f"{key}_saved_vs_eager"), lin.get(f"paper_{key}_saved"))
                        for word, key in (("time", "time"), ("memory", "mem"))]
             kernel = ", ".join(sdpa.get("sdpa_kernels") or ["?"]) if sdpa else "-"

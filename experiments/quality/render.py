@@ -379,7 +379,7 @@ def pages(s, card=REPO / "model_card.md"):
     """{path: text}: results.md, and `card` with its results block rewritten (sections a level down, paths from the
     repository root, the curves and the benchmarks' efficiency summary)."""
     shared = compose(TEMPLATE, CARD, s)
-    block = re.sub("^## ", "### ", shared, flags=re.M).replace("`results/", "`experiments/quality/results/")
+    block = re.sub("^## ", "### ", shared, flags=re.MULTILINE).replace("`results/", "`experiments/quality/results/")
     block += compose(TEMPLATE, ["curves", ("efficiency", efficiency), "card_end"], s)
     return {HERE / "results.md": compose(TEMPLATE, ["head"], s) + shared + compose(TEMPLATE, PAGE, s),
             card: splice(card.read_text(), SOURCE, block.rstrip("\n"))}
