@@ -20,8 +20,13 @@ setup-dev:
 demo: setup
 	OMP_NUM_THREADS=$(DEMO_THREADS) $(PY) train_mlm.py --overwrite_output_dir
 
+# The suite in TEST_WORKERS processes (pytest-xdist), each test file whole in one of them (its module
+# fixtures built once), each worker and what it launches on one thread (OMP_NUM_THREADS), so that two
+# workers fill two cores without oversubscribing them. TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
+
 test: setup-dev
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q --durations=15 -n $(TEST_WORKERS) --dist loadfile
 
 # Rebuild release/minilm-l6-linformer-n4096 (convert all-MiniLM-L6-v2, train the long path, evaluate, fp16
 # folder); resumable, about an hour on 2 CPU cores. Needs ../shared/data (news, Rotten Tomatoes).

@@ -4,9 +4,9 @@ reading the same documents in 512-token windows run the same ways (its own ONNX 
 model folder is also served the way
 sentence-transformers users write it, `SentenceTransformer(folder, backend="onnx", trust_remote_code=True)`
 with each of the two graphs: `encode` on the documents' text, so those rows include what that path adds
-(tokenizing, the module's length check, which tokenizes again, pooling). Every runtime of one model in one (threads,
-length) cell is timed interleaved on the same documents (the two models' groups one after the other, for
-memory: see `candidates`); fidelity is the least cosine of its document
+(tokenizing, the module's length check, which tokenizes again, pooling). Every candidate of one (threads,
+length) cell is timed interleaved on the same documents, every ONNX Runtime session drawing on one shared memory
+arena (see `shared_arena`); fidelity is the least cosine of its document
 embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
 ones.
 
@@ -20,6 +20,7 @@ a release, is not written to), whose Transformer module is src/'s, as release.py
 
 import argparse
 import os
+import resource
 import time
 
 import numpy as np
@@ -152,40 +153,40 @@ def onnx_files(args):
     return release, teacher
 
 
-def candidates(args, who, threads, ids, onnx_dir, served=None, bf16=False):
-    """name -> callable giving the document embeddings of one model (`who`: "release" or "teacher windows") in
-    each runtime, and for the release also through sentence-transformers' backend="onnx" from the folder
-    `served`. One model's group at a time: each ONNX Runtime session keeps its memory arena (ONNX Runtime's
-    default, so the rows time what users run) grown to its largest call, about 3.5 GB at 4 x 4096 tokens, and
-    both models' six sessions at once outgrew this 24 GiB machine."""
+def candidates(args, threads, ids, onnx_dirs, served=None, bf16=False):
+    """name -> callable giving the document embeddings, for the release and the windowed teacher, four runtimes
+    each, and the release through sentence-transformers' backend="onnx" from the folder `served`."""
     from transformers import AutoModel
 
     import linformer_hf  # noqa: F401
     from linformer_training.onnx_export import onnx_session
 
     mask = np.ones_like(ids)
-    x, m, own = (ids, mask, None) if who == "release" else windows(ids)
-    path = args.model if who == "release" else args.teacher
+    win_ids, win_mask, owners = windows(ids)
+    views = {"release": (ids, mask, None), "teacher windows": (win_ids, win_mask, owners)}
+    paths = {"release": args.model, "teacher windows": args.teacher}
     out = {}
-    for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
-        model = AutoModel.from_pretrained(path, dtype=dtype).eval()
-        tx, tm = torch.from_numpy(x), torch.from_numpy(m)
+    for who, folder in zip(views, onnx_dirs):
+        x, m, own = views[who]
+        for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
+            model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
+            tx, tm = torch.from_numpy(x), torch.from_numpy(m)
 
-        def run(model=model, tx=tx, tm=tm, m=m, own=own):
-            with torch.inference_mode():
-                hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
-            return pool(hidden, m, own, len(ids))
+            def run(model=model, tx=tx, tm=tm, m=m, own=own):
+                with torch.inference_mode():
+                    hidden = model(input_ids=tx, attention_mask=tm).last_hidden_state.float().numpy()
+                return pool(hidden, m, own, len(ids))
 
-        out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
-    for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
-        session = onnx_session(os.path.join(onnx_dir, name), threads=threads)
+            out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
+        for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
+            session = onnx_session(os.path.join(folder, name), options=arena_options(threads))
 
-        def run(session=session, x=x, m=m, own=own):
-            hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
-            return pool(hidden, m, own, len(ids))
+            def run(session=session, x=x, m=m, own=own):
+                hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
+                return pool(hidden, m, own, len(ids))
 
-        out[f"{who} | {label}"] = run
-    if who == "release" and served is not None:
+            out[f"{who} | {label}"] = run
+    if served is not None:
         out.update(sentence_transformers_rows(served, threads, ids))
     return out
 
@@ -195,13 +196,11 @@ def sentence_transformers_rows(served, threads, ids):
     `threads` threads), in one batch as the other rows read them."""
     from sentence_transformers import SentenceTransformer
 
-    from linformer_training.onnx_export import session_options
-
     out = {}
     for name, label in (("model.onnx", "fp32"), ("model_qint8.onnx", "int8")):
         model = SentenceTransformer(served, device="cpu", backend="onnx", trust_remote_code=True,
                                     model_kwargs={"file_name": f"onnx/{name}", "provider": "CPUExecutionProvider",
-                                                  "session_options": session_options(threads)})
+                                                  "session_options": arena_options(threads)})
         texts = [model.tokenizer.decode(row[1:-1]) for row in ids]
         if model.tokenizer(texts)["input_ids"] != ids.tolist():
             raise ValueError(f"{served}: its tokenizer does not read the documents' text back to the ids the other "
@@ -212,6 +211,29 @@ def sentence_transformers_rows(served, threads, ids):
 
         out[f"release | sentence-transformers onnx {label}"] = run
     return out
+
+
+def shared_arena():
+    """Register one ONNX Runtime CPU memory arena for every session of this process that asks for it
+    (`arena_options`), growing only by what a call requests. Each session's own arena (ONNX Runtime's default)
+    keeps what its largest calls grew, about 3.5 GB at 4 x 4096 tokens: a cell's six sessions outgrew this
+    24 GiB machine even when timed three at a time. Sessions run one after another here, so one arena serves them
+    all at the cost of one; it is still an arena, as users run (with the arena off, ONNX Runtime ran up to 30%
+    slower). Registering again is harmless."""
+    import onnxruntime
+
+    cpu = onnxruntime.OrtMemoryInfo("Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
+                                    onnxruntime.OrtMemType.DEFAULT)
+    onnxruntime.create_and_register_allocator(cpu, onnxruntime.OrtArenaCfg({"arena_extend_strategy": 1}))
+
+
+def arena_options(threads):
+    """The project's session options (onnx_export.session_options) with the arena `shared_arena` registered."""
+    from linformer_training.onnx_export import session_options
+
+    options = session_options(threads)
+    options.add_session_config_entry("session.use_env_allocators", "1")
+    return options
 
 
 def native_bf16():
@@ -246,6 +268,7 @@ def main(argv=None):
 
     tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     onnx_dirs = onnx_files(args)
+    shared_arena()
     served = served_folder(args.model, onnx_dirs[0], os.path.join(args.onnx_dir, "served"))
     if served is None:
         print(f"no sentence-transformers rows: {args.model} has no modules.json", flush=True)
@@ -254,37 +277,31 @@ def main(argv=None):
         torch.set_num_threads(threads)
         for length in args.lengths:
             ids = documents(tokenizer, length, args.docs)
+            fns = candidates(args, threads, ids, onnx_dirs, served, bf16)
+            reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
+            cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
             started = time.time()
-            for who, onnx_dir in zip(("release", "teacher windows"), onnx_dirs):
-                rows += measure_group(args, candidates(args, who, threads, ids, onnx_dir, served, bf16), threads,
-                                      length)
+            times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
+            for name in fns:
+                st = measure.stats(times[name])
+                rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0],
+                                 runtime=name.split(" | ")[1], docs_per_s=args.docs / st["median"],
+                                 time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
+                                 samples=times[name]))
             print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
     write(args, rows, argv)
 
 
-def measure_group(args, fns, threads, length):
-    """Rows of one model's candidates, timed interleaved; fidelity against the group's PyTorch fp32."""
-    reference = next(fn for name, fn in fns.items() if name.endswith("| pytorch fp32"))()
-    cosine = {name: float((fn() * reference).sum(-1).min()) for name, fn in fns.items()}
-    times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
-    rows = []
-    for name in fns:
-        st = measure.stats(times[name])
-        rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0], runtime=name.split(" | ")[1],
-                         docs_per_s=args.docs / st["median"], time_s=st["median"], time_q1=st["q1"],
-                         time_q3=st["q3"], min_cosine=cosine[name], samples=times[name]))
-    return rows
-
-
 def write(args, rows, argv):
     info = harness.machine_info(torch.device("cpu"))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
     fp32 = {(r["threads"], r["length"], r["model"]): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
     md = [f"# Serving on CPU: documents per second, {args.docs} documents per call", "",
-          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} calls after "
-          f"{args.warmup} warm-up, one model's runtimes interleaved (the two models one after the other, so that "
-          "their ONNX Runtime sessions are not held at once); 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
+          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} interleaved calls "
+          f"after {args.warmup} warm-up; 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
           "cosine of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
-          "512-token windows, averaged by tokens.", "",
+          f"512-token windows, averaged by tokens. ONNX Runtime sessions share one memory arena; peak resident "
+          f"memory of the whole sweep: {peak:.1f} GiB.", "",
           f"Command: `{harness.command_line('benchmarks.serving', argv)}`", "",
           "| threads | tokens | model | runtime | docs/s | x fp32 | cosine |", "|---" * 7 + "|"]
     for r in rows:
@@ -295,7 +312,7 @@ def write(args, rows, argv):
     print("\n" + md)
     base = os.path.join(args.out, "serving")
     harness.save_json(base + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.serving", argv),
-                                           machine=info, rows=rows))
+                                           machine=info, peak_resident_gib=peak, rows=rows))
     with open(base + ".md", "w") as f:
         f.write(md)
     print(f"wrote {base}.{{json,md}}")

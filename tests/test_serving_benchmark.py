@@ -71,3 +71,5 @@ def test_sentence_transformers_rows_run_beside_the_others(onnx_sentence_folder, 
     block = report.serving_block({"serving": json.loads((tmp_path / "serving.json").read_text())})
     assert "| 1 | 64 | release | sentence-transformers onnx int8 |" in block
     assert {p: p.read_bytes() for p in onnx_sentence_folder.rglob("*") if p.is_file()} == before  # not written to
+    assert serving.arena_options(1).get_session_config_entry("session.use_env_allocators") == "1"  # one arena
+    assert json.loads((tmp_path / "serving.json").read_text())["peak_resident_gib"] > 0

@@ -142,12 +142,13 @@ def session_options(threads=None):
     return options
 
 
-def onnx_session(path, threads=None):
-    """An ONNX Runtime session on the CPU for an exported file. A missing, truncated or damaged file is one line
-    naming it and the command that writes it again (ONNX Runtime's own says only "Protobuf parsing failed")."""
+def onnx_session(path, threads=None, options=None):
+    """An ONNX Runtime session on the CPU for an exported file (`options`: default session_options(threads)). A
+    missing, truncated or damaged file is one line naming it and the command that writes it again (ONNX Runtime's
+    own says only "Protobuf parsing failed")."""
     import onnxruntime
 
-    options = session_options(threads)
+    options = options or session_options(threads)
     path = Path(path)
     folder = path.parent.parent if path.parent.name == "onnx" else path.parent
     try:
