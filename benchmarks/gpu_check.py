@@ -58,6 +58,7 @@ from linformer_training.arguments import format_overrides, read_recipe
 from linformer_training.tracking import read_jsonl
 
 from benchmarks import flop_counts, harness, inference, measure, models
+from benchmarks.reporting import table
 
 ROOT = os.path.dirname(harness.HERE)
 RECIPE = os.path.join(ROOT, "configs", "linformer_base_n512_k256_layerwise.yaml")
@@ -208,10 +209,9 @@ def plan_table(steps):
             ("start", "gpu_check.py's own start: imports, the plan", PROCESS_S, "-")]
     rows += [(name, what, estimate, f"{CAP_FACTOR * estimate:.0f}") for name, what, estimate, *_ in steps]
     total = sum(seconds for _, _, seconds, _ in rows)
-    lines = ["| step | what | estimated seconds | cap |", "|---|---|---|---|"]
-    lines += [f"| {name} | {what} | {seconds:.0f} | {cap} |" for name, what, seconds, cap in rows]
-    lines.append(f"| total | | {total:.0f} of {BUDGET_S} | |")
-    return "\n".join(lines), total
+    return table(["step", "what", "estimated seconds", "cap"], [
+        *([name, what, f"{seconds:.0f}", cap] for name, what, seconds, cap in rows),
+        ["total", "", f"{total:.0f} of {BUDGET_S}", ""]]), total
 
 
 # ---------------------------------------------------------------- running things
@@ -490,8 +490,8 @@ def main(argv=None):
     if args.budget_s <= 0:
         p.error(f"--budget_s must be positive, got {args.budget_s}")
     gpu = gpu_steps(plan_for(argparse.Namespace(**{**vars(args), "dry_run": False})))
-    table, total = plan_table(gpu)
-    print(f"gpu_check: the plan on one GPU (estimated seconds; stopped at the cap):\n{table}", flush=True)
+    planned, total = plan_table(gpu)
+    print(f"gpu_check: the plan on one GPU (estimated seconds; stopped at the cap):\n{planned}", flush=True)
     if args.plan:
         return 0
     if not args.dry_run and not torch.cuda.is_available():
@@ -504,7 +504,7 @@ def main(argv=None):
     plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
     plan["end"] = started + (float("inf") if plan["dry_run"] else args.budget_s)
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
-    results = dict(command=command.strip(), dry_run=plan["dry_run"], plan=table, estimated_total_s=round(total),
+    results = dict(command=command.strip(), dry_run=plan["dry_run"], plan=planned, estimated_total_s=round(total),
                    machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")),
                    packages=packages(), steps={})
     for step in gpu_steps(plan):

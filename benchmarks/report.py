@@ -1,12 +1,10 @@
-"""The committed benchmark results, as the docs show them: one index of the current result of each sweep
-(benchmarks/results/RESULTS.md) and the tables of docs/benchmarks.md, both written from the JSON files.
-
-A figure in the docs is never typed by hand: re-running a sweep into benchmarks/results (`--out
-benchmarks/results`) and then this command is how the docs change. `--check` writes nothing and fails when a
-page differs from what the results say (a test runs it).
+"""The committed benchmark results as the docs show them: one index of the current result of each sweep
+(benchmarks/results/RESULTS.md) and the tables of docs/benchmarks.md, both written from the JSON files (the prose
+is report.template.md's). A figure in the docs is never typed by hand: re-running a sweep into benchmarks/results
+(`--out benchmarks/results`) and then this command is how the docs change.
 
     python -m benchmarks.report            # rewrite results/RESULTS.md and docs/benchmarks.md's tables
-    python -m benchmarks.report --check
+    python -m benchmarks.report --check    # write nothing; fail when a page differs from the results (a test runs it)
 """
 
 import argparse
@@ -15,24 +13,22 @@ import os
 import sys
 
 from benchmarks import harness, inference, targets
-from benchmarks.reporting import parts, splice, status, table
+from benchmarks.reporting import parts, splice, status, table, write
 
 DOC = os.path.join(harness.ROOT, "docs", "benchmarks.md")
 INDEX = os.path.join(harness.RESULTS, "RESULTS.md")
 GPU_RESULTS = os.path.join(harness.RESULTS, "gpu")  # `make gpu-check`'s folder: the GPU section, when it exists
 TEMPLATE = os.path.join(harness.ROOT, "benchmarks", "report.template.md")  # the prose of the pages, one part each
-
 # The current result of every sweep (an older run of the same sweep is deleted, git keeps it): tag -> the script
-# that wrote it; what each measured is its part of the template.
-SWEEPS = {"inference": "inference", "inference_chunked_ff": "inference", "inference_cpu_fp32_b1": "inference",
-          "inference_cpu_bf16_b1": "inference", "inference_cpu_fp32_b4": "inference",
-          "inference_cpu_bf16_b4": "inference", "inference_cpu_fp32_b1_far_1800s": "inference",
-          "inference_cpu_bf16_b1_far_1800s": "inference", "training_cpu_fp32": "training",
-          "training_cpu_bf16": "training", "training_cpu_fp32_far": "training", "training_cpu_bf16_far": "training",
-          "training_cpu_bf16_far_32768": "training", "peers": "peers", "spectrum": "spectrum", "theorem": "theorem",
-          "serving": "serving"}
+# that wrote it, the tag's first word; what each measured is its part of the template.
+SWEEPS = {tag: tag.split("_")[0] for tag in (
+    "inference", "inference_chunked_ff", "inference_cpu_fp32_b1", "inference_cpu_bf16_b1", "inference_cpu_fp32_b4",
+    "inference_cpu_bf16_b4", "inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s", "training_cpu_fp32",
+    "training_cpu_bf16", "training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768", "peers",
+    "spectrum", "theorem", "serving")}
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer"}
+ratio = harness.fmt_ratio
 
 
 def load(results_dir):
@@ -42,15 +38,9 @@ def load(results_dir):
 def command(result, script):
     """The command that wrote this result into benchmarks/results: as recorded, else rebuilt from its arguments
     (results older than the recorded command keep every argument, defaults included)."""
-    if result.get("command"):
-        line = result["command"]
-    else:
-        flags = []
-        for key, value in result["args"].items():
-            if key == "out" or value is None or value is False:
-                continue
-            flags.append(f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}"))
-        line = f"python -m benchmarks.{script} " + " ".join(flags)
+    line = result.get("command") or f"python -m benchmarks.{script} " + " ".join(
+        f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}")
+        for key, value in result["args"].items() if key != "out" and value is not None and value is not False)
     return line if " --out " in line else line + " --out benchmarks/results"
 
 
@@ -61,9 +51,6 @@ def prose(name, **values):
 
 def seconds(s):
     return f"{s * 1e3:.0f} ms" if s < 1 else (f"{s:#.3g} s" if s < 100 else f"{s:.0f} s")
-
-
-ratio = harness.fmt_ratio
 
 
 def find(result, n, model, k=None):
@@ -84,33 +71,30 @@ def per_token_growth(result, k, n):
 
 def targets_block(res):
     fp32, bf16 = res["inference_cpu_fp32_b1"], res["inference_cpu_bf16_b1"]
-    checks = targets.checks(fp32["rows"], 256)
-    rows = []
-    for c in (c for c in checks if c["what"] == "time"):
-        shown = f"{c['value']:.2f}x"
-        if c["value"] < c["goal"] and shown == f"{c['goal']:.2f}x":  # a miss that would read as the goal
-            shown = f"{c['value']:.3f}x"
-        rows.append([f">= {c['goal']:g}x faster than RoBERTa-sdpa at n = {c['n']} (k = 256, fp32)", shown,
-                     status(c["value"] >= c["goal"]), "inference_cpu_fp32_b1"])
+    checks, both = targets.checks(fp32["rows"], 256), "inference_cpu_{fp32,bf16}_b1"
+    rows = [[f">= {c['goal']:g}x faster than RoBERTa-sdpa at n = {c['n']} (k = 256, fp32)",
+             # a miss that would read as the goal at two decimals gets three
+             f"{c['value']:.{3 if c['value'] < c['goal'] and round(c['value'], 2) == round(c['goal'], 2) else 2}f}x",
+             status(c["value"] >= c["goal"]), "inference_cpu_fp32_b1"] for c in checks if c["what"] == "time"]
     peaks = [c["value"] for c in checks if c["what"] == "peak"]
-    rows.append([">= 75% of the measured matmul peak at n >= 2048 (k = 256, fp32)",
-                 f"{100 * min(peaks):.0f}-{100 * max(peaks):.0f}%", status(min(peaks) >= 0.75), "inference_cpu_fp32_b1"])
-    memory = next(c for c in targets.checks(res["inference"]["rows"], 256) if c["what"] == "memory")
-    rows.append([">= 14x less activation memory than RoBERTa-eager at n = 4096 (k = 256)", f"{memory['value']:.1f}x",
-                 status(memory["value"] >= 14), "inference"])
+    memory = next(c for c in targets.checks(res["inference"]["rows"], 256) if c["what"] == "memory")["value"]
     chunked = find(res["inference_chunked_ff"], 4096, "linformer-sdpa", 256)["mem_saved_vs_eager"]
-    rows.append(["the same, 512-token feed-forward chunks in both models", f"{chunked:.1f}x", status(chunked >= 14),
-                 "inference_chunked_ff"])
+    rows += [[">= 75% of the measured matmul peak at n >= 2048 (k = 256, fp32)",
+              f"{100 * min(peaks):.0f}-{100 * max(peaks):.0f}%", status(min(peaks) >= 0.75), "inference_cpu_fp32_b1"],
+             [">= 14x less activation memory than RoBERTa-eager at n = 4096 (k = 256)", f"{memory:.1f}x",
+              status(memory >= 14), "inference"],
+             ["the same, 512-token feed-forward chunks in both models", f"{chunked:.1f}x", status(chunked >= 14),
+              "inference_chunked_ff"]]
     for n, goal in ((8192, 3), (16384, 5)):
-        cells = [(precision(r), find(r, n, "linformer-sdpa", k)["time_saved_vs_modernbert"])
-                 for r in (fp32, bf16) for k in (128, 256)]
+        cells = {precision(r): [find(r, n, "linformer-sdpa", k)["time_saved_vs_modernbert"] for k in (128, 256)]
+                 for r in (fp32, bf16)}
         rows.append([f">= {goal}x faster than ModernBERT at n = {n} (k = 128, 256)",
-                     "; ".join(f"{p}: {ratio(a)}, {ratio(b)}" for (p, a), (_, b) in zip(cells[::2], cells[1::2])),
-                     status(min(v for _, v in cells) >= goal), "inference_cpu_{fp32,bf16}_b1"])
+                     "; ".join(f"{p}: {ratio(a)}, {ratio(b)}" for p, (a, b) in cells.items()),
+                     status(min(min(v) for v in cells.values()) >= goal), both])
     growth = [(precision(r), k, per_token_growth(r, k, 16384)) for r in (fp32, bf16) for k in (128, 256)]
     rows.append(["time per token at n = 16384 within 1.3x of n = 512 (k = 128, 256)",
                  "; ".join(f"{p} k={k}: {g:.2f}x" for p, k, g in growth), status(max(g for *_, g in growth) <= 1.3),
-                 "inference_cpu_{fp32,bf16}_b1"])
+                 both])
     return table(["target", "measured", "status", "result"], rows)
 
 
@@ -123,164 +107,127 @@ def speedups_block(res, tags, times):
             lin = [find(r, n, "linformer-sdpa", k) for k in (128, 256)]
             timed = [find(r, n, "roberta-sdpa"), find(r, n, "modernbert-sdpa"), *lin] if times else []
             rows.append([n, precision(r), *(seconds(x["time_per_seq_s"]) for x in timed),
-                         ", ".join(ratio(x["time_saved_vs_sdpa"]) for x in lin),
-                         ", ".join(ratio(x["time_saved_vs_modernbert"]) for x in lin)])
-    header = ["RoBERTa-sdpa", "ModernBERT", "Linformer k=128", "Linformer k=256"] if times else []
-    return table(["n", "precision", *header, "RoBERTa-sdpa / Linformer (k=128, 256)",
-                  "ModernBERT / Linformer (k=128, 256)"], rows)
-
-
-def cell(result, n, model, value):
-    """A measured row's figure, or why the model has none at this n."""
-    row = find(result, n, model, 256 if model.startswith("linformer") else None)
-    if row:
-        return value(row)
-    return next((s["reason"] for s in result["skipped"] if s["n"] == n and s["model"] == model), "not run")
+                         *(", ".join(ratio(x[f"time_saved_vs_{of}"]) for x in lin) for of in ("sdpa", "modernbert"))])
+    return table(["n", "precision", *(["RoBERTa-sdpa", "ModernBERT", "Linformer k=128", "Linformer k=256"] * times),
+                  "RoBERTa-sdpa / Linformer (k=128, 256)", "ModernBERT / Linformer (k=128, 256)"], rows)
 
 
 def far_block(res, tags, value):
     """The far end of a sweep (every n above 512): each model's figure, or why it has none, and Linformer's time per
     token over n = 512 (1.0 is linear cost)."""
-    rows = []
-    for tag in tags:
-        r = res[tag]
-        for n in sorted({row["n"] for row in r["rows"]} | {s["n"] for s in r["skipped"]}):
-            if n == 512:
-                continue
-            lin = find(r, n, "linformer-sdpa", 256)
-            rows.append([n, precision(r), *(cell(r, n, m, value) for m in ("roberta-sdpa", "modernbert-sdpa")),
-                         cell(r, n, "linformer-sdpa", value), f"{per_token_growth(r, 256, n):.2f}x" if lin else "-", tag])
+    def cell(r, n, model):
+        row = find(r, n, model, 256 if model.startswith("linformer") else None)
+        return value(row) if row else next((s["reason"] for s in r["skipped"] if s["n"] == n and s["model"] == model),
+                                           "not run")
+
     return table(["n", "precision", "RoBERTa-sdpa", "ModernBERT", "Linformer k=256",
-                  "Linformer time per token over n = 512", "result"], rows)
-
-
-def far_inference_block(res):
-    return far_block(res, ("inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s"),
-                     lambda r: f"{seconds(r['time_per_seq_s'])} ({harness.fmt_bytes(r['mem_per_seq_bytes'])})")
-
-
-def far_training_block(res):
-    return far_block(res, ("training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768"),
-                     lambda r: f"{seconds(r['step_s'])} ({harness.fmt_bytes(r['process_peak_bytes'])} process peak)")
+                  "Linformer time per token over n = 512", "result"],
+                 [[n, precision(r), *(cell(r, n, m) for m in ("roberta-sdpa", "modernbert-sdpa", "linformer-sdpa")),
+                   f"{per_token_growth(r, 256, n):.2f}x" if find(r, n, "linformer-sdpa", 256) else "-", tag]
+                  for tag in tags for r in [res[tag]]
+                  for n in sorted({row["n"] for row in r["rows"]} | {s["n"] for s in r["skipped"]}) if n != 512])
 
 
 def training_block(res):
-    rows = []
-    for tag in ("training_cpu_fp32", "training_cpu_bf16"):
-        r = res[tag]
-        for row in (x for x in r["rows"] if x["model"] == "linformer-sdpa"):
-            base = find(r, row["n"], "roberta-sdpa")
-            rows.append([f"{row['n']} / {row['k']}", precision(r), f"{base['tokens_per_s']:.0f}",
-                         f"{row['tokens_per_s']:.0f}", ratio(row["tokens_per_s"] / base["tokens_per_s"])])
-    return table(["n / k", "precision", "RoBERTa-sdpa tokens/s", "Linformer tokens/s", "speed-up"], rows)
+    return table(["n / k", "precision", "RoBERTa-sdpa tokens/s", "Linformer tokens/s", "speed-up"], [
+        [f"{row['n']} / {row['k']}", precision(r), f"{base['tokens_per_s']:.0f}", f"{row['tokens_per_s']:.0f}",
+         ratio(row["tokens_per_s"] / base["tokens_per_s"])]
+        for r in (res["training_cpu_fp32"], res["training_cpu_bf16"]) for row in r["rows"]
+        if row["model"] == "linformer-sdpa" for base in [find(r, row["n"], "roberta-sdpa")]])
 
 
 def serving_block(res):
     """Every cell of the serving sweep, then issue 35's goals at the longest length, said met or missed."""
-    r = res["serving"]
-    rows, cells = [], {}
-    for row in r["rows"]:
-        cells[row["threads"], row["length"], row["model"], row["runtime"]] = row
-    for (threads, length, model, runtime), row in cells.items():
-        fp32 = cells[threads, length, model, "pytorch fp32"]["docs_per_s"]
-        rows.append([threads, length, model, runtime, f"{row['docs_per_s']:.2f}", f"{row['docs_per_s'] / fp32:.2f}x",
-                     f"{row['min_cosine']:.4f}"])
+    cells = {(row["threads"], row["length"], row["model"], row["runtime"]): row for row in res["serving"]["rows"]}
+    speed = lambda row, of: f"{row['docs_per_s'] / of['docs_per_s']:.2f}x"  # noqa: E731
     goals = []
-    for threads in sorted({t for t, _, _, _ in cells}):
-        length = max(l for t, l, _, _ in cells if t == threads)
-        mine = {rt: cells[k] for k in cells if k[:3] == (threads, length, "release") for rt in [k[3]]}
-        theirs = cells[threads, length, "teacher windows", "onnxruntime int8"]
-        int8, fp32 = mine["onnxruntime int8"], mine["pytorch fp32"]
+    for threads in sorted({t for t, *_ in cells}):
+        length = max(l for t, l, *_ in cells if t == threads)
+        mine = {key[3]: row for key, row in cells.items() if key[:3] == (threads, length, "release")}
+        int8, fp32, theirs = mine["onnxruntime int8"], mine["pytorch fp32"], cells[threads, length, "teacher windows",
+                                                                                    "onnxruntime int8"]
         fast = max((row for row in mine.values() if row["min_cosine"] >= 0.999), key=lambda row: row["docs_per_s"])
-        goals.append(f"- {threads} thread(s), {length} tokens: int8 ONNX {int8['docs_per_s'] / fp32['docs_per_s']:.2f}x "
-                     f"PyTorch fp32 at cosine {int8['min_cosine']:.4f} (goal >= 1.25x at >= 0.99: "
-                     f"{status(int8['docs_per_s'] >= 1.25 * fp32['docs_per_s'] and int8['min_cosine'] >= 0.99)}); "
-                     f"{int8['docs_per_s'] / theirs['docs_per_s']:.2f}x the teacher's windows in int8 ONNX (goal: no "
-                     f"slower, {status(int8['docs_per_s'] >= theirs['docs_per_s'])}); fastest at cosine >= 0.999: "
-                     f"{fast['runtime']}, {fast['docs_per_s'] / fp32['docs_per_s']:.2f}x.")
-    header = ["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"]
-    return table(header, rows) + "\n\n" + "\n".join(goals)
+        goals.append(prose(
+            "serving_goals", threads=threads, length=length, int8=speed(int8, fp32), cosine=f"{int8['min_cosine']:.4f}",
+            int8_goal=status(int8["docs_per_s"] >= 1.25 * fp32["docs_per_s"] and int8["min_cosine"] >= 0.99),
+            teacher=speed(int8, theirs), teacher_goal=status(int8["docs_per_s"] >= theirs["docs_per_s"]),
+            fastest=fast["runtime"], fastest_speed=speed(fast, fp32)))
+    return table(["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"],
+                 [[*key, f"{row['docs_per_s']:.2f}", speed(row, cells[(*key[:3], "pytorch fp32")]),
+                   f"{row['min_cosine']:.4f}"] for key, row in cells.items()]) + "\n\n" + "\n".join(goals)
 
 
 def gpu_block(gpu_dir):
     """The GPU section: generated from `make gpu-check`'s results when they exist, else why they are pending and
     the plan the check will run."""
     if not os.path.isfile(os.path.join(gpu_dir, "gpu_check.json")):
-        return gpu_pending()
+        from benchmarks import gpu_check
+
+        plan, _ = gpu_check.plan_table(gpu_check.gpu_steps(gpu_check.plan_for(argparse.Namespace(
+            dry_run=False, work_dir=None, mlm_steps=gpu_check.MLM_STEPS))))
+        return prose("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
     check = json.load(open(os.path.join(gpu_dir, "gpu_check.json")))
     machine, steps = check["machine"], check["steps"]
     ran = [name for name, entry in steps.items() if entry["status"] == "ok"]
-    blocks = [f"`{check['command']}` on {machine.get('gpu', '?')}, torch {machine['torch']}, commit "
-              f"{machine.get('git_head', '?')}: " + ", ".join(f"{name} {entry['status']} ({entry['seconds']:.0f} s)"
-                                                              for name, entry in steps.items()) + "."]
-    inference_tags = [tag for tag in ran if tag.startswith("inference_")]
-    if inference_tags:
-        blocks.append(prose("gpu_inference", table=gpu_inference_table(gpu_dir, inference_tags)))
-    blocks += [gpu_max_batch_table(json.load(open(os.path.join(gpu_dir, tag + ".json"))))
-               for tag in ran if tag.startswith("max_batch")]
-    mlm = [steps[name] for name in ran if name.startswith("mlm_")]
-    if mlm:
+    result = lambda tag: json.load(open(os.path.join(gpu_dir, tag + ".json")))  # noqa: E731
+    blocks = [prose("gpu_ran", command=check["command"], gpu=machine.get("gpu", "?"), torch=machine["torch"],
+                    commit=machine.get("git_head", "?"),
+                    steps=", ".join(f"{name} {e['status']} ({e['seconds']:.0f} s)" for name, e in steps.items()))]
+    if inference_tags := [tag for tag in ran if tag.startswith("inference_")]:
+        blocks.append(prose("gpu_inference", table=gpu_inference_table(map(result, inference_tags))))
+    blocks += [gpu_max_batch_table(result(tag)) for tag in ran if tag.startswith("max_batch")]
+    if mlm := [steps[name] for name in ran if name.startswith("mlm_")]:
         blocks.append(table(["precision", "updates", "tokens/s", "peak memory", "updates the fp16 scaler skipped"],
                             [[e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}",
                               f"{e['peak_memory_gb']:.1f} GiB", "-" if e["skipped_updates"] is None
                               else e["skipped_updates"]] for e in mlm]))
-    fsdp = steps.get("fsdp2_resume", {})
-    if fsdp.get("status") == "ok":
-        blocks.append(f"FSDP2 through `accelerate launch`, resumed from update {fsdp['resumed_from']} of "
-                      f"{fsdp['updates']}: losses within {fsdp['max_relative_loss_difference']:.2g} (relative) of the "
-                      f"uninterrupted run, weights {'bit-identical' if fsdp['bit_exact'] else 'not bit-identical'}.")
+    if (fsdp := steps.get("fsdp2_resume", {})).get("status") == "ok":
+        blocks.append(prose("gpu_fsdp", resumed_from=fsdp["resumed_from"], updates=fsdp["updates"],
+                            difference=f"{fsdp['max_relative_loss_difference']:.2g}",
+                            weights="bit-identical" if fsdp["bit_exact"] else "not bit-identical"))
     return "\n\n".join(blocks)
 
 
-def gpu_pending():
-    from benchmarks import gpu_check
-
-    plan, _ = gpu_check.plan_table(gpu_check.gpu_steps(gpu_check.plan_for(argparse.Namespace(
-        dry_run=False, work_dir=None, mlm_steps=gpu_check.MLM_STEPS))))
-    return prose("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
-
-
-def gpu_inference_table(gpu_dir, tags):
+def gpu_inference_table(results):
     rows = []
-    for tag in tags:
-        r = json.load(open(os.path.join(gpu_dir, tag + ".json")))
+    for r in results:
         for lin in (row for row in r["rows"] if row["k"]):
-            n, k = lin["n"], lin["k"]
-            sdpa = find(r, n, "roberta-sdpa")
+            sdpa = find(r, lin["n"], "roberta-sdpa")
+            pair = lambda key, lin=lin: " / ".join(ratio(lin.get(key.format(w))) for w in ("time", "mem"))  # noqa: E731
+            against = [(word, lin.get(f"{key}_saved_vs_eager"), lin.get(f"paper_{key}_saved"))
+                       for word, key in (("time", "time"), ("memory", "mem"))]
             kernel = ", ".join(sdpa.get("sdpa_kernels") or ["?"]) if sdpa else "-"
-            paper_t, paper_m = lin.get("paper_time_saved"), lin.get("paper_mem_saved")
-            eager_t, eager_m = lin.get("time_saved_vs_eager"), lin.get("mem_saved_vs_eager")
-            verdict = "; ".join(f"{what} {status(ours >= paper)}" for what, ours, paper in
-                                (("time", eager_t, paper_t), ("memory", eager_m, paper_m)) if ours and paper) or "-"
-            rows.append([precision(r), n, k, f"{ratio(eager_t)} / {ratio(eager_m)}",
-                         f"{ratio(paper_t)} / {ratio(paper_m)}", verdict,
-                         f"{ratio(lin.get('time_saved_vs_sdpa'))} / {ratio(lin.get('mem_saved_vs_sdpa'))} ({kernel})",
-                         f"{ratio(lin.get('time_saved_vs_modernbert'))} / {ratio(lin.get('mem_saved_vs_modernbert'))}"])
+            rows.append([precision(r), lin["n"], lin["k"], pair("{}_saved_vs_eager"), pair("paper_{}_saved"),
+                         "; ".join(f"{word} {status(ours >= paper)}" for word, ours, paper in against if ours and paper)
+                         or "-", pair("{}_saved_vs_sdpa") + f" ({kernel})", pair("{}_saved_vs_modernbert")])
     return table(["precision", "n", "k", "vs RoBERTa-eager: time / memory", "paper (V100)", "against the paper",
                   "vs RoBERTa-sdpa (its kernel)", "vs ModernBERT"], rows)
 
 
 def gpu_max_batch_table(r):
     """The paper's Table 3 form: the largest batch and the time per token there, Linformer against eager."""
-    rows = []
-    for row in r["rows"]:
-        paper = (inference.PAPER_MEMORY.get(row["n"], {}).get(row["k"]), inference.PAPER_TIME.get(row["n"], {}).get(row["k"]))
-        rows.append([row["n"], NAMES.get(row["model"], row["model"]), row["k"] or "-",
-                     f"{row['largest_batch']}" + ("" if row["largest_batch_confirmed"] else " (not run)"),
-                     f"{row['time_per_token_s'] * 1e6:.3g} us at batch {row['batch']}",
-                     f"{ratio(row.get('batch_ratio_vs_eager'))} ({ratio(paper[0])})" if row["k"] else "-",
-                     f"{ratio(row.get('time_per_token_saved_vs_eager'))} ({ratio(paper[1])})" if row["k"] else "-"])
+    rows = [[row["n"], NAMES.get(row["model"], row["model"]), row["k"] or "-",
+             f"{row['largest_batch']}" + ("" if row["largest_batch_confirmed"] else " (not run)"),
+             f"{row['time_per_token_s'] * 1e6:.3g} us at batch {row['batch']}",
+             *((f"{ratio(row.get(ours))} ({ratio(paper.get(row['n'], {}).get(row['k']))})" if row["k"] else "-")
+               for ours, paper in (("batch_ratio_vs_eager", inference.PAPER_MEMORY),
+                                   ("time_per_token_saved_vs_eager", inference.PAPER_TIME)))] for row in r["rows"]]
     return prose("gpu_max_batch", budget=harness.fmt_bytes(r["budget_bytes"]), precision=precision(r),
-                command=r["command"], table=table(["n", "model", "k", "largest batch", "time per token",
-                                                   "batch ratio vs eager (paper memory)",
-                                                   "time per token saved vs eager (paper time)"], rows))
+                 command=r["command"], table=table(["n", "model", "k", "largest batch", "time per token",
+                                                    "batch ratio vs eager (paper memory)",
+                                                    "time per token saved vs eager (paper time)"], rows))
 
 
 BLOCKS = {"targets": targets_block,
           "baselines": lambda res: speedups_block(res, ("inference_cpu_fp32_b1", "inference_cpu_bf16_b1"), times=True),
           "batch4": lambda res: speedups_block(res, ("inference_cpu_fp32_b4", "inference_cpu_bf16_b4"), times=False),
-          "far-inference": far_inference_block, "far-training": far_training_block, "training": training_block,
-          "serving": serving_block, "gpu": lambda res: gpu_block(GPU_RESULTS)}
+          "far-inference": lambda res: far_block(
+              res, ("inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s"),
+              lambda r: f"{seconds(r['time_per_seq_s'])} ({harness.fmt_bytes(r['mem_per_seq_bytes'])})"),
+          "far-training": lambda res: far_block(
+              res, ("training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768"),
+              lambda r: f"{seconds(r['step_s'])} ({harness.fmt_bytes(r['process_peak_bytes'])} process peak)"),
+          "training": training_block, "serving": serving_block, "gpu": lambda res: gpu_block(GPU_RESULTS)}
 
 
 def fill(page, res):
@@ -293,27 +240,23 @@ def fill(page, res):
 def owner(filename):
     """The sweep a result file belongs to: <tag>.{csv,json,md,png} or one of inference.py's <tag>_<plot>.png."""
     stem, _, ext = filename.rpartition(".")
-    for tag in SWEEPS:
-        if stem == tag or ext == "png" and stem in (f"{tag}_{plot}" for plot in ("time", "per_token", "memory")):
-            return tag
-    return None
+    return next((tag for tag in SWEEPS if stem == tag or ext == "png" and stem in
+                 (f"{tag}_{plot}" for plot in ("time", "per_token", "memory"))), None)
 
 
 def index(res, results_dir):
     files = sorted(f for f in os.listdir(results_dir) if os.path.isfile(os.path.join(results_dir, f)))  # gpu/: its own
-    unlisted = [f for f in files if owner(f) is None and f != os.path.basename(INDEX)]
-    if unlisted:
+    if unlisted := [f for f in files if owner(f) is None and f != os.path.basename(INDEX)]:
         raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add the "
                          "sweep, or delete an older run of one (git keeps it)")
     sections = [prose("index")]
     for tag, script in SWEEPS.items():
-        r = res[tag]
-        machine = r.get("machine", {})
+        machine = res[tag].get("machine", {})
         taken = (f"Measured at commit {machine['git_head']} (modeling_linformer.py {machine['modeling_sha1']}), "
                  f"torch {machine['torch']}, {machine.get('cpu', machine.get('gpu', '?'))}, {machine['threads']} "
                  f"thread(s)." if machine else "Machine and commit not recorded by this script.")
-        where = ", ".join(f"[{f}]({f})" for f in files if owner(f) == tag)
-        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken, files=where, command=command(r, script)))
+        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken, command=command(res[tag], script),
+                              files=", ".join(f"[{f}]({f})" for f in files if owner(f) == tag)))
     return "\n\n".join(sections) + "\n"
 
 
@@ -323,16 +266,13 @@ def main(argv=None):
     args = p.parse_args(argv)
     res = load(harness.RESULTS)
     pages = {INDEX: index(res, harness.RESULTS), DOC: fill(open(DOC).read(), res)}
-    stale = [path for path, text in pages.items() if not os.path.isfile(path) or open(path).read() != text]
+    stale = {path: text for path, text in pages.items() if not os.path.isfile(path) or open(path).read() != text}
     if args.check:
         for path in stale:
-            print(f"{os.path.relpath(path, harness.ROOT)} differs from benchmarks/results: "
-                  "run python -m benchmarks.report")
-        return 1 if stale else 0
-    for path in stale:
-        with open(path, "w") as f:
-            f.write(pages[path])
-    print("wrote " + (", ".join(os.path.relpath(p, harness.ROOT) for p in stale) or "nothing: the pages are current"))
+            print(f"{os.path.relpath(path, harness.ROOT)} differs from benchmarks/results: run "
+                  "python -m benchmarks.report")
+        return int(bool(stale))
+    print(write(stale) if stale else "wrote nothing: the pages are current")
     return 0
 
 

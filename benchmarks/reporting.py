@@ -31,6 +31,11 @@ def table(header, rows):
     return "\n".join([row(header), "|" + "---|" * len(header), *map(row, rows)])
 
 
+def number(x, spec=".3f", unit=""):
+    """A figure as every page writes it, "-" where there is none."""
+    return "-" if x is None else format(x, spec) + unit
+
+
 def paired_bootstrap(a, b, clusters=None, resamples=10_000, seed=0):
     """Mean of a - b over paired items and its 95% percentile interval, resampling clusters of items with
     replacement (items that are not independent, such as the queries of one document, share a cluster; by default
@@ -88,3 +93,23 @@ def parts(path):
     joins the parts its records call for (a section with no records is left out)."""
     chunks = re.split(r"^<!-- part: (\S+) -->\n", Path(path).read_text(encoding="utf-8"), flags=re.MULTILINE)
     return {name: string.Template(text) for name, text in zip(chunks[1::2], chunks[2::2])}
+
+
+def compose(template, sections, *records):
+    """A page from `template`'s parts in the order of `sections`: each the name of a part that is always there, or
+    (name, a function of the records giving the values the part is filled with: True for none, a false value to
+    leave the part out, as a section whose records do not exist yet)."""
+    part, page = parts(template), ""
+    for section in sections:
+        if isinstance(section, str):
+            page += part[section].substitute()
+        elif values := section[1](*records):
+            page += part[section[0]].substitute({} if values is True else values)
+    return page
+
+
+def write(pages):
+    """Writes {path: text} and says so."""
+    for path, text in pages.items():
+        Path(path).write_text(text, encoding="utf-8")
+    return "wrote " + ", ".join(map(str, pages))

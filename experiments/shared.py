@@ -243,10 +243,6 @@ def load_all(out):
     return {p.stem: json.loads(p.read_text()) for p in sorted((out / "results").glob("*.json"))}
 
 
-def fmt(x, digits=3):
-    return "–" if x is None else f"{x:.{digits}f}"
-
-
 def shown(path):
     """A path as commands and tables show it: relative to the repository when it lies beside it (the
     shared data, the venv's teacher), so that stamps and commands read the same on every checkout."""

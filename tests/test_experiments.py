@@ -76,7 +76,7 @@ def make_study_copy(root):
     for name in ("__init__.py", "reporting.py"):  # the renderers' tables, verdicts and splicing
         shutil.copy(REPO / "benchmarks" / name, root / "benchmarks" / name)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
-                 "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
+                 "quality/results.template.md", "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
                  "quality/paper_numbers.yaml", "quality/peer.py", "quality/modeling_peer.py"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))

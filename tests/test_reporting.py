@@ -51,6 +51,19 @@ def test_splice_rewrites_only_between_its_markers():
         reporting.splice("no markers", "python -m x: table", "new")
 
 
+def test_number_writes_a_missing_figure_as_a_dash():
+    assert (reporting.number(None), reporting.number(0.12345), reporting.number(2.5, "+.1f", "%")) == ("-", "0.123", "+2.5%")
+
+
+def test_compose_fills_the_parts_its_records_call_for(tmp_path):
+    template = tmp_path / "page.template.md"
+    template.write_text("<!-- part: head -->\n# $title\n\n<!-- part: note -->\nalways\n<!-- part: table -->\n$table\n")
+    sections = [("head", lambda r: {"title": r["title"]}), "note", ("table", lambda r: r.get("rows") and {"table": "t"}),
+                ("note", lambda r: True)]
+    assert reporting.compose(template, sections, {"title": "A"}) == "# A\n\nalways\nalways\n"  # no rows: no table
+    assert reporting.compose(template, sections, {"title": "A", "rows": [1]}) == "# A\n\nalways\nt\nalways\n"
+
+
 def pages_of(name):
     """{path: text} of every page a renderer writes, from the committed records only (no runs folder)."""
     if name == "quality":

@@ -1,6 +1,7 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""The conversion report from its result files alone: results.json, results.md and the plots.
+"""The conversion report from its result files alone: results.json, results.md (its prose in results.template.md,
+every figure from the results, the findings' too) and the plots.
 
     python -m experiments.conversion.render              # from experiments/conversion/results/
     python -m experiments.conversion.render --out DIR    # from DIR/results/
@@ -9,18 +10,23 @@ compute.py measures and writes one file per variant under results/, then calls t
 """
 
 import json
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import figure, table
+from benchmarks.reporting import compose, figure, number, table
 from experiments.conversion import GRID, INITS, name_of
-from experiments.shared import LONG_N, SOURCE_N, fmt, render_main
+from experiments.shared import LONG_N, SOURCE_N, render_main
 
 HERE = Path(__file__).resolve().parent
-
-
+TEMPLATE = HERE / "results.template.md"
 PLOTS = {"cosine": "cosine_by_length.png", "layers": "layer_error.png", "retrieval": "retrieval.png"}
+# The source's own retrieval, each way it reads a long article: key -> (row of the table, what it reads, plot label).
+SOURCE_READS = {"truncated": ("source, truncated", "first 512 tokens", "source 512"),
+                "windows": ("source, mean of 512-token windows", "whole article", "source windows"),
+                "extended": ("source, positions repeated to 4096, full attention", "up to 4096 tokens",
+                             "source ext. 4096")}
 
 
 def write_report(out, results):
@@ -40,212 +46,175 @@ def summary(results):
         for r in variants(results)})
 
 
+def at(results, n, k, init, *path):
+    """One figure of a variant (its results file, then the keys of `path`), None where it was not measured."""
+    value = results.get(name_of(n, k, init))
+    for key in path:
+        value = None if value is None else value.get(key)
+    return value
+
+
+def cosine(results, n, k, init, bucket):
+    return at(results, n, k, init, "cosine", bucket, "mean")
+
+
+def series(results, init, bucket):
+    """The mean cosine at n = 512 for every k, as the findings list it."""
+    return ", ".join(f"k={k}: {v:.3f}" for n, k in GRID
+                     if n == SOURCE_N and (v := cosine(results, n, k, init, bucket)) is not None)
+
+
+# --- findings: sentences whose figures all come from the results, each left out until they exist ---------------
+def exact(results):
+    shortest = [v for n, k in GRID for i in INITS
+                if i != "window_mean_no_short_path" and (v := at(results, n, k, i, "cosine", "<=k", "min")) is not None]
+    return shortest and {"least": f"{min(shortest):.4f}", "without": series(results, "window_mean_no_short_path", "<=k")}
+
+
+def probe_finding(results):
+    figures = [results.get("source", {}).get("probe_accuracy"),
+               *(at(results, SOURCE_N, 32, i, "probe_accuracy") for i in ("window_mean", "window_mean_no_short_path"))]
+    return None not in figures and dict(zip(("source", "exact", "without"), (f"{v:.3f}" for v in figures)))
+
+
+def lossy(results):
+    return cosine(results, SOURCE_N, 128, "window_mean", "k..512") is not None and {
+        init: series(results, init, "k..512") for init in ("window_mean", "random")}
+
+
+def default_init(results):
+    wins = [(cosine(results, n, k, "window_mean", "k..512"), cosine(results, n, k, "random", "k..512")) for n, k in GRID
+            if n == SOURCE_N and cosine(results, n, k, "random", "k..512") is not None]
+    return bool(lossy(results) and wins and all(w > r for w, r in wins))
+
+
+def alternative(results, init):
+    """A length-aware use of E against window_mean, wherever both were measured."""
+    pairs = [(f"n={n} k={k} {b}: {a:.3f} vs {w:.3f}", a > w) for n, k in GRID for b in ("k..512", ">512")
+             if (a := cosine(results, n, k, init, b)) is not None for w in [cosine(results, n, k, "window_mean", b)]]
+    higher, lower = ([text for text, up in pairs if up == side] for side in (True, False))
+    return pairs and {"alternative": init, "better": len(higher), "pairs": len(pairs),
+                      "higher": f" ({'; '.join(higher)})" if higher else "",
+                      "lower": f"; not higher in {'; '.join(lower)}" if lower else ""}
+
+
+def default_scaling(results):
+    resample = alternative(results, "resample")
+    return resample and 2 * resample["better"] > resample["pairs"] and resample
+
+
+def retrieval_finding(results):
+    source = results.get("source", {}).get("retrieval", {})
+    ours = [(f"n={n} k={k} {i}", r) for n, k in GRID for i in INITS if (r := at(results, n, k, i, "retrieval"))]
+    best_name, best = max(ours, key=lambda item: (item[1]["recall_at_1"], item[1]["mrr"])) if ours else (None, None)
+    shown = lambda r: f"{r['recall_at_1']:.3f} / {r['mrr']:.3f}"  # noqa: E731
+    at_long = [f"{i} {shown(r)}" for i in ("window_mean", "resample", "mean_pool")
+               if (r := at(results, LONG_N, 256, i, "retrieval"))]
+    return source and ours and {**{key: shown(source[key]) for key in SOURCE_READS}, "best_name": best_name,
+                                "best": shown(best),
+                                "at_long": f"; at n = {LONG_N}, k = 256: " + ", ".join(at_long) if at_long else ""}
+
+
+def speed_finding(results):
+    if not (measured := results.get("speed_memory")):
+        return None
+    models = measured["models"]
+    reference = next(name for name in models if name.startswith("source"))
+    base = models[reference]["seconds"]["median"]
+    return {"tokens": measured["tokens"], "reference": reference, "seconds": f"{base:.2f}",
+            "memory": f"{models[reference]['peak_bytes'] / 2**20:.0f}", "others": "; ".join(
+                f"{name}: {m['seconds']['median']:.2f} s ({base / m['seconds']['median']:.2f}x faster), "
+                f"{m['peak_bytes'] / 2**20:.0f} MiB" for name, m in models.items() if name != reference)}
+
+
+FINDINGS = [("exact", exact), ("probe_finding", probe_finding), ("lossy", lossy), ("default_init", default_init),
+            ("alternative", partial(alternative, init="resample")), ("default_scaling", default_scaling),
+            ("alternative", partial(alternative, init="mean_pool")), ("retrieval_finding", retrieval_finding),
+            ("speed_finding", speed_finding)]
+
+
+# --- the tables ----------------------------------------------------------------------------------------------------
+def cosines(results):
+    cell = lambda c: "-" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"  # noqa: E731
+    return {"table": table(["n", "k", "init", "<= k", "k..512", "> 512"], [
+        [n, k, init, *(cell(at(results, n, k, init, "cosine", b)) for b in ("<=k", "k..512", ">512"))]
+        for n, k in GRID for init in INITS if name_of(n, k, init) in results])}
+
+
+def layers(results):
+    return {"table": table(["n", "k", "init", "bucket", *(f"layer {i}" for i in range(7))], [
+        [n, k, init, bucket, *(f"{e:.3f}" for e in errors)] for n, k in GRID
+        for init in ("window_mean", "resample", "mean_pool", "random") for bucket in ("k..512", ">512")
+        if (errors := at(results, n, k, init, "layer_error", bucket))])}
+
+
+def probe(results):
+    return {"source": number(results.get("source", {}).get("probe_accuracy")), "table": table(
+        ["n", "k", *INITS], [[n, k, *(number(at(results, n, k, i, "probe_accuracy")) for i in INITS)] for n, k in GRID])}
+
+
+def retrieval(results):
+    figures = lambda r: [f"{r[key]:.3f}" for key in ("recall_at_1", "recall_at_5", "mrr")]  # noqa: E731
+    source = results.get("source", {}).get("retrieval", {})
+    return {"table": table(["model", "reads", "recall@1", "recall@5", "MRR"], [
+        *([row, reads, *figures(source[key])] for key, (row, reads, _) in SOURCE_READS.items() if source.get(key)),
+        *([f"Linformer n={n} k={k} {i}", f"up to {n} tokens", *figures(r)] for n, k in GRID for i in INITS
+          if (r := at(results, n, k, i, "retrieval")))])}
+
+
+def speed(results):
+    measured = results.get("speed_memory")
+    return measured and dict(measured, table=table(["model", "seconds", "peak memory"], [
+        [name, f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})", f"{r['peak_bytes'] / 2**20:.0f} MiB"]
+        for name, r in measured["models"].items() for s in [r["seconds"]]]))
+
+
 def page(results):
     """results.md from the result files alone."""
-    source = results.get("source", {})
-    by_key = {(r["n"], r["k"], r["init"]): r for r in variants(results)}
-
-    def get(n, k, init, *path):
-        value = by_key.get((n, k, init))
-        for key in path:
-            value = None if value is None else value.get(key)
-        return value
-
-    lines = ["# Converting all-MiniLM-L6-v2 to a Linformer, with no training: what survives", "",
-             "Generated by `python -m experiments.conversion.render` from `experiments/conversion/results/` "
-             "(do not edit by hand). CPU, float32.", ""]
-    meta = source.get("meta", {})
-    if meta:
-        lines += [f"Data: {meta['heldout']} held-out news articles (`heldout_news_ids.txt`), {meta['chunks']} chunks of "
-                  f"8–512 tokens and {meta['long_docs']} articles longer than 512 tokens from them; "
-                  f"{meta['retrieval_docs']} articles longer than 1,024 tokens for retrieval; Rotten Tomatoes "
-                  f"{meta['probe_train']} train / {meta['probe_validation']} validation sentences for the probes. "
-                  f"torch {meta['torch']}, {meta['threads']} thread(s), {meta['machine']}.", ""]
-
-    lines += ["Projections (`README.md` here): `window_mean` (convert_to_linformer.py's default E, reading E's "
-              "first L columns for an input of L tokens) and `random` (the paper's N(0, 1/n)) as converted; `mean_pool` (projection_type, empty windows masked); `resample` "
-              "(window_mean's E resampled to each input's length, `projection_length_scaling=\"resample\"`); "
-              "`window_mean_no_short_path` (every input through E: no `exact_attention_length`).", ""]
-    findings = findings_lines(source, by_key, get, results.get("speed_memory"))
-    if findings:
-        lines += ["## Findings", ""] + findings + [""]
-
-    def cosine(c):
-        return "–" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"
-
-    lines += ["## Cosine of mean-pooled embeddings to the source", "",
-              "Per text; mean (min) over the texts in each length bucket (tokens, specials included). Texts of at "
-              "most k tokens take the exact path (`exact_attention_length`), so their cosine is 1. Texts "
-              "longer than 512 are compared with the source whose position table was repeated to n, with full "
-              "attention.", "",
-              table(["n", "k", "init", "<= k", "k..512", "> 512"],
-                    [[n, k, init, *(cosine(by_key[n, k, init]["cosine"].get(b)) for b in ("<=k", "k..512", ">512"))]
-                     for n, k in GRID for init in INITS if (n, k, init) in by_key]),
-              "", f"![cosine by length]({PLOTS['cosine']})", ""]
-
-    lines += ["## Per-layer relative error of hidden states", "",
-              "||H_linformer - H_source|| / ||H_source|| per text, mean over texts longer than k (layer 0 is the "
-              "embedding output: exact, positions included).", "",
-              table(["n", "k", "init", "bucket", *(f"layer {i}" for i in range(7))],
-                    [[n, k, init, bucket, *map(fmt, errors)] for n, k in GRID
-                     for init in ("window_mean", "resample", "mean_pool", "random") for bucket in ("k..512", ">512")
-                     for errors in [get(n, k, init, "layer_error", bucket)] if errors]),
-              "", f"![layer error]({PLOTS['layers']})", ""]
-
-    lines += ["## Linear probe on Rotten Tomatoes", "",
-              "Logistic regression on mean-pooled embeddings (same features, same solver for every model); "
-              "validation accuracy.", "",
-              f"Source: **{fmt(source.get('probe_accuracy'))}**", "",
-              table(["n", "k", *INITS], [[n, k, *(fmt(get(n, k, init, "probe_accuracy")) for init in INITS)]
-                                         for n, k in GRID]), ""]
-
-    retrieval = [[label, reads, *(fmt(r[key]) for key in ("recall_at_1", "recall_at_5", "mrr"))]
-                 for label, key, reads in (("source, truncated", "truncated", "first 512 tokens"),
-                                           ("source, mean of 512-token windows", "windows", "whole article"),
-                                           ("source, positions repeated to 4096, full attention", "extended",
-                                            "up to 4096 tokens"))
-                 for r in [source.get("retrieval", {}).get(key)] if r]
-    retrieval += [[f"Linformer n={n} k={k} {init}", f"up to {n} tokens",
-                   *(fmt(r[key]) for key in ("recall_at_1", "recall_at_5", "mrr"))]
-                  for n, k in GRID for init in INITS for r in [get(n, k, init, "retrieval")] if r]
-    lines += ["## Long-document retrieval on held-out news", "",
-              "Index: whole held-out articles longer than 1,024 tokens. Query: a 64-token span from beyond token 512 "
-              "of one article, embedded by the same model. Ranked by cosine of mean-pooled embeddings.", "",
-              table(["model", "reads", "recall@1", "recall@5", "MRR"], retrieval),
-              "", f"![retrieval]({PLOTS['retrieval']})", ""]
-
-    speed = results.get("speed_memory")
-    if speed:
-        lines += ["## Seconds and peak memory per 4,096-token document", "",
-                  f"One {speed['tokens']}-token held-out news document, batch 1, float32, CPU. Median (min–max) of "
-                  f"{speed['repeats']} forward passes, the models interleaved in one process; peak memory is what "
-                  "one forward pass adds to the resident set, each model in a fresh process (least of three).", "",
-                  table(["model", "seconds", "peak memory"],
-                        [[name, f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})", f"{r['peak_bytes'] / 2**20:.0f} MiB"]
-                         for name, r in speed["models"].items() for s in [r["seconds"]]]), ""]
-    lines += ["## Reproduce", "", "```bash", "python -m experiments.conversion.compute   # resumable",
-              "python -m experiments.conversion.render    # tables and plots from results/", "```", ""]
-    return "\n".join(lines)
-
-
-def findings_lines(source, by_key, get, speed):
-    """Sentences whose numbers all come from the results (nothing typed by hand)."""
-    out = []
-
-    def cos(n, k, init, bucket):
-        return get(n, k, init, "cosine", bucket, "mean")
-
-    def series(init, bucket, n=SOURCE_N):
-        pairs = [(k, cos(n, k, init, bucket)) for n_, k in GRID if n_ == n]
-        return ", ".join(f"k={k}: {v:.3f}" for k, v in pairs if v is not None)
-
-    shortest = [get(n, k, i, "cosine", "<=k", "min") for n, k in GRID for i in INITS if i != "window_mean_no_short_path"]
-    shortest = [v for v in shortest if v is not None]
-    if shortest:
-        out.append(f"- **Inputs of at most k tokens are exact.** Their cosine to the source is at least {min(shortest):.4f} "
-                   f"in every converted model. Without the exact path (window_mean, n = 512, every input through E) "
-                   f"it is {series('window_mean_no_short_path', '<=k')}.")
-    probe = source.get("probe_accuracy")
-    probes = {i: get(SOURCE_N, 32, i, "probe_accuracy") for i in ("window_mean", "window_mean_no_short_path")}
-    if probe is not None and all(v is not None for v in probes.values()):
-        out.append(f"- Rotten Tomatoes probe (sentences of a few dozen tokens): source {probe:.3f}; converted n = 512, "
-                   f"k = 32: {probes['window_mean']:.3f} with the exact path, {probes['window_mean_no_short_path']:.3f} "
-                   "without it.")
-    if cos(SOURCE_N, 128, "window_mean", "k..512") is not None:
-        out.append(f"- **k < L <= 512 (n = 512): the untrained projection loses much of the source.** Mean cosine, "
-                   f"window_mean: {series('window_mean', 'k..512')}; random (the paper's init): "
-                   f"{series('random', 'k..512')}.")
-        wins = [(k, cos(SOURCE_N, k, "window_mean", "k..512"), cos(SOURCE_N, k, "random", "k..512")) for n, k in GRID
-                if n == SOURCE_N and cos(SOURCE_N, k, "random", "k..512") is not None]
-        if wins and all(w > r for _, w, r in wins):
-            out.append("- **Default `--projection_init window_mean`:** it is the identity at k = n (the conversion is "
-                       "then exact on every input) and keeps more of the source than `random` at every k measured.")
-    for alternative in ("resample", "mean_pool"):
-        pairs = [(n, k, b, cos(n, k, "window_mean", b), cos(n, k, alternative, b)) for n, k in GRID
-                 for b in ("k..512", ">512") if cos(n, k, alternative, b) is not None]
-        if pairs:
-            better = [f"n={n} k={k} {b}: {a:.3f} vs {w:.3f}" for n, k, b, w, a in pairs if a > w]
-            worse = [f"n={n} k={k} {b}: {a:.3f} vs {w:.3f}" for n, k, b, w, a in pairs if a <= w]
-            out.append(f"- Length-aware use of E, `{alternative}` against `window_mean` (mean cosine): higher in "
-                       f"{len(better)} of {len(pairs)} comparisons" + (f" ({'; '.join(better)})" if better else "")
-                       + (f"; not higher in {'; '.join(worse)}" if worse else "") + ".")
-            if alternative == "resample" and len(better) > len(worse):
-                out.append("- **Default `projection_length_scaling=\"resample\"`** for converted learned projections, "
-                           f"since it keeps more of the source in {len(better)} of {len(pairs)} comparisons above, most "
-                           "at n = 4096, where real inputs are far shorter than n (see the retrieval line for "
-                           "where it does not help).")
-    retrieval = source.get("retrieval", {})
-    rows = [(name, r) for name, r in ((f"n={n} k={k} {i}", get(n, k, i, "retrieval")) for n, k in GRID for i in INITS) if r]
-    if retrieval and rows:
-        best_name, best = max(rows, key=lambda item: (item[1]["recall_at_1"], item[1]["mrr"]))
-        at_long = [f"{i} {r['recall_at_1']:.3f} / {r['mrr']:.3f}" for i in ("window_mean", "resample", "mean_pool")
-                   for k in (128, 256) for r in [get(LONG_N, k, i, "retrieval")] if r and k == 256]
-        out.append(f"- **Retrieval** (recall@1 / MRR): source truncated to 512 {retrieval['truncated']['recall_at_1']:.3f} / "
-                   f"{retrieval['truncated']['mrr']:.3f}, source averaging 512-token windows "
-                   f"{retrieval['windows']['recall_at_1']:.3f} / {retrieval['windows']['mrr']:.3f}, source with extended "
-                   f"positions and full attention {retrieval['extended']['recall_at_1']:.3f} / "
-                   f"{retrieval['extended']['mrr']:.3f}; best converted Linformer ({best_name}) "
-                   f"{best['recall_at_1']:.3f} / {best['mrr']:.3f}"
-                   + (f"; at n = {LONG_N}, k = 256: " + ", ".join(at_long) if at_long else "") + ".")
-    if speed:
-        models = speed["models"]
-        reference = next(name for name in models if name.startswith("source"))
-        base = models[reference]
-        parts = [f"{name}: {m['seconds']['median']:.2f} s ({base['seconds']['median'] / m['seconds']['median']:.2f}x "
-                 f"faster), {m['peak_bytes'] / 2**20:.0f} MiB" for name, m in models.items() if name != reference]
-        out.append(f"- **Speed and memory at {speed['tokens']} tokens** (CPU, batch 1): {reference}: "
-                   f"{base['seconds']['median']:.2f} s, {base['peak_bytes'] / 2**20:.0f} MiB; " + "; ".join(parts) + ".")
-    return out
+    findings = compose(TEMPLATE, FINDINGS, results)
+    return compose(TEMPLATE, ["head", ("meta", lambda r: r.get("source", {}).get("meta")), "projections",
+                              ("findings", lambda r: findings and {"findings": findings}), ("cosine", cosines),
+                              ("layers", layers), ("probe", probe), ("retrieval", retrieval), ("speed", speed),
+                              "reproduce"], results)
 
 
 def make_plots(out, results, rows):
     bins = np.unique(np.round(np.geomspace(8, LONG_N, 22)).astype(int))
     with figure(out / PLOTS["cosine"], 1, 2, figsize=(12, 4.5), sharey=True) as (fig, axes):
         for ax, selection, title in (
-                (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"], "n = 512, window_mean, by k"),
-                (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))], "init, n = 512 k = 128 and n = 4096 k = 256")):
+                (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"],
+                 "n = 512, window_mean, by k"),
+                (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))],
+                 "init, n = 512 k = 128 and n = 4096 k = 256")):
             for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
                 lengths, values = np.array(r["cosine_by_text"]).T
                 which = np.digitize(lengths, bins)
-                xs = [np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)]
-                ys = [values[which == b].mean() for b in np.unique(which)]
-                label = f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}"
-                ax.plot(xs, ys, marker="o", ms=3, label=label)
-            ax.set_xscale("log")
+                ax.plot([np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)],
+                        [values[which == b].mean() for b in np.unique(which)], marker="o", ms=3,
+                        label=f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}")
+            ax.set_xscale("log")  # before the line at n = 512, which would widen the linear axis' margins
             ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
-            ax.set_xlabel("input length (tokens)")
-            ax.set_title(title)
+            ax.set(xlabel="input length (tokens)", title=title)
             ax.legend(fontsize=7)
         axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
 
     with figure(out / PLOTS["layers"], figsize=(7, 4.5)) as (fig, ax):
-        for r in rows:
-            if r["init"] != "window_mean":
-                continue
+        for r in (r for r in rows if r["init"] == "window_mean"):
             bucket = "k..512" if r["n"] == SOURCE_N else ">512"
-            errors = r.get("layer_error", {}).get(bucket)
-            if errors:
+            if errors := r.get("layer_error", {}).get(bucket):
                 ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_ylabel("relative error of hidden states")
-        ax.set_title("window_mean, texts longer than k")
+        ax.set(xlabel="layer (0 = embeddings)", ylabel="relative error of hidden states",
+               title="window_mean, texts longer than k")
         ax.legend(fontsize=7)
 
-    labels, recall, mrr = [], [], []
-    for key, label in (("truncated", "source 512"), ("windows", "source windows"), ("extended", "source ext. 4096")):
-        r = results.get("source", {}).get("retrieval", {}).get(key)
-        if r:
-            labels.append(label), recall.append(r["recall_at_1"]), mrr.append(r["mrr"])
-    for r in rows:
-        if r.get("retrieval"):
-            labels.append(f"n={r['n']} k={r['k']}\n{r['init']}")
-            recall.append(r["retrieval"]["recall_at_1"])
-            mrr.append(r["retrieval"]["mrr"])
+    source = results.get("source", {}).get("retrieval", {})
+    bars = [(label, source[key]) for key, (*_, label) in SOURCE_READS.items() if source.get(key)]
+    bars += [(f"n={r['n']} k={r['k']}\n{r['init']}", r["retrieval"]) for r in rows if r.get("retrieval")]
     with figure(out / PLOTS["retrieval"], figsize=(9, 4.5)) as (fig, ax):
-        x = np.arange(len(labels))
-        ax.bar(x - 0.2, recall, 0.4, label="recall@1")
-        ax.bar(x + 0.2, mrr, 0.4, label="MRR")
-        ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=7)
+        x = np.arange(len(bars))
+        ax.bar(x - 0.2, [r["recall_at_1"] for _, r in bars], 0.4, label="recall@1")
+        ax.bar(x + 0.2, [r["mrr"] for _, r in bars], 0.4, label="MRR")
+        ax.set_xticks(x, [label for label, _ in bars], rotation=60, ha="right", fontsize=7)
         ax.legend()
         ax.set_title("retrieval of held-out articles > 1,024 tokens from a 64-token span beyond token 512")
 

@@ -50,11 +50,8 @@ def keep_earlier_builds(collected, previous):
 
 def training_hours(trained):
     """Hours spent training, from each logging window's tokens and throughput (it survives resumption)."""
-    seconds, seen = 0.0, 0
-    for r in trained:
-        seconds += (r["tokens_seen"] - seen) / r["tokens_per_second"]
-        seen = r["tokens_seen"]
-    return seconds / 3600
+    seen = [0] + [r["tokens_seen"] for r in trained]
+    return sum((now - before) / r["tokens_per_second"] for before, now, r in zip(seen, seen[1:], trained)) / 3600
 
 
 def command_of(step, runs):

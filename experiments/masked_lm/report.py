@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import figure, paired_bootstrap, parts, table, verdict
+from benchmarks.reporting import compose, figure, paired_bootstrap, table, verdict
 from experiments.masked_lm import collect
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR
 from experiments.shared import REPO
@@ -46,20 +46,15 @@ FINETUNING_GOALS = [("outlets", 0.0, "outlets, whole articles: n = 4096 beats th
 def seed_mean(finetuning, name):
     """Per example, the fraction of finetuning seeds that got it right; None until every seed ran."""
     runs = [finetuning.get(f"{name}_s{seed}") for seed in FINETUNE_SEEDS]
-    if any(r is None for r in runs):
-        return None
-    return np.mean([r["correct"] for r in runs], axis=0)
+    return None if None in runs else np.mean([r["correct"] for r in runs], axis=0)
 
 
 def goals(evaluation, finetuning):
     """[goal, measured, verdict] of each goal of the issue, "not measured yet" until its records exist."""
     comparisons = {(c["reading"], c["model"], c["reference"]): c for c in evaluation.get("comparisons", [])}
-    rows = []
-    for key, bound, goal in PERPLEXITY_GOALS:
-        c = comparisons.get(key)
-        rows.append([goal, "not measured yet", "-"] if c is None else
-                    [goal, f"{c['ratio']:.3f} x [{c['low']:.3f}, {c['high']:.3f}] ({c['units']} {key[0]})",
-                     verdict(c["low"], c["high"], bound, above=False)])
+    rows = [[goal, f"{c['ratio']:.3f} x [{c['low']:.3f}, {c['high']:.3f}] ({c['units']} {key[0]})",
+             verdict(c["low"], c["high"], bound, above=False)] if (c := comparisons.get(key)) else
+            [goal, "not measured yet", "-"] for key, bound, goal in PERPLEXITY_GOALS]
     for task, bound, goal in FINETUNING_GOALS:
         ours, theirs = seed_mean(finetuning, f"{task}_n4096"), seed_mean(finetuning, f"{task}_source")
         if ours is None or theirs is None:
@@ -71,10 +66,6 @@ def goals(evaluation, finetuning):
     return rows
 
 
-def label(name):
-    return LABELS.get(name, name)
-
-
 def commands(records):
     """Every figure with the command that made it, as a list."""
     return "\n".join(f"- `{name}`: `{record['command']}`" for name, record in records.items())
@@ -83,36 +74,32 @@ def commands(records):
 def render(evaluation, runs):
     """results.md: the parts of results.template.md that the records call for, filled with tables built from them
     (a section whose records do not exist yet is left out)."""
-    part = parts(HERE / "results.template.md")
     models, training, finetuning = evaluation.get("models", {}), runs.get("training", {}), runs.get("finetuning", {})
-    page = [part["head"].substitute(goals=table(["goal", "measured (95% paired-bootstrap interval)", "status"],
-                                                goals(evaluation, finetuning)))]
-    if models:
-        page.append(part["models"].substitute(
-            cut=evaluation.get("documents_cut_at_4094_tokens", 0),
-            models=table(["model", "blocks", "documents"], [
+    label = lambda name: LABELS.get(name, name)  # noqa: E731
+    return compose(HERE / "results.template.md", [
+        ("head", lambda: {"goals": table(["goal", "measured (95% paired-bootstrap interval)", "status"],
+                                         goals(evaluation, finetuning))}),
+        ("models", lambda: models and {
+            "cut": evaluation.get("documents_cut_at_4094_tokens", 0),
+            "models": table(["model", "blocks", "documents"], [
                 [label(name), *(f"{m[r]['perplexity']:.2f} / {m[r]['top1']:.3f} / {m[r]['top5']:.3f}"
                                 for r in ("blocks", "documents"))] for name, m in models.items()]),
-            ratios=table(["reading", "model", "against", "ratio [95% interval]"], [
+            "ratios": table(["reading", "model", "against", "ratio [95% interval]"], [
                 [c["reading"], label(c["model"]), label(c["reference"]),
-                 f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"] for c in evaluation.get("comparisons", [])])))
-    if models and evaluation.get("fill_mask"):
-        page.append(part["fill_mask"].substitute(fill_mask=table(["model", "against", "top-1", "top-5"], [
-            [label(c["model"]), label(c["reference"]),
-             *(f"{c[k]['difference'] * 100:+.1f} [{c[k]['low'] * 100:+.1f}, {c[k]['high'] * 100:+.1f}]"
-               for k in ("top1", "top5"))] for c in evaluation["fill_mask"]])))
-    if training:
-        page.append(part["training"].substitute(commands=commands(training), steps=table(
+                 f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"] for c in evaluation.get("comparisons", [])])}),
+        ("fill_mask", lambda: models and evaluation.get("fill_mask") and {"fill_mask": table(
+            ["model", "against", "top-1", "top-5"],
+            [[label(c["model"]), label(c["reference"]), *(f"{c[k]['difference'] * 100:+.1f} [{c[k]['low'] * 100:+.1f}, "
+                                                          f"{c[k]['high'] * 100:+.1f}]" for k in ("top1", "top5"))]
+             for c in evaluation["fill_mask"]])}),
+        ("training", lambda: training and {"commands": commands(training), "steps": table(
             ["step", "done", "tokens", "hours", "first", "last"],
             [[name + (" (earlier build)" if t.get("earlier_build") else ""), "yes" if t["done"] else "no",
-              f"{t['tokens']:,}", f"{t['hours']:.2f}",
-              *(f"{t['curve'][i]['perplexity']:.1f}" if t["curve"] else "-" for i in (0, -1))]
-             for name, t in training.items()])))
-    if finetuning:
-        page.append(part["finetuning"].substitute(commands=commands(finetuning), runs=table(
+              f"{t['tokens']:,}", f"{t['hours']:.2f}", *(f"{t['curve'][i]['perplexity']:.1f}" if t["curve"] else "-"
+                                                         for i in (0, -1))] for name, t in training.items()])}),
+        ("finetuning", lambda: finetuning and {"commands": commands(finetuning), "runs": table(
             ["run", "validation accuracy", "inputs truncated"],
-            [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()])))
-    return "".join(page)
+            [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()])})])
 
 
 def read(path):
@@ -127,12 +114,9 @@ def page(results=RESULTS):
 def plot(runs, path):
     with figure(path, figsize=(7, 4)) as (fig, ax):
         for name, t in runs.get("training", {}).items():
-            points = [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]
-            if points:
+            if points := [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]:
                 ax.plot(*zip(*points), marker=".", label=LABELS.get(name, name))
-        ax.set_xlabel("tokens seen in the step")
-        ax.set_ylabel("validation perplexity")
-        ax.set_yscale("log")
+        ax.set(xlabel="tokens seen in the step", ylabel="validation perplexity", yscale="log")
         ax.legend(fontsize=7)
 
 
