@@ -216,10 +216,10 @@ def sentence_transformers_rows(served, threads, ids):
 def shared_arena():
     """Register one ONNX Runtime CPU memory arena for every session of this process that asks for it
     (`arena_options`), growing only by what a call requests. Each session's own arena (ONNX Runtime's default)
-    keeps what its largest calls grew, about 3.5 GB at 4 x 4096 tokens: a cell's six sessions outgrew this
-    24 GiB machine even when timed three at a time. Sessions run one after another here, so one arena serves them
-    all at the cost of one; it is still an arena, as users run (with the arena off, ONNX Runtime ran up to 30%
-    slower). Registering again is harmless."""
+    keeps what its largest calls grew, and a 4096-token cell's sessions outgrew this 24 GiB machine, even
+    timed three at a time. Sessions run one after another here, so one arena serves them all at the cost of one;
+    it is still an arena, as users run (with the arena off, ONNX Runtime ran slower). Registering again is
+    harmless."""
     import onnxruntime
 
     cpu = onnxruntime.OrtMemoryInfo("Cpu", onnxruntime.OrtAllocatorType.ORT_ARENA_ALLOCATOR, 0,
