@@ -13,6 +13,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_table_is_one_row_a_line():
     assert reporting.table(["a", "b"], [[1, "x"], [2.5, None]]) == "| a | b |\n|---|---|\n| 1 | x |\n| 2.5 | None |"
+    assert reporting.table(["a"], []) == "| a |\n|---|"  # no rows: the header alone
+    assert reporting.body([[1, "x"], [2.5, None]]) == "| 1 | x |\n| 2.5 | None |"  # under a template's header
+
+
+def test_interval_and_prose_write_a_figure_as_every_page_does(tmp_path):
+    assert reporting.interval(0.0261, 0.009, 0.0444) == "+0.026 [+0.009, +0.044]"
+    assert reporting.interval(1.5, 1.25, 1.75, ".2f") == "1.50 [1.25, 1.75]"
+    template = tmp_path / "page.template.md"
+    template.write_text("<!-- part: goal -->\nabove $bound\n<!-- part: other -->\nx\n")
+    assert reporting.prose(template, "goal", bound=2) == "above 2"
 
 
 def test_paired_bootstrap_is_exact_on_constant_differences_and_wider_with_clusters():
