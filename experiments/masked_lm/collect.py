@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from experiments.masked_lm.run import STEPS, command, minilm
+from experiments.quality.run_study import training_seconds  # both read train_mlm.py's metrics.jsonl
 from experiments.shared import REPO
 
 
@@ -24,8 +25,7 @@ def collect(runs):
                 "curve": [{"step": r["step"], "tokens": tokens.get(r["step"]), "perplexity": r["eval_perplexity"]}
                           for r in records if "eval_perplexity" in r],
                 "tokens": trained[-1]["tokens_seen"] if trained else 0,
-                "hours": training_hours(trained),
-                "command": command_of(step, runs)}
+                "hours": training_seconds(trained) / 3600, "command": command_of(step, runs)}
         elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
             scores = json.loads((folder / "eval_results.json").read_text())
             validation = Path(step["options"]["validation_file"].format(runs=runs))
@@ -46,12 +46,6 @@ def keep_earlier_builds(collected, previous):
     for name, record in previous.get("training", {}).items():
         if name not in collected["training"]:
             collected["training"][name] = {**record, "earlier_build": True}
-
-
-def training_hours(trained):
-    """Hours spent training, from each logging window's tokens and throughput (it survives resumption)."""
-    seen = [0] + [r["tokens_seen"] for r in trained]
-    return sum((now - before) / r["tokens_per_second"] for before, now, r in zip(seen, seen[1:], trained)) / 3600
 
 
 def command_of(step, runs):

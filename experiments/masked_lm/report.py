@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import compose, figure, paired_bootstrap, table, verdict
+from benchmarks.reporting import compose, figure, interval, lines, paired_bootstrap, table, verdict, write
 from experiments.masked_lm import collect
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR
 from experiments.shared import REPO
@@ -57,12 +57,9 @@ def goals(evaluation, finetuning):
             [goal, "not measured yet", "-"] for key, bound, goal in PERPLEXITY_GOALS]
     for task, bound, goal in FINETUNING_GOALS:
         ours, theirs = seed_mean(finetuning, f"{task}_n4096"), seed_mean(finetuning, f"{task}_source")
-        if ours is None or theirs is None:
-            rows.append([goal, "not measured yet", "-"])
-            continue
-        mean, low, high = paired_bootstrap(ours, theirs, resamples=BOOTSTRAP)
-        rows.append([goal, f"{ours.mean():.3f} vs {theirs.mean():.3f}: {mean:+.3f} [{low:+.3f}, {high:+.3f}]",
-                     verdict(low, high, bound)])
+        difference = None if ours is None or theirs is None else paired_bootstrap(ours, theirs, resamples=BOOTSTRAP)
+        rows.append([goal, f"{ours.mean():.3f} vs {theirs.mean():.3f}: {interval(*difference)}",
+                     verdict(*difference[1:], bound)] if difference else [goal, "not measured yet", "-"])
     return rows
 
 
@@ -86,12 +83,11 @@ def render(evaluation, runs):
                                 for r in ("blocks", "documents"))] for name, m in models.items()]),
             "ratios": table(["reading", "model", "against", "ratio [95% interval]"], [
                 [c["reading"], label(c["model"]), label(c["reference"]),
-                 f"{c['ratio']:.3f} [{c['low']:.3f}, {c['high']:.3f}]"] for c in evaluation.get("comparisons", [])])}),
+                 interval(c["ratio"], c["low"], c["high"], ".3f")] for c in evaluation.get("comparisons", [])])}),
         ("fill_mask", lambda: models and evaluation.get("fill_mask") and {"fill_mask": table(
-            ["model", "against", "top-1", "top-5"],
-            [[label(c["model"]), label(c["reference"]), *(f"{c[k]['difference'] * 100:+.1f} [{c[k]['low'] * 100:+.1f}, "
-                                                          f"{c[k]['high'] * 100:+.1f}]" for k in ("top1", "top5"))]
-             for c in evaluation["fill_mask"]])}),
+            ["model", "against", "top-1", "top-5"], [[label(c["model"]), label(c["reference"]), *(
+                interval(*(100 * c[k][x] for x in ("difference", "low", "high")), "+.1f") for k in ("top1", "top5"))]
+                for c in evaluation["fill_mask"]])}),
         ("training", lambda: training and {"commands": commands(training), "steps": table(
             ["step", "done", "tokens", "hours", "first", "last"],
             [[name + (" (earlier build)" if t.get("earlier_build") else ""), "yes" if t["done"] else "no",
@@ -113,11 +109,9 @@ def page(results=RESULTS):
 
 def plot(runs, path):
     with figure(path, figsize=(7, 4)) as (fig, ax):
-        for name, t in runs.get("training", {}).items():
-            if points := [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None]:
-                ax.plot(*zip(*points), marker=".", label=LABELS.get(name, name))
-        ax.set(xlabel="tokens seen in the step", ylabel="validation perplexity", yscale="log")
-        ax.legend(fontsize=7)
+        lines(ax, {LABELS.get(name, name): zip(*points) for name, t in runs.get("training", {}).items()
+                   if (points := [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None])},
+              xlabel="tokens seen in the step", ylabel="validation perplexity", yscale="log")
 
 
 def main(argv=None):
@@ -129,9 +123,8 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.collect:
         collect.write(Path(args.runs_dir).expanduser(), args.results)
-    (args.out / "results.md").write_text(page(args.results))
     plot(read(args.results / "runs.json"), args.out / "perplexity_curves.png")
-    print(f"wrote {args.out / 'results.md'}")
+    print(write({args.out / "results.md": page(args.results)}))
 
 
 if __name__ == "__main__":
