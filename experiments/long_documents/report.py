@@ -18,7 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from benchmarks.reporting import MET, MISSED, UNDECIDED, compose, paired_bootstrap, splice, status, table, verdict, write
+from benchmarks.reporting import (MET, MISSED, UNDECIDED, compose, interval, paired_bootstrap, prose, splice, status,
+                                  table, verdict, write)
 from experiments.long_documents.release import training_facts  # the release card reads the same log
 
 HERE = Path(__file__).resolve().parent
@@ -31,12 +32,9 @@ SYSTEMS = {"student": "student (Linformer, whole document)", "windows": "teacher
            "kv": "student with one E per layer instead of one for all layers (the recipe otherwise the same)",
            "int8": "release served as int8 ONNX (export_onnx.py, ONNX Runtime)"}
 # The ablations: each a results/<name>.json of the same student architecture, compared with the student, paired (what
-# each isolates is its part of the template): name -> how it was made, the flags that differ from the recipe, or None.
-ABLATIONS = {"start": None, "blocks": "distill.py ... --inputs blocks",
-             "k64": "convert_to_linformer.py ... --projected_dim 64",
-             "kv": "convert_to_linformer.py ... --projection_sharing key_value",
-             "int8": "export_onnx.py --model_name_or_path release/minilm-l6-linformer-n4096; evaluate.py --onnx "
-                     "onnx/model_qint8.onnx"}
+# each isolates, and how it was made, are the template's).
+ABLATIONS = ("start", "blocks", "k64", "kv", "int8")
+GOALS = ["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"]  # the goals table's header
 SYNTHETIC = ("passkey", "needle")
 LENGTHS = (1024, 2048, 4096)
 
@@ -55,64 +53,58 @@ def outcomes(result, task):
     return (ranks == 1).astype(float), np.arange(len(ranks)) // (len(ranks) // t["documents"])
 
 
-def compare(results, task, ours="student", theirs="windows"):
-    """Ours minus theirs on a task, paired: the means, the difference with its interval and verdict, and as a
-    table cell shows them."""
-    (a, clusters), (b, _) = outcomes(results[ours], task), outcomes(results[theirs], task)
+def compare(results, task, theirs="windows"):
+    """The student minus `theirs` on a task, paired: the means, the difference and its verdict, as a sentence says
+    them and as a table cell shows them."""
+    (a, clusters), (b, _) = outcomes(results["student"], task), outcomes(results[theirs], task)
     diff, low, high = paired_bootstrap(a, b, clusters)
-    return SimpleNamespace(ours=a.mean(), theirs=b.mean(), diff=diff, low=low, high=high, verdict=verdict(low, high),
-                           shown=f"{a.mean():.3f} vs {b.mean():.3f}; difference {diff:+.3f} [{low:+.3f}, {high:+.3f}]")
+    pair, difference = f"{a.mean():.3f} vs {b.mean():.3f}", interval(diff, low, high)
+    return SimpleNamespace(ours=a.mean(), theirs=b.mean(), diff=diff, verdict=verdict(low, high),
+                           said=f"{pair}, {difference}", shown=f"{pair}; difference {difference}")
+
+
+def comparisons(results, theirs):
+    """(task, comparison) for every task the student and `theirs` both ran (short_fidelity is a goal, no task)."""
+    return [(task, compare(results, task, theirs)) for task in results["student"]["tasks"]
+            if task != "short_fidelity" and task in results[theirs]["tasks"]]
 
 
 def goals(results, cost):
+    """The goal rows, {goal, measured, met} (results.json keeps them for the release card), each goal in the words
+    of the template's goal_* part."""
+    words = partial(prose, TEMPLATE)
+    row = lambda goal, measured, met: dict(goal=words("goal_" + goal), measured=measured, met=met)  # noqa: E731
     f = results["student"]["tasks"]["short_fidelity"]
     cos, diff = np.array(f["cosine"]), np.array(f["max_abs_hidden_difference"])
-    rows = [dict(goal="inputs <= 512 tokens: the source exactly (cosine >= 0.9999 to the fp32 source; hidden states "
-                      "within 1e-5 of the source with the same stored weights)",
-                 measured=f"least cosine {cos.min():.6f} over {len(cos)} texts of {min(f['lengths'])}-"
-                          f"{max(f['lengths'])} tokens in padded batches; largest hidden difference {diff.max():.1e}",
-                 met=bool(cos.min() >= 0.9999 and diff.max() <= 1e-5))]
+    rows = [row("fidelity", words("fidelity", least=f"{cos.min():.6f}", texts=len(cos), difference=f"{diff.max():.1e}",
+                                  lengths=f"{min(f['lengths'])}-{max(f['lengths'])}"),
+                bool(cos.min() >= 0.9999 and diff.max() <= 1e-5))]
     rate = lambda system, task: outcomes(results[system], task)[0].mean()  # noqa: E731
-    for task, goal in (("news_retrieval", "long news retrieval (held-out), recall@1"),
-                       ("outlets", "outlet classification (held-out), accuracy"),
-                       ("moby_retrieval", "a long-document task never trained on (Moby-Dick chapter retrieval, "
-                                          "recall@1)"),
-                       *((f"{kind}_4096", f"{kind} retrieval at 4k tokens (LongEmbed-style, accuracy@1)")
-                         for kind in SYNTHETIC)):
+    for task in ("news_retrieval", "outlets", "moby_retrieval", *(f"{kind}_4096" for kind in SYNTHETIC)):
         c, kind = compare(results, task), task.removesuffix("_4096")
-        shorter = "; ".join(f"{n}: {rate('student', f'{kind}_{n}'):.2f} vs {rate('windows', f'{kind}_{n}'):.2f}"
-                            for n in LENGTHS[:-1]) if kind in SYNTHETIC else ""
-        rows.append(dict(goal=f"{goal}: beats windows", measured=c.shown + (f" ({shorter})" if shorter else ""),
-                         met=c.verdict == MET))
+        shorter = kind in SYNTHETIC and "; ".join(
+            f"{n}: {rate('student', f'{kind}_{n}'):.2f} vs {rate('windows', f'{kind}_{n}'):.2f}" for n in LENGTHS[:-1])
+        rows.append(row(kind, c.shown + (f" ({shorter})" if shorter else ""), c.verdict == MET))
     c, longest = compare(results, "rt_probe"), results["student"]["tasks"]["rt_probe"].get("longest")
-    exact = longest is not None and longest <= 512 and rows[0]["met"]
-    rows.append(dict(goal="Rotten Tomatoes, linear probe and finetuned: within 1 point of the teacher",
-                     measured=f"linear probe {100 * c.ours:.1f} vs {100 * c.theirs:.1f}" + (
-                         # every snippet takes the exact path: finetuning the student is finetuning the teacher
-                         f"; finetuned: not run, equal by construction (every snippet has at most {longest} tokens, so "
-                         "the student reads it exactly as the teacher, first row, and the long path it does not use "
-                         "gets no gradient)" if exact else ""), met=abs(c.diff) <= 0.01 and exact))
+    exact = longest is not None and longest <= 512 and rows[0]["met"]  # finetuning it is finetuning the teacher
+    rows.append(row("rt_probe", f"linear probe {100 * c.ours:.1f} vs {100 * c.theirs:.1f}"
+                    + (words("rt_exact", longest=longest) if exact else ""), abs(c.diff) <= 0.01 and exact))
     if cost:
-        medians = {dtype: {k: float(np.median(v)) for k, v in times.items()} for dtype, times in cost["seconds"].items()}
-        speed = {dtype: (m["full attention"] / m["student"], m["windows"] / m["student"])
-                 for dtype, m in medians.items()}
-        rows.append(dict(goal="cost at 4096 tokens: >= 2x faster than the teacher with full attention, no slower "
-                              "than the windows (fp32 and bf16)",
-                         measured="; ".join(f"{dtype}: {medians[dtype]['student']:.2f} s, {f:.2f}x faster than full "
-                                            f"attention, {w:.2f}x faster than the windows"
-                                            for dtype, (f, w) in speed.items()),
-                         met=all(f >= 2 and w >= 1 for f, w in speed.values())))
+        speed = {dtype: (m["student"], m["full attention"] / m["student"], m["windows"] / m["student"])
+                 for dtype, times in cost["seconds"].items() for m in [{k: np.median(v) for k, v in times.items()}]}
+        rows.append(row("cost", "; ".join(f"{dtype}: {s:.2f} s, {f:.2f}x faster than full attention, {w:.2f}x faster "
+                                          "than the windows" for dtype, (s, f, w) in speed.items()),
+                        all(f >= 2 and w >= 1 for _, f, w in speed.values())))
     return rows
 
 
-def verdicts(results, ours, theirs, them="them", list_ties=True):
-    """One sentence: the tasks on which `ours` is above `theirs` (met), below (missed) or neither (undecided), each
-    with its difference and interval (short_fidelity is a goal row, not a comparison). Without `list_ties`, the
-    undecided are counted, not listed (the ablations: what matters there is where they differ)."""
+def verdicts(results, theirs, them="them", list_ties=True):
+    """One sentence: the tasks on which the student is above `theirs` (met), below (missed) or neither (undecided),
+    each with its difference and interval. Without `list_ties`, the undecided are counted, not listed (the
+    ablations: what matters there is where they differ)."""
     groups = {MET: [], MISSED: [], UNDECIDED: []}
-    for task in (t for t in results[ours]["tasks"] if t != "short_fidelity" and t in results[theirs]["tasks"]):
-        c = compare(results, task, ours, theirs)
-        groups[c.verdict].append(f"{task} ({c.ours:.3f} vs {c.theirs:.3f}, {c.diff:+.3f} [{c.low:+.3f}, {c.high:+.3f}])")
+    for task, c in comparisons(results, theirs):
+        groups[c.verdict].append(f"{task} ({c.said})")
     if (ties := len(groups[UNDECIDED])) and not list_ties:
         other = "the other" if groups[MET] or groups[MISSED] else "all"
         groups[UNDECIDED] = [f"{other} {ties} task" + "s" * (ties != 1)]
@@ -121,11 +113,11 @@ def verdicts(results, ours, theirs, them="them", list_ties=True):
 
 
 def summary(results, rows):
-    """The paragraph under the goals table in model_card.md: every comparison in words, generated,
-    so that no figure there is typed by hand."""
+    """The paragraph under the goals table (here and in model_card.md): every comparison in words, generated so
+    that no figure there is typed by hand."""
     text = [f"{sum(r['met'] for r in rows)} of {len(rows)} goals met. Against the windows, the student "
-            f"{verdicts(results, 'student', 'windows')}."]
-    text += [f"Against the {SYSTEMS[name]}, it {verdicts(results, 'student', name, them='it', list_ties=False)}."
+            f"{verdicts(results, 'windows')}."]
+    text += [f"Against the {SYSTEMS[name]}, it {verdicts(results, name, them='it', list_ties=False)}."
              for name in ABLATIONS if name in results]
     return " ".join(text) + (f" (Difference [95% paired-bootstrap interval]; {MET}: the interval lies above 0, "
                              f"{MISSED}: below it, {UNDECIDED}: it holds 0, a tie.)")
@@ -135,9 +127,8 @@ def head(results, rows):
     tasks = [t for t in results["student"]["tasks"] if t != "short_fidelity"]
     systems = [s for s in results if s in SYSTEMS]
     return dict(model=results["student"]["model"], sha256=results["student"]["weights_sha256"],
+                goals=table(GOALS, [[g["goal"], g["measured"], status(g["met"])] for g in rows]),
                 summary=summary(results, rows),
-                goals=table(["goal", "measured (student vs windows)", "status"],
-                            [[g["goal"], g["measured"], status(g["met"])] for g in rows]),
                 tasks=table(["task", "items (documents)"] + [SYSTEMS[s] for s in systems], [
                     [task, f"{len(clusters)} ({len(np.unique(clusters))})"] + [
                         f"{outcomes(results[s], task)[0].mean():.3f}" if task in results[s]["tasks"] else "-"
@@ -147,9 +138,7 @@ def head(results, rows):
 def ablation(results, name):
     return name in results and {"table": table(
         ["task", f"student vs {SYSTEMS[name]}; difference [95% interval]", "student above it"],
-        [[task, c.shown, c.verdict] for task in results["student"]["tasks"]
-         if task != "short_fidelity" and task in results[name]["tasks"]
-         for c in [compare(results, task, "student", name)]])}
+        [[task, c.shown, c.verdict] for task, c in comparisons(results, name)])}
 
 
 def render(results, cost, facts, along=()):
@@ -166,8 +155,7 @@ def render(results, cost, facts, along=()):
                                                   if name not in results)}),
         ("cost", lambda: cost and dict(cost, table=table(["precision"] + list(next(iter(cost["seconds"].values()))), [
             [d] + [f"{np.median(v):.3f} s" for v in t.values()] for d, t in cost["seconds"].items()]))),
-        ("reproduce", lambda: {"ablations": "\n".join(f"- `{name}`: `{how}`" for name, how in ABLATIONS.items()
-                                                     if how and name in results)})]), rows
+        "reproduce"]), rows
 
 
 def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
@@ -182,8 +170,7 @@ def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
              for name, result in load(Path(results_dir) / "along_training").items()]
     text, rows = render(results, cost, facts, along)
     words = summary(results, rows)
-    block = table(["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"],
-                  [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + words
+    block = table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + words
     return {Path(out) / "results.md": text,
             Path(out) / "results.json": json.dumps(dict(goals=rows, summary=words, training=facts), indent=1) + "\n",
             **{Path(path): splice(Path(path).read_text(encoding="utf-8"), SOURCE, block) for path in update}}
