@@ -11,23 +11,23 @@ import math
 import re
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
 from scipy import stats
 
-from benchmarks.reporting import compose, figure, number, splice, status, table, verdict, write
+from benchmarks.reporting import body, compose, figure, number, prose, splice, status, table, verdict, write
 from experiments.quality import study
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 TEMPLATE = HERE / "results.template.md"
 SOURCE = "python -m experiments.quality.render"  # the marker of its block in model_card.md
+words = partial(prose, TEMPLATE)  # a part of the template, filled
 BASELINE, N, K = study.BASELINE, study.N, study.K
-# The issue's targets: (run, kind, limit). "ratio": perplexity at most limit x the unigram reference; "accuracy":
-# Rotten Tomatoes accuracy at least limit (%); "gap": perplexity at most limit % above the baseline's; "points":
-# accuracy at most limit points below the baseline's.
+# The issue's targets: (run, kind, limit), each kind in the words of the template's target_<kind> part.
 TARGETS = [(BASELINE, "ratio", 0.3), (BASELINE, "accuracy", 68.0), (study.LINFORMER, "gap", 5.0),
            (study.LINFORMER, "points", 1.0), (study.name_of(study.linformer(k=2 * K)), "gap", 3.0)]
 
@@ -119,30 +119,23 @@ def perplexity(m):
 
 def compared(s):
     """The configurations each of the paper's Figure 3 claims is about, and standard attention at each n."""
-    return {"k": [a for a in s.order if a == BASELINE or a.startswith(f"linformer_n{N}_") and a.endswith("layerwise")],
-            "sharing": [a for a in s.order if a == BASELINE or a.startswith(f"linformer_n{N}_k{K}_")],
-            "n": [a for a in s.order if a.startswith("linformer_") and f"_k{K}_layerwise" in a],
-            "baselines": [a for a in s.order if a.startswith("roberta_")]}
+    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "sharing": f"{BASELINE}|linformer_n{N}_k{K}_.*",
+             "n": f"linformer_.*_k{K}_layerwise.*", "baselines": "roberta_.*"}
+    return {key: [a for a in s.order if re.fullmatch(pattern, a)] for key, pattern in names.items()}
 
 
 # --- sections: each the values of its part of the template, None to leave it out ------------------------------
 def budget(s):
-    c, fields = study.PRETRAIN, study.PRETRAIN["config_overrides"]  # the budget every run shares
+    c, fields, per_update = study.PRETRAIN, study.PRETRAIN["config_overrides"], study.TOKENS_PER_UPDATE  # every run's
     return dict(c, **fields, dropout=fields.get("hidden_dropout_prob", "as configured"), updates=f"{c['max_steps']:,}",
-                tokens_per_update=f"{study.TOKENS_PER_UPDATE:,}", tokens=f"{c['max_steps'] * study.TOKENS_PER_UPDATE:,}",
+                tokens_per_update=f"{per_update:,}", tokens=f"{c['max_steps'] * per_update:,}",
                 masked=f"{100 * c['mlm_probability']:g}", eval_masked=f"{100 * c['eval_mlm_probability']:g}",
                 warmup=f"{100 * c['warmup_ratio']:g}% warmup" if c.get("warmup_ratio")
                 else f"{c.get('warmup_steps', 0)} warmup updates", vocabulary=study.TOKENIZER_VOCAB_SIZE,
                 projection_init=study.linformer()["config_overrides"]["projection_init"],
                 epochs=study.FINETUNE["num_train_epochs"], finetuning_rate=study.FINETUNE["learning_rate"],
-                finetuning_seeds=len(study.FINETUNE_SEEDS), eval_mask_replace_prob=f"{c['eval_mask_replace_prob']:g}",
-                eval_random_replace_prob=f"{c['eval_random_replace_prob']:g}")
-
-
-def rotten_tomatoes(s):
-    rt = s.reference.get("rotten_tomatoes")
-    return rt and {"majority": f"{100 * rt['majority']['validation_accuracy']:.1f}",
-                   "tfidf": f"{100 * rt['tfidf_logistic_regression']['validation_accuracy']:.1f}"}
+                finetuning_seeds=len(study.FINETUNE_SEEDS),
+                **{key: f"{c[key]:g}" for key in ("eval_mask_replace_prob", "eval_random_replace_prob")})
 
 
 def configurations(s):
@@ -159,80 +152,69 @@ def configurations(s):
                      number(mean and 100 * mean, ".1f") + ("" if half is None else f" ± {100 * half:.1f}")
                      + f" ({sum(len(r['finetune']) for r in m.runs)})",
                      *((p["scores"][sst2], f"{statistics.mean(p['scores']):.2f}") if p else ("-", "-"))])
-    return {"table": table(["run", "n", "k", "sharing", "params", "seeds", "val. perplexity", "x unigram",
-                            "gap vs baseline", "RT accuracy (finetuning runs)", "paper SST-2", "paper avg"], rows)}
+    return {"rows": body(rows)}
 
 
 def target(s, arch, kind, limit):
     """One row of the targets table. A bound on the baseline is a plain condition; a comparison with the baseline
     is judged by its Welch interval (perplexity on the loss), or by the estimate alone where one seed on either
     side gives none."""
-    m, base, ci = seeds(s, arch), seeds(s, BASELINE), None
-    if kind == "ratio":
-        what, shown, value = f"perplexity <= {limit:g} x unigram", "{:.3f} x", m.ppl and s.unigram and m.ppl / s.unigram
-    elif kind == "accuracy":
-        what, value, shown = f"Rotten Tomatoes accuracy >= {limit:g}%", m.acc[0] and 100 * m.acc[0], "{:.1f}%"
-    elif kind == "gap":
-        what, value, shown = f"perplexity within {limit:g}% of the baseline's", gap(m.ppl, base.ppl), "{:+.1f}%"
-        ci = welch(losses(m.runs), losses(base.runs), lambda x: 100 * (math.exp(x) - 1))  # on the loss
-    else:
-        what, shown = f"Rotten Tomatoes accuracy within {limit:g} point of the baseline's", "{:+.1f} points"
-        value = None if m.acc[0] is None or base.acc[0] is None else 100 * (m.acc[0] - base.acc[0])
-        ci = welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x)
+    m, base = seeds(s, arch), seeds(s, BASELINE)
+    value, ci, shown = {  # the value, its Welch interval (perplexity on the loss), and how the value is shown
+        "ratio": lambda: (m.ppl and s.unigram and m.ppl / s.unigram, None, "{:.3f} x"),
+        "accuracy": lambda: (m.acc[0] and 100 * m.acc[0], None, "{:.1f}%"),
+        "gap": lambda: (gap(m.ppl, base.ppl), welch(losses(m.runs), losses(base.runs),
+                                                    lambda x: 100 * (math.exp(x) - 1)), "{:+.1f}%"),
+        "points": lambda: (None if None in (m.acc[0], base.acc[0]) else 100 * (m.acc[0] - base.acc[0]),
+                           welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x), "{:+.1f} points"),
+    }[kind]()
+    what = f"{arch} " + words(f"target_{kind}", limit=f"{limit:g}")
     if value is None:
-        return [f"{arch} {what}", "-", "not measured"]
+        return [what, "-", "not measured"]
     shown = shown.format(value) + (f" ({ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")
     if kind in ("ratio", "accuracy"):
-        return [f"{arch} {what}", shown + f" ({len(m.runs)} pretraining seed{'s' * (len(m.runs) != 1)})",
+        return [what, shown + f" ({len(m.runs)} pretraining seed{'s' * (len(m.runs) != 1)})",
                 status(value <= limit if kind == "ratio" else value >= limit)]
     low, high = ci or (value, value)
-    return [f"{arch} {what}", shown + f", {len(m.runs)} vs {len(base.runs)} pretraining seeds",
+    return [what, shown + f", {len(m.runs)} vs {len(base.runs)} pretraining seeds",
             verdict(low, high, limit, above=False) if kind == "gap" else verdict(low, high, -limit)]
-
-
-def targets(s):
-    return {"table": table(["target", "measured (95% interval)", "met?"], [target(s, *t) for t in TARGETS])}
 
 
 def exact_short_path(s):
     """Rotten Tomatoes through the exact short path (run_study.py --exact_short_path), beside the projected one:
     the mean over finetuning seeds, then each seed."""
-    def seeds_cell(finetune):
+    def cell(finetune):
         accuracy = [100 * f["accuracy"] for f in (finetune or {}).values()]
         return f"{statistics.mean(accuracy):.1f}% ({' / '.join(f'{a:.1f}' for a in accuracy)})" if accuracy else "-"
 
     own = {r["name"]: r.get("finetune") for r in s.results}
-    return s.exact and {"table": table(
-        ["run", "RT, projected (as pretrained)", "RT, exact short path", "baseline (same pretraining seed)"],
-        [[name, seeds_cell(own.get(name)), seeds_cell(r["finetune"]),
-          seeds_cell(own.get(f"{BASELINE}_s{name.rsplit('_s', 1)[1]}"))] for name, r in s.exact.items()])}
+    return s.exact and {"rows": body(
+        [name, cell(own.get(name)), cell(r["finetune"]), cell(own.get(f"{BASELINE}_s{name.rsplit('_s', 1)[1]}"))]
+        for name, r in s.exact.items())}
 
 
 def listing(s, archs):
     """Configurations with their final perplexity, best first; a note on any within 10% of the unigram reference's
     or above it (no use of context learnt)."""
     ours = sorted((seeds(s, a).ppl, a) for a in archs if s.groups.get(a))
-    unigram = lambda p: " (on the unigram line: no context learnt)" if s.unigram and p > 0.9 * s.unigram else ""  # noqa
-    return "; ".join(f"{a} {perplexity(seeds(s, a))}{unigram(p)}" for p, a in ours) or "no runs yet"
+    return "; ".join(f"{a} {perplexity(seeds(s, a))}" + " (on the unigram line: no context learnt)" * bool(
+        s.unigram and p > 0.9 * s.unigram) for p, a in ours) or "no runs yet"
 
 
 def figure3(s):
     claims, archs = [], compared(s)
     mean, half = t_interval(losses(s.groups.get(study.LINFORMER, [])), predict=True)
     for key, claim in s.paper["figure3"].items():
-        claims += [f"- **{key}** - paper: {claim}", f"  - ours (final validation perplexity, best first): "
-                   f"{listing(s, archs[key])}"]
+        claims.append(words("claim", key=key, claim=claim, ours=listing(s, archs[key])))
         if key == "n":
-            claims.append(f"  - standard attention at each n, the same budget: {listing(s, archs['baselines'])}")
+            claims.append(words("claim_baselines", ours=listing(s, archs["baselines"])))
         single = [a for a in archs[key] if a.startswith("linformer_") and len(s.groups.get(a, [])) == 1]
         if key != "n" and single and half is not None:
             # One pretraining seed against where another seed of the multi-seed Linformer would fall: inside is a tie.
             low, high = math.exp(mean - half), math.exp(mean + half)
-            inside = {a: low <= s.groups[a][0]["perplexity"] <= high for a in single}
-            claims.append(f"  - one-seed runs against the range another seed of {study.LINFORMER} would fall in (95% "
-                          f"prediction interval over its seeds, {low:.1f}-{high:.1f}): inside (a tie): "
-                          + "; outside: ".join(", ".join(a for a in single if inside[a] == side) or "none"
-                                               for side in (True, False)))
+            side = {a: "inside" if low <= s.groups[a][0]["perplexity"] <= high else "outside" for a in single}
+            claims.append(words("claim_one_seed", linformer=study.LINFORMER, low=f"{low:.1f}", high=f"{high:.1f}", **{
+                where: ", ".join(a for a in single if side[a] == where) or "none" for where in ("inside", "outside")}))
     return {"claims": "\n".join(claims)}
 
 
@@ -251,16 +233,9 @@ def locality(r):
 
 def order_check(s):
     checked = [(r, r["order_check"]) for r in s.results if "order_check" in r]
-    return checked and {"blocks": checked[0][1]["blocks"], "table": table(
-        ["run", "as written", "shuffled", "shuffled / as written", "E/F: positions read per slot (Gaussian)",
-         "E/F: share in best stretch (Gaussian)", "E/F matrices as mixed as a Gaussian"],
-        [[r["name"], f"{o['perplexity_as_written']:.1f}", f"{o['perplexity_shuffled']:.1f}",
-          f"{o['shuffled_over_written']:.2f}", *locality(r)] for r, o in checked])}
-
-
-def unchecked(s):
-    missing = [r["name"] for r in s.results if "order_check" not in r]
-    return any("order_check" in r for r in s.results) and missing and {"unchecked": ", ".join(missing)}
+    return checked and {"blocks": checked[0][1]["blocks"], "rows": body(
+        [r["name"], f"{o['perplexity_as_written']:.1f}", f"{o['perplexity_shuffled']:.1f}",
+         f"{o['shuffled_over_written']:.2f}", *locality(r)] for r, o in checked)}
 
 
 def longer_verdict(r, base_level, gaps):
@@ -268,12 +243,11 @@ def longer_verdict(r, base_level, gaps):
     has not by the last stop and its gap to the baseline did not shrink over the last stretch. Undecided: neither."""
     at = None if base_level is None else next((p["step"] for p in r["curve"] if p["perplexity"] <= base_level), None)
     if at is not None:
-        return f"delay: the baseline's {study.PRETRAIN['max_steps']:,}-update perplexity after {at:,} updates"
+        return words("delay", budget=f"{study.PRETRAIN['max_steps']:,}", at=f"{at:,}")
     done, known = str(max(study.EXTENDED_STEPS)) in r["points"], [g for g in gaps if g is not None]
     if done and len(known) >= 2 and known[-1] >= known[-2]:
-        return (f"ceiling: not within {max(study.EXTENDED_STEPS):,} updates, and the gap did not shrink over the "
-                "last stretch")
-    return f"undecided: not within {max(map(int, r['points'])):,} updates" + ("" if done else " (still running)")
+        return words("ceiling", last=f"{max(study.EXTENDED_STEPS):,}")
+    return words("undecided", last=f"{max(map(int, r['points'])):,}", running="" if done else " (still running)")
 
 
 def longer(s):
@@ -290,16 +264,15 @@ def longer(s):
                      *[number(100 * statistics.mean(f["accuracy"] for f in p["finetune"].values())
                               if p and p["finetune"] else None, ".1f") for p in points],
                      "baseline" if r is base else longer_verdict(r, base_level, gaps)])
-    header = ["run", "precision, hardware", *[f"perplexity at {t:,}" for t in steps],
-              *[f"gap at {t:,}" for t in steps], *[f"RT % at {t:,}" for t in steps], "verdict"]
+    header = ["run", "precision, hardware", *(f"{what} at {t:,}" for what in ("perplexity", "gap", "RT %")
+                                              for t in steps), "verdict"]
     return {"stops": ", ".join(f"{t:,}" for t in steps), "budget": f"{study.PRETRAIN['max_steps']:,}",
-            "table": table(header, rows) if rows else "No extended run has reached a stop yet."}
+            "table": table(header, rows) if rows else words("no_stop")}
 
 
 def falls(s):
     """Whether the yardstick itself has flattened: the baseline's perplexity's fall over each stretch."""
-    base = s.extended.get(f"{BASELINE}_s0")
-    if not base:
+    if not (base := s.extended.get(f"{BASELINE}_s0")):
         return None
     stops = [(t, base["points"][str(t)]["perplexity"]) for t in study.EXTENDED_STEPS if str(t) in base["points"]]
     return {"falls": "; ".join(f"{100 * (1 - b / a):.1f}% from {t0:,} to {t1:,}" for (t0, a), (t1, b)
@@ -310,24 +283,19 @@ def cost(s):
     hardware = {hw: [r for r in s.results if r["hardware"] == hw]
                 for hw in dict.fromkeys(r["hardware"] for r in s.results)}
     return s.results and {
-        "hardware": table(["hardware", "runs", "pretraining hours", "finetuning hours"],
-                          [[hw, len(runs), f"{sum(r['pretrain_seconds'] for r in runs) / 3600:.2f}",
-                            f"{sum(f['seconds'] for r in runs for f in r['finetune'].values()) / 3600:.2f}"]
-                           for hw, runs in hardware.items()]),
-        "runs": table(["run", "hardware", "tokens/s", "training minutes"],
-                      [[r["name"], r["hardware"], f"{r['tokens_per_second']:,}", f"{r['pretrain_seconds'] / 60:.1f}"]
-                       for r in s.results])}
+        "hardware": body([hw, len(runs), f"{sum(r['pretrain_seconds'] for r in runs) / 3600:.2f}",
+                          f"{sum(f['seconds'] for r in runs for f in r['finetune'].values()) / 3600:.2f}"]
+                         for hw, runs in hardware.items()),
+        "runs": body([r["name"], r["hardware"], f"{r['tokens_per_second']:,}", f"{r['pretrain_seconds'] / 60:.1f}"]
+                        for r in s.results)}
 
 
 def pilots(s):
     return s.pilots and {
-        "table": table(["pilot", "what", "tokens seen", "tokens/s", "final perplexity", "x unigram",
-                        "RT accuracy (finetuning)"],
-                       [[r["name"], r["what"], f"{r['tokens_seen']:,}", f"{r['tokens_per_second_median']:,}",
-                         f"{r['final_perplexity']:.1f}", f"{r['final_vs_unigram']:.3f}",
-                         ", ".join(f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items())
-                         or "-"]
-                        for r in s.pilots]),
+        "rows": body([r["name"], r["what"], f"{r['tokens_seen']:,}", f"{r['tokens_per_second_median']:,}",
+                         f"{r['final_perplexity']:.1f}", f"{r['final_vs_unigram']:.3f}", ", ".join(
+                             f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"]
+                        for r in s.pilots),
         "commands": "\n".join(f"- `{r['name']}`: `{r['pretrain_command']}`" + "".join(
             f"\n  - finetuning, {key}: `{f['command']}`" for key, f in r.get("finetune", {}).items() if "command" in f)
             for r in s.pilots)}
@@ -342,12 +310,6 @@ def missing(s):
             "finetuning_seeds": len(study.FINETUNE_SEEDS), "unfinetuned": ", ".join(unfinetuned) or "none"}
 
 
-def commands(s):
-    return {"commands": "\n".join(f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(
-        f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"
-        for seed, f in sorted(r["finetune"].items())) for r in s.results)}
-
-
 def efficiency(s):
     """model_card.md's efficiency summary, from the benchmarks' inference results."""
     path = REPO / "benchmarks/results/inference.json"
@@ -355,24 +317,29 @@ def efficiency(s):
     return b and dict(
         b["machine"], layers=b["dims"]["num_hidden_layers"], hidden=b["dims"]["hidden_size"], dtype=b["args"]["dtype"],
         device=b["machine"]["device"].upper(), threads_argument=b["args"]["threads"],
-        max_forward_s=f"{b['args']['max_forward_s']:g}",
-        table=table(["n", "k", "time vs RoBERTa eager (paper)", "time vs RoBERTa sdpa", "memory vs eager (paper)",
-                     "memory vs sdpa"],
-                    [[r["n"], r["k"], f"{r['time_saved_vs_eager']:.2f}x ({r['paper_time_saved']}x)",
-                      f"{r['time_saved_vs_sdpa']:.2f}x", f"{r['mem_saved_vs_eager']:.1f}x ({r['paper_mem_saved']}x)",
-                      f"{r['mem_saved_vs_sdpa']:.2f}x"]
-                     for r in b["rows"] if r["model"].startswith("linformer") and r["k"] in (128, 256)]))
+        max_forward_s=f"{b['args']['max_forward_s']:g}", rows=body(
+            [r["n"], r["k"], f"{r['time_saved_vs_eager']:.2f}x ({r['paper_time_saved']}x)",
+             f"{r['time_saved_vs_sdpa']:.2f}x", f"{r['mem_saved_vs_eager']:.1f}x ({r['paper_mem_saved']}x)",
+             f"{r['mem_saved_vs_sdpa']:.2f}x"]
+            for r in b["rows"] if r["model"].startswith("linformer") and r["k"] in (128, 256)))
 
 
 # The sections in order: a part of the template, alone or with the function that fills it from the records (None:
 # left out). CARD's are also model_card.md's results section.
 CARD = [("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s.unigram:.1f}"}),
         ("neighbours", lambda s: s.unigram and s.neighbours and {"neighbours": f"{s.neighbours:.1f}"}),
-        ("rotten_tomatoes", rotten_tomatoes), ("configurations", configurations), ("targets", targets),
+        ("rotten_tomatoes", lambda s: (rt := s.reference.get("rotten_tomatoes")) and {
+            "majority": f"{100 * rt['majority']['validation_accuracy']:.1f}",
+            "tfidf": f"{100 * rt['tfidf_logistic_regression']['validation_accuracy']:.1f}"}),
+        ("configurations", configurations), ("targets", lambda s: {"rows": body(target(s, *t) for t in TARGETS)}),
         ("exact_short_path", exact_short_path), ("figure3", figure3), ("order_check", order_check),
-        ("unchecked", unchecked)]
+        ("unchecked", lambda s: any("order_check" in r for r in s.results) and (unchecked := [
+            r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
 PAGE = [("longer", longer), ("falls", falls), ("cost", cost), ("pilots", pilots), ("missing", missing),
-        ("commands", commands), "plot"]
+        ("commands", lambda s: {"commands": "\n".join(
+            f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(
+                f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"
+                for seed, f in sorted(r["finetune"].items())) for r in s.results)}), "plot"]
 
 
 def pages(s, card=REPO / "model_card.md"):
@@ -391,6 +358,10 @@ def plot(s, path):
     panels = [(f"k (n={N}, layerwise sharing)", archs["k"]), (f"sharing (n={N}, k={K})", archs["sharing"]),
               (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", archs["baselines"] + archs["n"]),
               ("pilots (recipes, first validation blocks)", [])]
+    references = [] if s.unigram is None else [(s.unigram, "--", f"unigram, no context ({s.unigram:.0f})"),
+                                               (0.3 * s.unigram, ":", "0.3 x unigram (target)")]
+    if s.neighbours is not None:
+        references.append((s.neighbours, "-.", f"two-neighbour count model ({s.neighbours:.0f})"))
     with figure(path, 1, 4, figsize=(22, 5.5), sharey=True) as (fig, axes):
         for r in s.pilots:  # the fourth panel: how long each recipe sat on the unigram line
             axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
@@ -410,12 +381,8 @@ def plot(s, path):
                 if len(same) > 1:
                     ax.fill_between(tokens, list(map(min, curves)), list(map(max, curves)), color=line.get_color(),
                                     alpha=0.2)
-            if s.unigram is not None:
-                ax.axhline(s.unigram, color="gray", ls="--", lw=1, label=f"unigram, no context ({s.unigram:.0f})")
-                ax.axhline(0.3 * s.unigram, color="gray", ls=":", lw=1, label="0.3 x unigram (target)")
-            if s.neighbours is not None:
-                ax.axhline(s.neighbours, color="gray", ls="-.", lw=1,
-                           label=f"two-neighbour count model ({s.neighbours:.0f})")
+            for level, style, label in references:
+                ax.axhline(level, color="gray", ls=style, lw=1, label=label)
             ax.set(title=title, xlabel="tokens seen (millions)", yscale="log")
             ax.grid(True, which="both", alpha=0.3)
             if ax.lines:
