@@ -11,9 +11,10 @@ import argparse
 import json
 import os
 import sys
+from functools import partial
 
 from benchmarks import harness, inference, targets
-from benchmarks.reporting import parts, splice, status, table, write
+from benchmarks.reporting import body, number, prose, splice, status, table, write
 
 DOC = os.path.join(harness.ROOT, "docs", "benchmarks.md")
 INDEX = os.path.join(harness.RESULTS, "RESULTS.md")
@@ -29,6 +30,7 @@ SWEEPS = {tag: tag.split("_")[0] for tag in (
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer"}
 ratio = harness.fmt_ratio
+words = partial(prose, TEMPLATE)  # a part of the template, filled
 
 
 def load(results_dir):
@@ -42,11 +44,6 @@ def command(result, script):
         f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}")
         for key, value in result["args"].items() if key != "out" and value is not None and value is not False)
     return line if " --out " in line else line + " --out benchmarks/results"
-
-
-def prose(name, **values):
-    """A part of the template with its values in, without its trailing newline (the blocks join them)."""
-    return parts(TEMPLATE)[name].substitute(values).rstrip("\n")
 
 
 def seconds(s):
@@ -70,32 +67,29 @@ def per_token_growth(result, k, n):
 
 
 def targets_block(res):
+    """The targets table: targets.py's and the ModernBERT goals as rows, the template's fixed rows with figures."""
     fp32, bf16 = res["inference_cpu_fp32_b1"], res["inference_cpu_bf16_b1"]
-    checks, both = targets.checks(fp32["rows"], 256), "inference_cpu_{fp32,bf16}_b1"
-    rows = [[f">= {c['goal']:g}x faster than RoBERTa-sdpa at n = {c['n']} (k = 256, fp32)",
-             # a miss that would read as the goal at two decimals gets three
-             f"{c['value']:.{3 if c['value'] < c['goal'] and round(c['value'], 2) == round(c['goal'], 2) else 2}f}x",
-             status(c["value"] >= c["goal"]), "inference_cpu_fp32_b1"] for c in checks if c["what"] == "time"]
-    peaks = [c["value"] for c in checks if c["what"] == "peak"]
-    memory = next(c for c in targets.checks(res["inference"]["rows"], 256) if c["what"] == "memory")["value"]
-    chunked = find(res["inference_chunked_ff"], 4096, "linformer-sdpa", 256)["mem_saved_vs_eager"]
-    rows += [[">= 75% of the measured matmul peak at n >= 2048 (k = 256, fp32)",
-              f"{100 * min(peaks):.0f}-{100 * max(peaks):.0f}%", status(min(peaks) >= 0.75), "inference_cpu_fp32_b1"],
-             [">= 14x less activation memory than RoBERTa-eager at n = 4096 (k = 256)", f"{memory:.1f}x",
-              status(memory >= 14), "inference"],
-             ["the same, 512-token feed-forward chunks in both models", f"{chunked:.1f}x", status(chunked >= 14),
-              "inference_chunked_ff"]]
+    checks = targets.checks(fp32["rows"], 256)
+    times = [[f">= {c['goal']:g}x faster than RoBERTa-sdpa at n = {c['n']} (k = 256, fp32)",
+              # a miss that would read as the goal at two decimals gets three
+              f"{c['value']:.{3 if c['value'] < c['goal'] and round(c['value'], 2) == round(c['goal'], 2) else 2}f}x",
+              status(c["value"] >= c["goal"]), "inference_cpu_fp32_b1"] for c in checks if c["what"] == "time"]
+    modernbert = []
     for n, goal in ((8192, 3), (16384, 5)):
         cells = {precision(r): [find(r, n, "linformer-sdpa", k)["time_saved_vs_modernbert"] for k in (128, 256)]
                  for r in (fp32, bf16)}
-        rows.append([f">= {goal}x faster than ModernBERT at n = {n} (k = 128, 256)",
-                     "; ".join(f"{p}: {ratio(a)}, {ratio(b)}" for p, (a, b) in cells.items()),
-                     status(min(min(v) for v in cells.values()) >= goal), both])
+        modernbert.append([f">= {goal}x faster than ModernBERT at n = {n} (k = 128, 256)",
+                           "; ".join(f"{p}: {ratio(a)}, {ratio(b)}" for p, (a, b) in cells.items()),
+                           status(min(min(v) for v in cells.values()) >= goal), "inference_cpu_{fp32,bf16}_b1"])
+    peaks = [c["value"] for c in checks if c["what"] == "peak"]
+    memory = next(c for c in targets.checks(res["inference"]["rows"], 256) if c["what"] == "memory")["value"]
+    chunked = find(res["inference_chunked_ff"], 4096, "linformer-sdpa", 256)["mem_saved_vs_eager"]
     growth = [(precision(r), k, per_token_growth(r, k, 16384)) for r in (fp32, bf16) for k in (128, 256)]
-    rows.append(["time per token at n = 16384 within 1.3x of n = 512 (k = 128, 256)",
-                 "; ".join(f"{p} k={k}: {g:.2f}x" for p, k, g in growth), status(max(g for *_, g in growth) <= 1.3),
-                 both])
-    return table(["target", "measured", "status", "result"], rows)
+    return words("targets", times=body(times), modernbert=body(modernbert), memory=f"{memory:.1f}x",
+                 peak=f"{100 * min(peaks):.0f}-{100 * max(peaks):.0f}%", peak_status=status(min(peaks) >= 0.75),
+                 memory_status=status(memory >= 14), chunked=f"{chunked:.1f}x", chunked_status=status(chunked >= 14),
+                 growth="; ".join(f"{p} k={k}: {g:.2f}x" for p, k, g in growth),
+                 growth_status=status(max(g for *_, g in growth) <= 1.3))
 
 
 def speedups_block(res, tags, times):
@@ -120,12 +114,11 @@ def far_block(res, tags, value):
         return value(row) if row else next((s["reason"] for s in r["skipped"] if s["n"] == n and s["model"] == model),
                                            "not run")
 
-    return table(["n", "precision", "RoBERTa-sdpa", "ModernBERT", "Linformer k=256",
-                  "Linformer time per token over n = 512", "result"],
-                 [[n, precision(r), *(cell(r, n, m) for m in ("roberta-sdpa", "modernbert-sdpa", "linformer-sdpa")),
-                   f"{per_token_growth(r, 256, n):.2f}x" if find(r, n, "linformer-sdpa", 256) else "-", tag]
-                  for tag in tags for r in [res[tag]]
-                  for n in sorted({row["n"] for row in r["rows"]} | {s["n"] for s in r["skipped"]}) if n != 512])
+    return words("far", rows=body(
+        [n, precision(r), *(cell(r, n, m) for m in ("roberta-sdpa", "modernbert-sdpa", "linformer-sdpa")),
+         f"{per_token_growth(r, 256, n):.2f}x" if find(r, n, "linformer-sdpa", 256) else "-", tag]
+        for tag in tags for r in [res[tag]]
+        for n in sorted({row["n"] for row in r["rows"]} | {s["n"] for s in r["skipped"]}) if n != 512))
 
 
 def training_block(res):
@@ -144,17 +137,17 @@ def serving_block(res):
     for threads in sorted({t for t, *_ in cells}):
         length = max(l for t, l, *_ in cells if t == threads)
         mine = {key[3]: row for key, row in cells.items() if key[:3] == (threads, length, "release")}
-        int8, fp32, theirs = mine["onnxruntime int8"], mine["pytorch fp32"], cells[threads, length, "teacher windows",
-                                                                                    "onnxruntime int8"]
+        theirs = cells[threads, length, "teacher windows", "onnxruntime int8"]
+        int8, fp32 = mine["onnxruntime int8"], mine["pytorch fp32"]
         fast = max((row for row in mine.values() if row["min_cosine"] >= 0.999), key=lambda row: row["docs_per_s"])
-        goals.append(prose(
+        goals.append(words(
             "serving_goals", threads=threads, length=length, int8=speed(int8, fp32), cosine=f"{int8['min_cosine']:.4f}",
             int8_goal=status(int8["docs_per_s"] >= 1.25 * fp32["docs_per_s"] and int8["min_cosine"] >= 0.99),
             teacher=speed(int8, theirs), teacher_goal=status(int8["docs_per_s"] >= theirs["docs_per_s"]),
             fastest=fast["runtime"], fastest_speed=speed(fast, fp32)))
-    return table(["threads", "tokens", "model", "runtime", "documents/s", "x PyTorch fp32", "least cosine"],
-                 [[*key, f"{row['docs_per_s']:.2f}", speed(row, cells[(*key[:3], "pytorch fp32")]),
-                   f"{row['min_cosine']:.4f}"] for key, row in cells.items()]) + "\n\n" + "\n".join(goals)
+    return words("serving_cells", goals="\n".join(goals), rows=body(
+        [*key, f"{row['docs_per_s']:.2f}", speed(row, cells[(*key[:3], "pytorch fp32")]), f"{row['min_cosine']:.4f}"]
+        for key, row in cells.items()))
 
 
 def gpu_block(gpu_dir):
@@ -165,30 +158,29 @@ def gpu_block(gpu_dir):
 
         plan, _ = gpu_check.plan_table(gpu_check.gpu_steps(gpu_check.plan_for(argparse.Namespace(
             dry_run=False, work_dir=None, mlm_steps=gpu_check.MLM_STEPS))))
-        return prose("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
+        return words("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
     check = json.load(open(os.path.join(gpu_dir, "gpu_check.json")))
     machine, steps = check["machine"], check["steps"]
     ran = [name for name, entry in steps.items() if entry["status"] == "ok"]
     result = lambda tag: json.load(open(os.path.join(gpu_dir, tag + ".json")))  # noqa: E731
-    blocks = [prose("gpu_ran", command=check["command"], gpu=machine.get("gpu", "?"), torch=machine["torch"],
+    blocks = [words("gpu_ran", command=check["command"], gpu=machine.get("gpu", "?"), torch=machine["torch"],
                     commit=machine.get("git_head", "?"),
                     steps=", ".join(f"{name} {e['status']} ({e['seconds']:.0f} s)" for name, e in steps.items()))]
     if inference_tags := [tag for tag in ran if tag.startswith("inference_")]:
-        blocks.append(prose("gpu_inference", table=gpu_inference_table(map(result, inference_tags))))
+        blocks.append(words("gpu_inference", rows=gpu_inference_rows(map(result, inference_tags))))
     blocks += [gpu_max_batch_table(result(tag)) for tag in ran if tag.startswith("max_batch")]
     if mlm := [steps[name] for name in ran if name.startswith("mlm_")]:
-        blocks.append(table(["precision", "updates", "tokens/s", "peak memory", "updates the fp16 scaler skipped"],
-                            [[e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}",
-                              f"{e['peak_memory_gb']:.1f} GiB", "-" if e["skipped_updates"] is None
-                              else e["skipped_updates"]] for e in mlm]))
+        blocks.append(words("gpu_mlm", rows=body([e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}",
+                                                  f"{e['peak_memory_gb']:.1f} GiB", number(e["skipped_updates"], "")]
+                                                 for e in mlm)))
     if (fsdp := steps.get("fsdp2_resume", {})).get("status") == "ok":
-        blocks.append(prose("gpu_fsdp", resumed_from=fsdp["resumed_from"], updates=fsdp["updates"],
+        blocks.append(words("gpu_fsdp", resumed_from=fsdp["resumed_from"], updates=fsdp["updates"],
                             difference=f"{fsdp['max_relative_loss_difference']:.2g}",
                             weights="bit-identical" if fsdp["bit_exact"] else "not bit-identical"))
     return "\n\n".join(blocks)
 
 
-def gpu_inference_table(results):
+def gpu_inference_rows(results):
     rows = []
     for r in results:
         for lin in (row for row in r["rows"] if row["k"]):
@@ -200,8 +192,7 @@ def gpu_inference_table(results):
             rows.append([precision(r), lin["n"], lin["k"], pair("{}_saved_vs_eager"), pair("paper_{}_saved"),
                          "; ".join(f"{word} {status(ours >= paper)}" for word, ours, paper in against if ours and paper)
                          or "-", pair("{}_saved_vs_sdpa") + f" ({kernel})", pair("{}_saved_vs_modernbert")])
-    return table(["precision", "n", "k", "vs RoBERTa-eager: time / memory", "paper (V100)", "against the paper",
-                  "vs RoBERTa-sdpa (its kernel)", "vs ModernBERT"], rows)
+    return body(rows)
 
 
 def gpu_max_batch_table(r):
@@ -212,10 +203,8 @@ def gpu_max_batch_table(r):
              *((f"{ratio(row.get(ours))} ({ratio(paper.get(row['n'], {}).get(row['k']))})" if row["k"] else "-")
                for ours, paper in (("batch_ratio_vs_eager", inference.PAPER_MEMORY),
                                    ("time_per_token_saved_vs_eager", inference.PAPER_TIME)))] for row in r["rows"]]
-    return prose("gpu_max_batch", budget=harness.fmt_bytes(r["budget_bytes"]), precision=precision(r),
-                 command=r["command"], table=table(["n", "model", "k", "largest batch", "time per token",
-                                                    "batch ratio vs eager (paper memory)",
-                                                    "time per token saved vs eager (paper time)"], rows))
+    return words("gpu_max_batch", budget=harness.fmt_bytes(r["budget_bytes"]), precision=precision(r),
+                 command=r["command"], rows=body(rows))
 
 
 BLOCKS = {"targets": targets_block,
@@ -245,17 +234,15 @@ def owner(filename):
 
 
 def index(res, results_dir):
-    files = sorted(f for f in os.listdir(results_dir) if os.path.isfile(os.path.join(results_dir, f)))  # gpu/: its own
+    files = sorted(f for f in os.listdir(results_dir) if os.path.isfile(os.path.join(results_dir, f)))  # gpu/: apart
     if unlisted := [f for f in files if owner(f) is None and f != os.path.basename(INDEX)]:
-        raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add the "
-                         "sweep, or delete an older run of one (git keeps it)")
-    sections = [prose("index")]
+        raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add "
+                         "the sweep, or delete an older run of one (git keeps it)")
+    sections = [words("index")]
     for tag, script in SWEEPS.items():
-        machine = res[tag].get("machine", {})
-        taken = (f"Measured at commit {machine['git_head']} (modeling_linformer.py {machine['modeling_sha1']}), "
-                 f"torch {machine['torch']}, {machine.get('cpu', machine.get('gpu', '?'))}, {machine['threads']} "
-                 f"thread(s)." if machine else "Machine and commit not recorded by this script.")
-        sections.append(prose("sweep", tag=tag, what=prose(tag), taken=taken, command=command(res[tag], script),
+        machine = res[tag].get("machine")
+        taken = words("taken", **machine, on=machine.get("cpu", machine.get("gpu", "?"))) if machine else words("none")
+        sections.append(words("sweep", tag=tag, what=words(tag), taken=taken, command=command(res[tag], script),
                               files=", ".join(f"[{f}]({f})" for f in files if owner(f) == tag)))
     return "\n\n".join(sections) + "\n"
 

@@ -113,7 +113,7 @@ def parts(path):
     return {name: string.Template(text) for name, text in zip(chunks[1::2], chunks[2::2])}
 
 
-def prose(template, name, **values):
+def prose(template, name, /, **values):
     """One part of `template` with its values in, without its trailing newline (a sentence or a table's cell)."""
     return parts(template)[name].substitute(values).rstrip("\n")
 
