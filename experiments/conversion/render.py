@@ -15,13 +15,12 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import compose, figure, number, table
+from benchmarks.reporting import body, compose, figure, lines, number
 from experiments.conversion import GRID, INITS, name_of
 from experiments.shared import LONG_N, SOURCE_N, render_main
 
 HERE = Path(__file__).resolve().parent
 TEMPLATE = HERE / "results.template.md"
-PLOTS = {"cosine": "cosine_by_length.png", "layers": "layer_error.png", "retrieval": "retrieval.png"}
 # The source's own retrieval, each way it reads a long article: key -> (row of the table, what it reads, plot label).
 SOURCE_READS = {"truncated": ("source, truncated", "first 512 tokens", "source 512"),
                 "windows": ("source, mean of 512-token windows", "whole article", "source windows"),
@@ -31,7 +30,7 @@ SOURCE_READS = {"truncated": ("source, truncated", "first 512 tokens", "source 5
 
 def write_report(out, results):
     (out / "results.json").write_text(json.dumps(summary(results), indent=1) + "\n")
-    make_plots(out, results, variants(results))
+    make_plots(out, results)
     (out / "results.md").write_text(page(results))
 
 
@@ -66,8 +65,8 @@ def series(results, init, bucket):
 
 # --- findings: sentences whose figures all come from the results, each left out until they exist ---------------
 def exact(results):
-    shortest = [v for n, k in GRID for i in INITS
-                if i != "window_mean_no_short_path" and (v := at(results, n, k, i, "cosine", "<=k", "min")) is not None]
+    shortest = [r["cosine"]["<=k"]["min"] for r in variants(results)
+                if r["init"] != "window_mean_no_short_path" and "<=k" in r.get("cosine", {})]
     return shortest and {"least": f"{min(shortest):.4f}", "without": series(results, "window_mean_no_short_path", "<=k")}
 
 
@@ -136,37 +135,35 @@ FINDINGS = [("exact", exact), ("probe_finding", probe_finding), ("lossy", lossy)
 # --- the tables ----------------------------------------------------------------------------------------------------
 def cosines(results):
     cell = lambda c: "-" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"  # noqa: E731
-    return {"table": table(["n", "k", "init", "<= k", "k..512", "> 512"], [
-        [n, k, init, *(cell(at(results, n, k, init, "cosine", b)) for b in ("<=k", "k..512", ">512"))]
-        for n, k in GRID for init in INITS if name_of(n, k, init) in results])}
+    return {"rows": body([r["n"], r["k"], r["init"], *(cell(r["cosine"].get(b)) for b in ("<=k", "k..512", ">512"))]
+                         for r in variants(results))}
 
 
 def layers(results):
-    return {"table": table(["n", "k", "init", "bucket", *(f"layer {i}" for i in range(7))], [
-        [n, k, init, bucket, *(f"{e:.3f}" for e in errors)] for n, k in GRID
-        for init in ("window_mean", "resample", "mean_pool", "random") for bucket in ("k..512", ">512")
-        if (errors := at(results, n, k, init, "layer_error", bucket))])}
+    return {"rows": body([n, k, init, bucket, *(f"{e:.3f}" for e in errors)] for n, k in GRID
+                         for init in ("window_mean", "resample", "mean_pool", "random") for bucket in ("k..512", ">512")
+                         if (errors := at(results, n, k, init, "layer_error", bucket)))}
 
 
 def probe(results):
-    return {"source": number(results.get("source", {}).get("probe_accuracy")), "table": table(
-        ["n", "k", *INITS], [[n, k, *(number(at(results, n, k, i, "probe_accuracy")) for i in INITS)] for n, k in GRID])}
+    return {"source": number(results.get("source", {}).get("probe_accuracy")),
+            "rows": body([n, k, *(number(at(results, n, k, i, "probe_accuracy")) for i in INITS)] for n, k in GRID)}
 
 
 def retrieval(results):
     figures = lambda r: [f"{r[key]:.3f}" for key in ("recall_at_1", "recall_at_5", "mrr")]  # noqa: E731
     source = results.get("source", {}).get("retrieval", {})
-    return {"table": table(["model", "reads", "recall@1", "recall@5", "MRR"], [
-        *([row, reads, *figures(source[key])] for key, (row, reads, _) in SOURCE_READS.items() if source.get(key)),
-        *([f"Linformer n={n} k={k} {i}", f"up to {n} tokens", *figures(r)] for n, k in GRID for i in INITS
-          if (r := at(results, n, k, i, "retrieval")))])}
+    return {"rows": body([*([row, reads, *figures(source[key])] for key, (row, reads, _) in SOURCE_READS.items()
+                            if source.get(key)),
+                          *([f"Linformer n={r['n']} k={r['k']} {r['init']}", f"up to {r['n']} tokens",
+                             *figures(r["retrieval"])] for r in variants(results) if r.get("retrieval"))])}
 
 
 def speed(results):
     measured = results.get("speed_memory")
-    return measured and dict(measured, table=table(["model", "seconds", "peak memory"], [
+    return measured and dict(measured, rows=body(
         [name, f"{s['median']:.2f} ({s['min']:.2f}–{s['max']:.2f})", f"{r['peak_bytes'] / 2**20:.0f} MiB"]
-        for name, r in measured["models"].items() for s in [r["seconds"]]]))
+        for name, r in measured["models"].items() for s in [r["seconds"]]))
 
 
 def page(results):
@@ -178,39 +175,37 @@ def page(results):
                               "reproduce"], results)
 
 
-def make_plots(out, results, rows):
-    bins = np.unique(np.round(np.geomspace(8, LONG_N, 22)).astype(int))
-    with figure(out / PLOTS["cosine"], 1, 2, figsize=(12, 4.5), sharey=True) as (fig, axes):
-        for ax, selection, title in (
-                (axes[0], [r for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"],
-                 "n = 512, window_mean, by k"),
-                (axes[1], [r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))],
-                 "init, n = 512 k = 128 and n = 4096 k = 256")):
-            for r in sorted(selection, key=lambda r: (r["n"], r["k"], r["init"])):
-                lengths, values = np.array(r["cosine_by_text"]).T
-                which = np.digitize(lengths, bins)
-                ax.plot([np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)],
-                        [values[which == b].mean() for b in np.unique(which)], marker="o", ms=3,
-                        label=f"k={r['k']}" if ax is axes[0] else f"n={r['n']} k={r['k']} {r['init']}")
-            ax.set_xscale("log")  # before the line at n = 512, which would widen the linear axis' margins
-            ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
-            ax.set(xlabel="input length (tokens)", title=title)
-            ax.legend(fontsize=7)
-        axes[0].set_ylabel("cosine of mean-pooled embedding to the source")
+def make_plots(out, results):
+    rows, bins = variants(results), np.unique(np.round(np.geomspace(8, LONG_N, 22)).astype(int))
 
-    with figure(out / PLOTS["layers"], figsize=(7, 4.5)) as (fig, ax):
-        for r in (r for r in rows if r["init"] == "window_mean"):
-            bucket = "k..512" if r["n"] == SOURCE_N else ">512"
-            if errors := r.get("layer_error", {}).get(bucket):
-                ax.plot(range(len(errors)), errors, marker="o", ms=3, label=f"n={r['n']} k={r['k']} ({bucket})")
-        ax.set(xlabel="layer (0 = embeddings)", ylabel="relative error of hidden states",
-               title="window_mean, texts longer than k")
-        ax.legend(fontsize=7)
+    def by_length(r):  # the mean cosine of each bin of lengths, at the bin's geometric mean length
+        lengths, values = np.array(r["cosine_by_text"]).T
+        which = np.digitize(lengths, bins)
+        return ([np.exp(np.log(lengths[which == b]).mean()) for b in np.unique(which)],
+                [values[which == b].mean() for b in np.unique(which)])
+
+    with figure(out / "cosine_by_length.png", 1, 2, figsize=(12, 4.5), sharey=True) as (fig, axes):
+        lines(axes[0], {f"k={r['k']}": by_length(r) for r in rows if r["n"] == SOURCE_N and r["init"] == "window_mean"},
+              xscale="log", xlabel="input length (tokens)", title="n = 512, window_mean, by k",
+              ylabel="cosine of mean-pooled embedding to the source")
+        inits = sorted((r for r in rows if (r["n"], r["k"]) in ((512, 128), (LONG_N, 256))),
+                       key=lambda r: (r["n"], r["k"], r["init"]))
+        lines(axes[1], {f"n={r['n']} k={r['k']} {r['init']}": by_length(r) for r in inits}, xscale="log",
+              xlabel="input length (tokens)", title="init, n = 512 k = 128 and n = 4096 k = 256")
+        for ax in axes:  # after the log scale: on the linear one the line would widen the margins
+            ax.axvline(SOURCE_N, color="grey", lw=0.5, ls="--")
+
+    with figure(out / "layer_error.png", figsize=(7, 4.5)) as (fig, ax):
+        lines(ax, {f"n={r['n']} k={r['k']} ({bucket})": (range(len(errors)), errors) for r in rows
+                   if r["init"] == "window_mean" for bucket in ["k..512" if r["n"] == SOURCE_N else ">512"]
+                   if (errors := r.get("layer_error", {}).get(bucket))},
+              xlabel="layer (0 = embeddings)", ylabel="relative error of hidden states",
+              title="window_mean, texts longer than k")
 
     source = results.get("source", {}).get("retrieval", {})
     bars = [(label, source[key]) for key, (*_, label) in SOURCE_READS.items() if source.get(key)]
     bars += [(f"n={r['n']} k={r['k']}\n{r['init']}", r["retrieval"]) for r in rows if r.get("retrieval")]
-    with figure(out / PLOTS["retrieval"], figsize=(9, 4.5)) as (fig, ax):
+    with figure(out / "retrieval.png", figsize=(9, 4.5)) as (fig, ax):
         x = np.arange(len(bars))
         ax.bar(x - 0.2, [r["recall_at_1"] for _, r in bars], 0.4, label="recall@1")
         ax.bar(x + 0.2, [r["mrr"] for _, r in bars], 0.4, label="MRR")
