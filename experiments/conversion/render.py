@@ -67,7 +67,8 @@ def series(results, init, bucket):
 def exact(results):
     shortest = [r["cosine"]["<=k"]["min"] for r in variants(results)
                 if r["init"] != "window_mean_no_short_path" and "<=k" in r.get("cosine", {})]
-    return shortest and {"least": f"{min(shortest):.4f}", "without": series(results, "window_mean_no_short_path", "<=k")}
+    return shortest and {"least": f"{min(shortest):.4f}",
+                         "without": series(results, "window_mean_no_short_path", "<=k")}
 
 
 def probe_finding(results):
@@ -97,11 +98,6 @@ def alternative(results, init):
                       "lower": f"; not higher in {'; '.join(lower)}" if lower else ""}
 
 
-def default_scaling(results):
-    resample = alternative(results, "resample")
-    return resample and 2 * resample["better"] > resample["pairs"] and resample
-
-
 def retrieval_finding(results):
     source = results.get("source", {}).get("retrieval", {})
     ours = [(f"n={n} k={k} {i}", r) for n, k in GRID for i in INITS if (r := at(results, n, k, i, "retrieval"))]
@@ -127,7 +123,8 @@ def speed_finding(results):
 
 
 FINDINGS = [("exact", exact), ("probe_finding", probe_finding), ("lossy", lossy), ("default_init", default_init),
-            ("alternative", partial(alternative, init="resample")), ("default_scaling", default_scaling),
+            ("alternative", partial(alternative, init="resample")),
+            ("default_scaling", lambda r: (a := alternative(r, "resample")) and 2 * a["better"] > a["pairs"] and a),
             ("alternative", partial(alternative, init="mean_pool")), ("retrieval_finding", retrieval_finding),
             ("speed_finding", speed_finding)]
 
