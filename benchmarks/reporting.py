@@ -13,6 +13,7 @@ A figure with no interval is its own interval (low = high = the estimate): met o
 bound itself. A goal that is a plain condition (no interval) is met or **missed**.
 """
 
+import json
 import re
 import string
 from contextlib import contextmanager
@@ -93,6 +94,19 @@ def lines(ax, curves, **settings):
         ax.plot(x, y, marker="o", ms=3, label=label)
     ax.set(**settings)
     ax.legend(fontsize=7)
+
+
+def records(folder, *fields):
+    """{name: record} of every <name>.json in `folder` (none where it does not exist), each checked for the `fields`
+    its page reads: a file that is not such a record stops the page in one line that names it."""
+    found = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            found[path.stem] = json.loads(path.read_text())
+            [found[path.stem][field] for field in fields]
+        except (json.JSONDecodeError, KeyError) as e:
+            raise SystemExit(f"{path} is not a results file of this page ({type(e).__name__}: {e})")
+    return found
 
 
 def splice(page, source, block):

@@ -17,6 +17,19 @@ def test_table_is_one_row_a_line():
     assert reporting.body([[1, "x"], [2.5, None]]) == "| 1 | x |\n| 2.5 | None |"  # under a template's header
 
 
+def test_records_are_read_by_name_and_checked_for_the_fields_a_page_reads(tmp_path):
+    assert reporting.records(tmp_path / "none") == {}
+    (tmp_path / "b.json").write_text('{"name": "b", "x": 2}')
+    (tmp_path / "a.json").write_text('{"name": "a", "x": 1}')
+    assert list(reporting.records(tmp_path, "name", "x")) == ["a", "b"]
+    (tmp_path / "b.json").write_text('{"name": "b"}')
+    with pytest.raises(SystemExit, match=r"b.json is not a results file of this page \(KeyError"):
+        reporting.records(tmp_path, "name", "x")
+    (tmp_path / "b.json").write_text("{")
+    with pytest.raises(SystemExit, match="JSONDecodeError"):
+        reporting.records(tmp_path)
+
+
 def test_interval_and_prose_write_a_figure_as_every_page_does(tmp_path):
     assert reporting.interval(0.0261, 0.009, 0.0444) == "+0.026 [+0.009, +0.044]"
     assert reporting.interval(1.5, 1.25, 1.75, ".2f") == "1.50 [1.25, 1.75]"

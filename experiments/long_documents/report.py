@@ -18,8 +18,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from benchmarks.reporting import (MET, MISSED, UNDECIDED, compose, interval, paired_bootstrap, prose, splice, status,
-                                  table, verdict, write)
+from benchmarks.reporting import (MET, MISSED, UNDECIDED, compose, interval, paired_bootstrap, prose, records, splice,
+                                  status, table, verdict, write)
 from experiments.long_documents.release import training_facts  # the release card reads the same log
 
 HERE = Path(__file__).resolve().parent
@@ -37,11 +37,6 @@ ABLATIONS = ("start", "blocks", "k64", "kv", "int8")
 GOALS = ["goal", "measured (student vs windows; 95% paired-bootstrap interval)", "status"]  # the goals table's header
 SYNTHETIC = ("passkey", "needle")
 LENGTHS = (1024, 2048, 4096)
-
-
-def load(results_dir):
-    """{name: result} for every results/<name>.json (a system, an ablation, or the cost)."""
-    return {path.stem: json.loads(path.read_text()) for path in sorted(Path(results_dir).glob("*.json"))}
 
 
 def outcomes(result, task):
@@ -161,13 +156,13 @@ def render(results, cost, facts, along=()):
 def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
     """{path: text} of every page this report writes: results.md, results.json (the goals and the training facts
     the release card reads) and the goals block of each page in `update` (model_card.md)."""
-    results = load(results_dir)
+    results = records(results_dir)  # systems, ablations, and the cost
     cost = results.pop("cost", None)
     facts = training_facts(run) if run and (Path(run) / "metrics.jsonl").is_file() else None
     if facts is None and (Path(out) / "results.json").is_file():  # the run folder is gone: the facts as recorded
         facts = json.loads((Path(out) / "results.json").read_text()).get("training")
     along = [(name, outcomes(result, "news_retrieval")[0].mean())  # checkpoints measured while training
-             for name, result in load(Path(results_dir) / "along_training").items()]
+             for name, result in records(Path(results_dir) / "along_training").items()]
     text, rows = render(results, cost, facts, along)
     words = summary(results, rows)
     block = table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + words

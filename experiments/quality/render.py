@@ -18,7 +18,7 @@ from types import SimpleNamespace
 import yaml
 from scipy import stats
 
-from benchmarks.reporting import body, compose, figure, number, prose, splice, status, table, verdict, write
+from benchmarks.reporting import body, compose, figure, number, prose, records, splice, status, table, verdict, write
 from experiments.quality import study
 
 HERE = Path(__file__).resolve().parent
@@ -37,18 +37,6 @@ def arch_of(name):
     return name.rsplit("_s", 1)[0]
 
 
-def read(folder, *keys):
-    """The results files of a folder, each checked for the fields the page reads."""
-    records = []
-    for path in sorted(folder.glob("*.json")):
-        try:
-            records.append(json.loads(path.read_text()))
-            [records[-1][k] for k in keys]
-        except (json.JSONDecodeError, KeyError) as e:
-            sys.exit(f"render.py: {path} is not a results file of this study ({type(e).__name__}: {e})")
-    return records
-
-
 def load(folder=HERE / "results"):
     """Everything the pages are written from, read once."""
     paper = yaml.safe_load((HERE / "paper_numbers.yaml").read_text())
@@ -56,13 +44,12 @@ def load(folder=HERE / "results"):
         if abs(statistics.mean(row["scores"]) - row["average"]) > 0.006:
             sys.exit(f"render.py: paper_numbers.yaml row {row['label']!r} (n={row['n']}): its scores do not average "
                      f"to its printed average {row['average']}: fix the transcription")
-    reference = {path.stem: json.loads(path.read_text()) for path in sorted((folder / "reference").glob("*.json"))}
-    results = read(folder, "name", "perplexity", "curve", "hardware")
-    order = list(dict.fromkeys(arch_of(r["name"]) for r in study.RUNS))
-    return SimpleNamespace(
-        results=results, pilots=read(folder / "pilots", "name", "what", "curve"), paper=paper, order=order,
-        exact={r["name"]: r for r in read(folder / "exact_rt", "name", "finetune")},
-        extended={r["name"]: r for r in read(folder / "extended", "name", "points", "curve")}, reference=reference,
+    reference, order = records(folder / "reference"), list(dict.fromkeys(arch_of(r["name"]) for r in study.RUNS))
+    results = list(records(folder, "name", "perplexity", "curve", "hardware").values())
+    return SimpleNamespace(  # exact_rt/ and extended/ hold NAME.json: records by run name
+        results=results, pilots=list(records(folder / "pilots", "name", "what", "curve").values()), paper=paper,
+        exact=records(folder / "exact_rt", "name", "finetune"), order=order, reference=reference,
+        extended=records(folder / "extended", "name", "points", "curve"),
         groups={a: [r for r in results if arch_of(r["name"]) == a] for a in order},  # configuration -> its seeds
         unigram=reference.get("unigram", {}).get("unigram_perplexity"),
         neighbours=reference.get("neighbours", {}).get("neighbours_perplexity"))
