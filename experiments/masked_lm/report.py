@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import compose, figure, interval, lines, paired_bootstrap, table, verdict, write
+from benchmarks.reporting import compose, figure, interval, lines, paired_bootstrap, records, table, verdict, write
 from experiments.masked_lm import collect
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR
 from experiments.shared import REPO
@@ -98,13 +98,10 @@ def render(evaluation, runs):
             [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()])})])
 
 
-def read(path):
-    return json.loads(path.read_text()) if path.is_file() else {}
-
-
 def page(results=RESULTS):
     """results.md from the results files alone (what the comparison test renders)."""
-    return render(read(results / "evaluation.json"), read(results / "runs.json"))
+    found = records(results)  # evaluation.json and runs.json
+    return render(found.get("evaluation", {}), found.get("runs", {}))
 
 
 def plot(runs, path):
@@ -123,7 +120,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.collect:
         collect.write(Path(args.runs_dir).expanduser(), args.results)
-    plot(read(args.results / "runs.json"), args.out / "perplexity_curves.png")
+    plot(records(args.results).get("runs", {}), args.out / "perplexity_curves.png")
     print(write({args.out / "results.md": page(args.results)}))
 
 
