@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.reporting import compose, figure, interval, lines, paired_bootstrap, records, table, verdict, write
+from benchmarks.reporting import body, compose, figure, interval, lines, paired_bootstrap, records, verdict, write
 from experiments.masked_lm import collect
 from experiments.masked_lm.run import FINETUNE_SEEDS, RELEASE, RUNS_DIR
 from experiments.shared import REPO
@@ -74,28 +74,23 @@ def render(evaluation, runs):
     models, training, finetuning = evaluation.get("models", {}), runs.get("training", {}), runs.get("finetuning", {})
     label = lambda name: LABELS.get(name, name)  # noqa: E731
     return compose(HERE / "results.template.md", [
-        ("head", lambda: {"goals": table(["goal", "measured (95% paired-bootstrap interval)", "status"],
-                                         goals(evaluation, finetuning))}),
+        ("head", lambda: {"goals": body(goals(evaluation, finetuning))}),
         ("models", lambda: models and {
             "cut": evaluation.get("documents_cut_at_4094_tokens", 0),
-            "models": table(["model", "blocks", "documents"], [
-                [label(name), *(f"{m[r]['perplexity']:.2f} / {m[r]['top1']:.3f} / {m[r]['top5']:.3f}"
-                                for r in ("blocks", "documents"))] for name, m in models.items()]),
-            "ratios": table(["reading", "model", "against", "ratio [95% interval]"], [
-                [c["reading"], label(c["model"]), label(c["reference"]),
-                 interval(c["ratio"], c["low"], c["high"], ".3f")] for c in evaluation.get("comparisons", [])])}),
-        ("fill_mask", lambda: models and evaluation.get("fill_mask") and {"fill_mask": table(
-            ["model", "against", "top-1", "top-5"], [[label(c["model"]), label(c["reference"]), *(
-                interval(*(100 * c[k][x] for x in ("difference", "low", "high")), "+.1f") for k in ("top1", "top5"))]
-                for c in evaluation["fill_mask"]])}),
-        ("training", lambda: training and {"commands": commands(training), "steps": table(
-            ["step", "done", "tokens", "hours", "first", "last"],
-            [[name + (" (earlier build)" if t.get("earlier_build") else ""), "yes" if t["done"] else "no",
-              f"{t['tokens']:,}", f"{t['hours']:.2f}", *(f"{t['curve'][i]['perplexity']:.1f}" if t["curve"] else "-"
-                                                         for i in (0, -1))] for name, t in training.items()])}),
-        ("finetuning", lambda: finetuning and {"commands": commands(finetuning), "runs": table(
-            ["run", "validation accuracy", "inputs truncated"],
-            [[name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items()])})])
+            "models": body([label(name), *(f"{m[r]['perplexity']:.2f} / {m[r]['top1']:.3f} / {m[r]['top5']:.3f}"
+                                           for r in ("blocks", "documents"))] for name, m in models.items()),
+            "ratios": body([c["reading"], label(c["model"]), label(c["reference"]), interval(
+                c["ratio"], c["low"], c["high"], ".3f")] for c in evaluation.get("comparisons", []))}),
+        ("fill_mask", lambda: models and evaluation.get("fill_mask") and {"fill_mask": body(
+            [label(c["model"]), label(c["reference"]), *(interval(
+                *(100 * c[k][x] for x in ("difference", "low", "high")), "+.1f") for k in ("top1", "top5"))]
+            for c in evaluation["fill_mask"])}),
+        ("training", lambda: training and {"commands": commands(training), "steps": body(
+            [name + (" (earlier build)" if t.get("earlier_build") else ""), "yes" if t["done"] else "no",
+             f"{t['tokens']:,}", f"{t['hours']:.2f}", *(f"{t['curve'][i]['perplexity']:.1f}" if t["curve"] else "-"
+                                                        for i in (0, -1))] for name, t in training.items())}),
+        ("finetuning", lambda: finetuning and {"commands": commands(finetuning), "runs": body(
+            [name, f"{f['accuracy']:.3f}", json.dumps(f["truncated"])] for name, f in finetuning.items())})])
 
 
 def page(results=RESULTS):
