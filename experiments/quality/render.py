@@ -274,15 +274,15 @@ def cost(s):
                           f"{sum(f['seconds'] for r in runs for f in r['finetune'].values()) / 3600:.2f}"]
                          for hw, runs in hardware.items()),
         "runs": body([r["name"], r["hardware"], f"{r['tokens_per_second']:,}", f"{r['pretrain_seconds'] / 60:.1f}"]
-                        for r in s.results)}
+                     for r in s.results)}
 
 
 def pilots(s):
     return s.pilots and {
         "rows": body([r["name"], r["what"], f"{r['tokens_seen']:,}", f"{r['tokens_per_second_median']:,}",
-                         f"{r['final_perplexity']:.1f}", f"{r['final_vs_unigram']:.3f}", ", ".join(
-                             f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"]
-                        for r in s.pilots),
+                      f"{r['final_perplexity']:.1f}", f"{r['final_vs_unigram']:.3f}", ", ".join(
+                          f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"]
+                     for r in s.pilots),
         "commands": "\n".join(f"- `{r['name']}`: `{r['pretrain_command']}`" + "".join(
             f"\n  - finetuning, {key}: `{f['command']}`" for key, f in r.get("finetune", {}).items() if "command" in f)
             for r in s.pilots)}
