@@ -105,9 +105,11 @@ def perplexity(m):
 
 
 def compared(s):
-    """The configurations each of the paper's Figure 3 claims is about, and standard attention at each n."""
-    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "sharing": f"{BASELINE}|linformer_n{N}_k{K}_.*",
-             "n": f"linformer_.*_k{K}_layerwise.*", "baselines": "roberta_.*"}
+    """The configurations each of the paper's Figure 3 claims is about, standard attention at each n, and issue 47's
+    peer and convolution (drawn beside the sharing modes, not part of that claim)."""
+    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "baselines": "roberta_.*",
+             "sharing": f"{BASELINE}|linformer_n{N}_k{K}_(none|headwise|key_value|layerwise)",
+             "n": f"linformer_n[0-9]+_k{K}_layerwise", "peer": f"lucidrains_n{N}_k{K}_.*|linformer_n{N}_k{K}_.*_conv"}
     return {key: [a for a in s.order if re.fullmatch(pattern, a)] for key, pattern in names.items()}
 
 
@@ -266,6 +268,68 @@ def falls(s):
                                in zip(stops, stops[1:])) or "over no stretch yet"}
 
 
+def precision(r):
+    """The precision a run trained in, as its command gave it: its record has no field of its own for it."""
+    return re.search(r"--mixed_precision (\S+)", r["pretrain_command"]).group(1)
+
+
+def spread(value, ours, seeds):
+    """Item 3's verdict on the peer's perplexity against our runs' (`ours`); far outside: beyond the nearest end by
+    more than the highest of one configuration's seeds (`seeds`) is above its lowest."""
+    low, high = min(ours), max(ours)
+    if low <= value <= high:
+        return words("inside")
+    ratio, end = (value / high, "highest") if value > high else (value / low, "lowest")
+    far = len(seeds) > 1 and max(ratio, 1 / ratio) > max(seeds) / min(seeds)
+    return words("far_outside" if far else "outside", ratio=f"{ratio:.2f}", end=end)
+
+
+def against(value, values, below):
+    """One run's value against where one more of `values` (two or more) would fall (95% prediction interval), as
+    figure3 reads the one-seed runs: met when better (`below` it, or above), **missed** when worse, undecided (a
+    tie) inside."""
+    mean, half = t_interval(values, predict=True)
+    return verdict(value - mean - half, value - mean + half, above=not below), mean - half, mean + half
+
+
+def peer_and_conv(s):
+    """Issue 47, items 3-4: the peer among our k = K runs (inside: the gap is the method's; far outside: ours needs
+    a look), what precision alone changes (runs trained in different ones), and the convolution against learned E/F
+    (the multi-seed Linformer)."""
+    peer, conv = (s.groups.get(study.name_of(a), []) for a in (study.peer(), study.linformer(projection="conv")))
+    if not peer + conv:
+        return None
+    ours = [r for r in s.results if study.learned_projections(r["run"]) and (r["run"]["n"], r["run"]["k"]) == (N, K)]
+    lw, fp32 = s.groups.get(study.LINFORMER, []), s.extended.get(f"{study.LINFORMER}_s0", {"name": None})
+    spans, seeds_ppl = [r["perplexity"] for r in ours], [r["perplexity"] for r in lw]
+    kv = study.name_of(study.linformer(sharing="key_value"))
+    found = [words("peer_finding", name=r["name"], ppl=f"{r['perplexity']:.1f}", update=f"{r['curve'][-1]['step']:,}",
+                   count=len(ours), low=f"{min(spans):.1f}", high=f"{max(spans):.1f}", linformer=study.LINFORMER,
+                   key_value=kv, kv=perplexity(seeds(s, kv)), seeds=len(lw),
+                   threshold=number(max(seeds_ppl) / min(seeds_ppl) if len(lw) > 1 else None, ".2f"),
+                   verdict=spread(r["perplexity"], spans, seeds_ppl)) for r in (peer if ours else [])]
+    if bf16 := next((r for r in lw if r["name"] == fp32["name"]), None):  # the yardstick of precision
+        theirs = {p["step"]: p["perplexity"] for p in bf16["curve"]}
+        both = [(abs(p["perplexity"] / theirs[p["step"]] - 1), p["step"]) for p in fp32["curve"]
+                if p["step"] in theirs]
+        found.append(words("precision", name=bf16["name"], again=fp32["mixed_precision"], theirs=precision(bf16),
+                           diff=f"{100 * max(both)[0]:.1f}", at=f"{max(both)[1]:,}", last=f"{both[-1][1]:,}"))
+    else:
+        found.append(words("no_precision", name=f"{study.LINFORMER}_s0"))
+    for r in conv if len(lw) > 1 else []:
+        ppl, low, high = against(math.log(r["perplexity"]), losses(lw), below=True)
+        rt, learned = accuracies([r]), accuracies(lw)
+        acc, alow, ahigh = against(rt[0], learned, False) if rt and len(learned) > 1 else ("not measured", None, None)
+        found.append(words("conv_finding", name=r["name"], linformer=study.LINFORMER, seeds=len(lw), ppl=ppl,
+                           acc=acc, low=f"{math.exp(low):.1f}", high=f"{math.exp(high):.1f}",
+                           alow=number(alow and 100 * alow, ".1f"), ahigh=number(ahigh and 100 * ahigh, ".1f")))
+    base = seeds(s, BASELINE)
+    rows = [[r["name"], f"{precision(r)}, {r['hardware']}", f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}",
+             number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
+             number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in peer + conv + ours]
+    return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
+
+
 def cost(s):
     hardware = {hw: [r for r in s.results if r["hardware"] == hw]
                 for hw in dict.fromkeys(r["hardware"] for r in s.results)}
@@ -322,7 +386,8 @@ CARD = [("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s
         ("exact_short_path", exact_short_path), ("figure3", figure3), ("order_check", order_check),
         ("unchecked", lambda s: any("order_check" in r for r in s.results) and (unchecked := [
             r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
-PAGE = [("longer", longer), ("falls", falls), ("cost", cost), ("pilots", pilots), ("missing", missing),
+PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("cost", cost), ("pilots", pilots),
+        ("missing", missing),
         ("commands", lambda s: {"commands": "\n".join(
             f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(
                 f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"
@@ -342,7 +407,8 @@ def pages(s, card=REPO / "model_card.md"):
 def plot(s, path):
     """Validation perplexity against tokens seen: one panel for each Figure 3 claim, a fourth for the pilots."""
     archs = compared(s)
-    panels = [(f"k (n={N}, layerwise sharing)", archs["k"]), (f"sharing (n={N}, k={K})", archs["sharing"]),
+    panels = [(f"k (n={N}, layerwise sharing)", archs["k"]),
+              (f"sharing (n={N}, k={K})", archs["sharing"] + archs["peer"]),  # dotted: issue 47's peer and conv
               (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", archs["baselines"] + archs["n"]),
               ("pilots (recipes, first validation blocks)", [])]
     references = [] if s.unigram is None else [(s.unigram, "--", f"unigram, no context ({s.unigram:.0f})"),
@@ -364,7 +430,8 @@ def plot(s, path):
                 line, = ax.plot(tokens, [math.exp(statistics.mean(map(math.log, v))) for v in curves],  # over the loss
                                 marker="o", ms=3, label=f"{arch} ({len(same)} seed{'s' * (len(same) > 1)})",
                                 color="black" if arch == BASELINE else None,
-                                ls="--" if arch in archs["baselines"] and arch != BASELINE else "-")
+                                ls="--" if arch in archs["baselines"] and arch != BASELINE else
+                                ":" if arch in archs["peer"] else "-")
                 if len(same) > 1:
                     ax.fill_between(tokens, list(map(min, curves)), list(map(max, curves)), color=line.get_color(),
                                     alpha=0.2)
