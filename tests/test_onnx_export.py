@@ -3,6 +3,10 @@
 """export_onnx: one ONNX graph per model that ONNX Runtime runs at every batch size and length up to n, equal to
 PyTorch (<= 1e-4) on both sides of the exact length and across padded mixed batches; bad input is one line."""
 
+import contextlib
+import functools
+import importlib
+import io
 import shutil
 import subprocess
 import sys
@@ -16,6 +20,7 @@ onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 
 from linformer_hf import LinformerForSequenceClassification, LinformerModel  # noqa: E402
+from linformer_training import processes  # noqa: E402
 from linformer_training.arguments import UsageError  # noqa: E402
 from linformer_training.onnx_export import export_onnx  # noqa: E402
 
@@ -108,14 +113,21 @@ def test_command_refuses_to_overwrite_unless_asked(tmp_path):
 
 
 def export_command(*args, limit=None):
-    """export_onnx.py as a user runs it; `limit`: the largest file (bytes) the process may write (ulimit -f)."""
+    """export_onnx.py as a user runs it: its `__main__` path (processes.run_script: one error line, an exit status)
+    in this process, which has already paid the imports (seconds per call); in a process of its own only where
+    `limit` caps the largest file (bytes) it may write (ulimit -f), which would cap pytest too."""
     import resource
 
-    def cap():
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-
-    return subprocess.run([sys.executable, "export_onnx.py", *map(str, args)], capture_output=True, text=True,
-                          cwd=REPO, preexec_fn=cap if limit else None, timeout=600)
+    argv = list(map(str, args))
+    if limit:
+        cap = functools.partial(resource.setrlimit, resource.RLIMIT_FSIZE, (limit, limit))
+        return subprocess.run([sys.executable, "export_onnx.py", *argv], capture_output=True, text=True, cwd=REPO,
+                              preexec_fn=cap, timeout=600)
+    script = importlib.import_module("export_onnx")
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), pytest.raises(SystemExit) as ended:
+        processes.run_script(functools.partial(script.main, argv), "export_onnx.py")
+    return subprocess.CompletedProcess(["export_onnx.py", *argv], ended.value.code, out.getvalue(), err.getvalue())
 
 
 def one_line_error(result, *fragments):
