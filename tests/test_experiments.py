@@ -65,7 +65,7 @@ FINETUNE_SEEDS = (0,)
 N, K = 32, 8
 BASELINE, LINFORMER = name_of(roberta()), name_of(linformer())
 RUNS = [run(roberta(), 0), run(linformer(), 0), run(peer(), 0), run(linformer(projection="conv"), 0)]
-EXTENDED_STEPS, EXTENDED = (2, 4, 6), [LINFORMER + "_s0"]
+EXTENDED_STEPS, EXTENDED = (2, 6), [LINFORMER + "_s0"]  # 6: past the study's 4 updates
 '''
 
 
@@ -237,19 +237,21 @@ def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran
     assert 1 < neighbours["neighbours_perplexity"] < unigram
 
 
-def test_projection_check_tells_a_random_mixture_from_a_local_average(ran, tmp_path):
+def test_projection_check_tells_a_random_mixture_from_a_local_average(ran, tmp_path, capsys):
     """projection_check.py on the study's Linformer (E started as window means and trained 4 updates: still local),
     then on the same model with E set exactly to window means (whose three numbers are known exactly) and to a
-    Gaussian matrix (near the random yardstick); a RoBERTa folder is refused in one line."""
+    Gaussian matrix (near the random yardstick); a RoBERTa folder is refused in one line. Its main() runs in this
+    process (run_study ran it as a command in `ran`)."""
     from safetensors.torch import load_file, save_file
+
+    from experiments.quality import projection_check
 
     root = ran[0]
     run = root / "runs/linformer_n32_k8_layerwise_s0"
 
     def check(folder):
-        out = run_script(root, "projection_check", str(folder))
-        assert out.returncode == 0, out.stderr[-3000:]
-        report = json.loads(out.stdout.strip().splitlines()[-1])
+        projection_check.main([str(folder)])
+        report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert (report["n"], report["k"]) == (32, 8) and set(report["projections"]) == {"shared[0]", "random"}
         return report["projections"]["shared[0]"], report["projections"]["random"]
 
@@ -271,21 +273,25 @@ def test_projection_check_tells_a_random_mixture_from_a_local_average(ran, tmp_p
     mixed = check(gaussian)[0]
     assert abs(mixed["positions_read"] - random["positions_read"]) < 0.25 * 32
     assert mixed["nearby_share"] < 0.3 and mixed["average_part"] < 0.5
-    refused = run_script(root, "projection_check", str(root / "runs/roberta_n32_s0"))
-    assert refused.returncode == 2 and "is a 'roberta' model; only a Linformer has projections" in refused.stderr
+    with pytest.raises(SystemExit) as refused:
+        projection_check.main([str(root / "runs/roberta_n32_s0")])
+    assert refused.value.code == 2 and "is a 'roberta' model; only a Linformer has projections" in capsys.readouterr().err
 
 
-def test_run_study_resumes_a_cut_run_and_finishes_it(tmp_path):
+def test_run_study_resumes_a_cut_run_and_finishes_it(ran, tmp_path):
     """A run cut after its first checkpoint (no results file, no final model, its last checkpoint lost) continues
-    from that checkpoint when run_study is run again, with the same command, and ends with the uncut run's curve."""
-    root = make_study_copy(tmp_path / "repo")
-    name, runs, results = "roberta_n32_s0", tmp_path / "repo/runs", tmp_path / "repo/experiments/quality/results"
-    whole = run_script(root, "run_study", "--only", name, "--stage", "pretrain")
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    from that checkpoint when run_study is run again, with the same command, and ends with the uncut run's curve
+    (a copy of the study `ran` finished: its paths are relative to the copy)."""
+    root = tmp_path / "repo"
+    shutil.copytree(ran[0], root, symlinks=True)
+    name, runs, results = "roberta_n32_s0", root / "runs", root / "experiments/quality/results"
     uncut = json.loads((results / f"{name}.json").read_text())
     (results / f"{name}.json").unlink()
     shutil.rmtree(runs / name / "checkpoints" / "checkpoint_4")
     (runs / name / "model.safetensors").unlink()
+    # It started in fp32 (the tiny study's precision): it is not resumed in another.
+    mixed = run_script(root, "run_study", "--only", name, "--stage", "pretrain", "--mixed_precision", "bf16")
+    assert mixed.returncode == 1 and f"{name} was started with --mixed_precision no" in mixed.stderr, mixed.stderr
     resumed = run_script(root, "run_study", "--only", name, "--stage", "pretrain")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     log = (runs / f"{name}.pretrain.log").read_text()
@@ -304,28 +310,26 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
     study_run = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
-    assert list(extended["points"]) == ["2", "4", "6"] and extended["mixed_precision"] == "no"
+    assert list(extended["points"]) == ["2", "6"] and extended["mixed_precision"] == "no"
     assert [p["step"] for p in extended["curve"]] == [0, 2, 4, 6]
-    assert extended["curve"][:3] == study_run["curve"]  # stopped at 2 and 4 and resumed: the same updates
+    assert extended["curve"][:3] == study_run["curve"]  # stopped at 2 and resumed: the same updates
     for steps, point in extended["points"].items():
         assert f"--max_steps {steps} " in point["pretrain_command"], point["pretrain_command"]
         assert list(point["finetune"]) == ["0"] and "order_check" in point and "projection_check" in point
         assert point["perplexity"] == next(p["perplexity"] for p in extended["curve"] if p["step"] == int(steps))
     log = (root / f"runs/extended/{name}.pretrain.log").read_text()
-    assert log.count("Resumed from") == 2, log[-3000:]
+    assert log.count("Resumed from") == 1, log[-3000:]
     assert run_script(root, "render").returncode == 0
     report = (root / "experiments/quality/results.md").read_text()
     assert "## Longer: delay or ceiling (issue 47)" in report
     row = next(line for line in report.splitlines() if line.startswith(f"| {name} | no, CPU, 1 thread |"))
-    assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "4", "6")] == [True] * 3
+    assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "6")] == [True] * 2
     assert row.endswith("undecided: not within 6 updates |")  # no extended baseline to reach here
     again = run_script(root, "run_study", "--extend", "--only", name)
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
-    # Only the runs of study.EXTENDED extend, and --mixed_precision belongs to --extend.
+    # Only the runs of study.EXTENDED extend.
     other = run_script(root, "run_study", "--extend", "--only", "roberta_n32_s0")
     assert other.returncode == 2 and "only these runs are extended: " + name in other.stderr, other.stderr
-    alone = run_script(root, "run_study", "--mixed_precision", "no")
-    assert alone.returncode == 2 and "--mixed_precision is for --extend" in alone.stderr, alone.stderr
 
 
 def test_run_study_lists_and_rejects_unknown_runs(ran):
@@ -419,7 +423,7 @@ def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path)
     (results / "extended").mkdir()  # lin trained again, 10% off at update 2
     (results / "extended" / f"{lin['name']}.json").write_text(json.dumps({
         "name": lin["name"], "mixed_precision": "fp16",
-        "points": {"4": {"perplexity": 1.0, "hardware": "CPU", "finetune": {}}},
+        "points": {"2": {"perplexity": 1.0, "hardware": "CPU", "finetune": {}}},
         "curve": [{**p, "perplexity": p["perplexity"] * (1.1 if p["step"] == 2 else 1)} for p in lin["curve"]]}))
     out = run_script(root, "render")
     assert out.returncode == 0, out.stderr[-3000:]

@@ -68,9 +68,10 @@ def make_parser():
                         f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
                         f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
     p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
-                   help=f"with --extend: the precision of pretraining and finetuning (default the study's, "
-                        f"{study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs it tens of times "
-                        f"slower than fp32 ('no')")
+                   help=f"the precision of the pretraining and finetuning this invocation runs (default the "
+                        f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
+                        f"ten times slower than fp32 ('no'). Recorded in the results file; a run started in one "
+                        f"precision is not resumed in another")
     p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
     p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
     study.add_data_dir_argument(p)
@@ -94,8 +95,6 @@ def chosen_runs(args, p):
         runs = [r for r in runs if r["name"] in study.EXTENDED]
         if args.only and len(runs) < len(args.only):
             p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
-    elif args.mixed_precision:
-        p.error("--mixed_precision is for --extend (the study's own runs keep its recipe)")
     if any(s < 0 for s in args.finetune_seeds):
         p.error("--finetune_seeds must be non-negative")
     return runs
@@ -418,10 +417,16 @@ def run(state, r, data):
     result = json.loads(path.read_text()) if path.exists() else None
     if args.exact_short_path and result is None and (out / "model.safetensors").exists():
         result = {"name": name, "overrides": study.finetune_exact_overrides(r), "finetune": {}}
+    precision = {"mixed_precision": args.mixed_precision} if args.mixed_precision else {}
     if args.stage != "finetune" and (result is None or args.rebuild):
         if args.rebuild and out.exists():
             shutil.rmtree(out)
-        result = pretrain(state, r, out, data["pretrain"])
+        started = yaml.safe_load((out / "train_config.yaml").read_text()) if (out / "train_config.yaml").exists() \
+            else None
+        if started and started["mixed_precision"] != (args.mixed_precision or study.PRETRAIN["mixed_precision"]):
+            sys.exit(f"run_study.py: {name} was started with --mixed_precision {started['mixed_precision']}: pass "
+                     f"it again to resume (a run mixing precisions would be neither's), or --rebuild")
+        result = pretrain(state, r, out, data["pretrain"], **precision)
         save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
               f"({result['pretrain_seconds'] / 60:.1f} min of training)", flush=True)
@@ -438,7 +443,8 @@ def run(state, r, data):
         if not (out / "model.safetensors").exists():
             sys.exit(f"run_study.py: {name}: its pretrained model {out} is missing; rebuild it with --only {name} "
                      f"--rebuild")
-        result["finetune"][str(seed)] = finetune(state, r, out, seed, data["finetune"], args.exact_short_path)
+        result["finetune"][str(seed)] = finetune(state, r, out, seed, data["finetune"], args.exact_short_path,
+                                                 **precision)
         save(path, result)
         print(f"{name}: Rotten Tomatoes validation accuracy{' (exact short path)' * args.exact_short_path} "
               f"{result['finetune'][str(seed)]['accuracy']:.4f} "
