@@ -121,8 +121,10 @@ def check_int8_onnx(folder, student, n):
 @pytest.mark.slow
 def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path, fresh_accelerate_state):
     """The release recipe (configs/distill/minilm_n4096.yaml) at n = 1024 on a few paragraphs of Moby-Dick,
-    for 2 updates, then release.py: the same steps as `make release`, in seconds."""
+    for 2 updates, then release.py: the same steps as `make release`, in seconds (both scripts' main() in this
+    process; check_loading_paths loads the folder in a process of its own)."""
     import distill  # the repository root is on sys.path (pyproject.toml: pytest's pythonpath)
+    from experiments.long_documents import release
     from linformer_training.conversion import convert_to_linformer
 
     student = convert_to_linformer(TEACHER, tmp_path / "student", max_seq_length=1024, projected_dim=64,
@@ -143,9 +145,7 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path,
     results.with_suffix(".json").write_text(json.dumps({"goals": [
         dict(goal="fidelity >= 0.97", measured="0.9", met=False), dict(goal="cost", measured="3x", met=True)]}))
     out = tmp_path / "release" / "minilm"
-    subprocess.run([sys.executable, "-m", "experiments.long_documents.release", "--run", str(run),
-                    "--results", str(results), "--out", str(out)], check=True, capture_output=True,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1"}, cwd=REPO)
+    release.main(["--run", str(run), "--results", str(results), "--out", str(out)])
     card = (out / "README.md").read_text()
     assert "license: apache-2.0" in card and "make release" in card and "### Fidelity" in card
     assert "2 updates of 2 spans" in card and "![plot]" not in card and "exactly, on every input of at most 512" in card
