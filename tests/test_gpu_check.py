@@ -192,15 +192,11 @@ def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     processes of their own); these run each module's main() in this process, which has paid the imports."""
     check, longer = gpu_check.readme_gpu_commands(), gpu_check.readme_gpu_commands("On a longer GPU loan")
     assert (len(check), len(longer)) == (3, 5)  # a lost command fails here
-    threads = torch.get_num_threads()
     for argv in longer:
         assert argv[:2] == ["python", "-m"] and argv[2].startswith("benchmarks.") and "cuda" in argv, argv
         args = gpu_check.on_cpu(argv[2], argv[3:], str(tmp_path))
         assert "cuda" not in args and "fp16" not in args and "float16" not in args, args
-        try:
-            importlib.import_module(argv[2]).main(args)
-        finally:
-            torch.set_num_threads(threads)  # a --threads flag would outlive the command
+        importlib.import_module(argv[2]).main(args)  # conftest gives torch's thread count back after the test
         tag = args[args.index("--tag") + 1]
         res = json.load(open(tmp_path / f"{tag}.json"))
         assert res["rows"] and all(r["n"] in (64, 128) for r in res["rows"]), argv
