@@ -473,7 +473,7 @@ def test_the_peer_is_inside_outside_or_far_outside_our_runs(tmp_path):
     def write(name, arch, perplexity):
         (tmp_path / f"{name}.json").write_text(json.dumps({
             "name": name, "run": arch, "perplexity": perplexity, "curve": [{"step": 10, "perplexity": perplexity}],
-            "hardware": "CPU", "pretrain_command": "python train_mlm.py --mixed_precision no", "finetune": {}}))
+            "hardware": "CPU", "config": {"mixed_precision": "no"}, "finetune": {}}))
 
     for seed, perplexity in enumerate((100, 150, 200)):
         write(f"{study.LINFORMER}_s{seed}", study.linformer(), perplexity)

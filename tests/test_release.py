@@ -238,17 +238,13 @@ def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_cla
 
     reference = load_file(REPO / "tests" / "data" / "release_reference.safetensors")
     model = AutoModel.from_pretrained(RELEASE, dtype=torch.float32).eval()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        for case in sorted({key.split(".")[0] for key in reference}):
-            mask = reference[f"{case}.attention_mask"].long()
-            hidden = model(input_ids=reference[f"{case}.input_ids"].long(), attention_mask=mask).last_hidden_state
-            pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
-            assert (pooled - reference[f"{case}.embeddings"]).abs().max() <= 2e-6, (
-                case, (pooled - reference[f"{case}.embeddings"]).abs().max().item())
-    finally:
-        torch.set_num_threads(threads)
+    torch.set_num_threads(1)  # conftest gives the suite's count back after the test
+    for case in sorted({key.split(".")[0] for key in reference}):
+        mask = reference[f"{case}.attention_mask"].long()
+        hidden = model(input_ids=reference[f"{case}.input_ids"].long(), attention_mask=mask).last_hidden_state
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdim=True)
+        assert (pooled - reference[f"{case}.embeddings"]).abs().max() <= 2e-6, (
+            case, (pooled - reference[f"{case}.embeddings"]).abs().max().item())
 
 
 def held_out_texts(tokenizer, lengths):

@@ -268,11 +268,6 @@ def falls(s):
                                in zip(stops, stops[1:])) or "over no stretch yet"}
 
 
-def precision(r):
-    """The precision a run trained in, as its command gave it: its record has no field of its own for it."""
-    return re.search(r"--mixed_precision (\S+)", r["pretrain_command"]).group(1)
-
-
 def spread(value, ours, seeds):
     """Item 3's verdict on the peer's perplexity against our runs' (`ours`); far outside: beyond the nearest end by
     more than the highest of one configuration's seeds (`seeds`) is above its lowest."""
@@ -312,7 +307,7 @@ def peer_and_conv(s):
         theirs = {p["step"]: p["perplexity"] for p in bf16["curve"]}
         both = [(abs(p["perplexity"] / theirs[p["step"]] - 1), p["step"]) for p in fp32["curve"]
                 if p["step"] in theirs]
-        found.append(words("precision", name=bf16["name"], again=fp32["mixed_precision"], theirs=precision(bf16),
+        found.append(words("precision", name=bf16["name"], again=fp32["mixed_precision"], theirs=bf16["config"]["mixed_precision"],
                            diff=f"{100 * max(both)[0]:.1f}", at=f"{max(both)[1]:,}", last=f"{both[-1][1]:,}"))
     else:
         found.append(words("no_precision", name=f"{study.LINFORMER}_s0"))
@@ -324,7 +319,7 @@ def peer_and_conv(s):
                            acc=acc, low=f"{math.exp(low):.1f}", high=f"{math.exp(high):.1f}",
                            alow=number(alow and 100 * alow, ".1f"), ahigh=number(ahigh and 100 * ahigh, ".1f")))
     base = seeds(s, BASELINE)
-    rows = [[r["name"], f"{precision(r)}, {r['hardware']}", f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}",
+    rows = [[r["name"], f"{r['config']['mixed_precision']}, {r['hardware']}", f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}",
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
              number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in peer + conv + ours]
     return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}

@@ -70,7 +70,7 @@ def make_parser():
     p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                    help=f"the precision of the pretraining and finetuning this invocation runs (default the "
                         f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
-                        f"ten times slower than fp32 ('no'). Recorded in the results file; a run started in one "
+                        f"many times slower than fp32 ('no'). Recorded in the results file; a run started in one "
                         f"precision is not resumed in another")
     p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
     p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
@@ -188,6 +188,11 @@ def pretrain(state, r, out, data, **changes):
                # A folder with a checkpoint is resumed; one without (never started, or cut before its first
                # checkpoint) is started afresh.
                "resume_from_checkpoint": "latest", "overwrite_output_dir": "true", **changes}
+    started = out / "train_config.yaml"  # a folder being resumed keeps the precision it started with
+    begun = yaml.safe_load(started.read_text())["mixed_precision"] if started.exists() else None
+    if begun not in (None, options["mixed_precision"]):
+        sys.exit(f"run_study.py: {r['name']} was started with --mixed_precision {begun}: pass it again to resume (a "
+                 f"run mixing precisions would be neither's), or --rebuild")
     if r["model_type"] == "peer":  # its own start folder, trained as a checkpoint whose code it carries
         for key in ("config", "model_type", "config_overrides"):
             options.pop(key)
@@ -421,11 +426,6 @@ def run(state, r, data):
     if args.stage != "finetune" and (result is None or args.rebuild):
         if args.rebuild and out.exists():
             shutil.rmtree(out)
-        started = yaml.safe_load((out / "train_config.yaml").read_text()) if (out / "train_config.yaml").exists() \
-            else None
-        if started and started["mixed_precision"] != (args.mixed_precision or study.PRETRAIN["mixed_precision"]):
-            sys.exit(f"run_study.py: {name} was started with --mixed_precision {started['mixed_precision']}: pass "
-                     f"it again to resume (a run mixing precisions would be neither's), or --rebuild")
         result = pretrain(state, r, out, data["pretrain"], **precision)
         save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
