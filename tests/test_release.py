@@ -24,10 +24,10 @@ SHORT = ["Shares fell.", "Rain is expected over the weekend in the north of the 
 EXACT_RELEASE = RELEASE.is_dir() and bool(LinformerConfig.from_json_file(RELEASE / "config.json").exact_attention_length)
 
 
-def check_loading_paths(folder, n, tmp_path, short_cosine):
+def check_loading_paths(folder, n, tmp_path, short_cosine, teacher=TEACHER):
     """fp16 weights that load in fp32 by default (fp16 is slow on CPU); remote code in a process where
     linformer-hf is not importable; SentenceTransformer with mean pooling, normalised, max_seq_length n; loaded by
-    default (fp32) or in fp16 it gives the same embeddings, and on short inputs (<= k tokens) the teacher's up to
+    default (fp32) or in fp16 it gives the same embeddings, and on short inputs (<= k tokens) `teacher`'s up to
     `short_cosine`."""
     from sentence_transformers import SentenceTransformer
 
@@ -53,7 +53,7 @@ print("ok")
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr[-2000:]
 
     student = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
-    teacher = SentenceTransformer(TEACHER, device="cpu")
+    teacher = SentenceTransformer(teacher, device="cpu")
     assert student.max_seq_length == n and len(student) == len(teacher) == 3  # transformer, pooling, normalise
     theirs = teacher.encode(SHORT, convert_to_tensor=True)
     assert next(student.parameters()).dtype == torch.float32
@@ -118,22 +118,36 @@ def check_int8_onnx(folder, student, n):
     assert torch.nn.functional.cosine_similarity(pooled, reference).min() >= 0.99
 
 
+@pytest.fixture(scope="module")
+def two_layer_teacher(tmp_path_factory):
+    """all-MiniLM-L6-v2 cut to its first two layers, as a sentence-transformers folder: the recipe's teacher at a
+    third of its cost (distillation, and the export of the student's every layer to ONNX, scale with depth), which
+    is all a build's mechanics need; the committed release's tests use the real teacher."""
+    from transformers import AutoModel
+
+    folder = tmp_path_factory.mktemp("teacher")
+    shutil.copytree(TEACHER, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("model.safetensors", "*.md"))
+    AutoModel.from_pretrained(TEACHER, num_hidden_layers=2).save_pretrained(folder)
+    return str(folder)
+
+
 @pytest.mark.slow
-def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path, fresh_accelerate_state):
+def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path, fresh_accelerate_state,
+                                                            two_layer_teacher):
     """The release recipe (configs/distill/minilm_n4096.yaml) at n = 1024 on a few paragraphs of Moby-Dick,
-    for 2 updates, then release.py: the same steps as `make release`, in seconds (both scripts' main() in this
-    process; check_loading_paths loads the folder in a process of its own)."""
+    for 2 updates, with a two-layer teacher, then release.py: the same steps as `make release`, in seconds (both
+    scripts' main() in this process; check_loading_paths loads the folder in a process of its own)."""
     import distill  # the repository root is on sys.path (pyproject.toml: pytest's pythonpath)
     from experiments.long_documents import release
     from linformer_training.conversion import convert_to_linformer
 
-    student = convert_to_linformer(TEACHER, tmp_path / "student", max_seq_length=1024, projected_dim=64,
+    student = convert_to_linformer(two_layer_teacher, tmp_path / "student", max_seq_length=1024, projected_dim=64,
                                    exact_attention_length=512, long_input_adapter_rank=4)
     text = " ".join(moby_text)
     write_jsonl(tmp_path / "docs.jsonl", [{"id": i, "text": text[i * 3000:(i + 1) * 3000]} for i in range(12)])
     run = tmp_path / "run"
     distill.main(["--config", str(REPO / "configs" / "distill" / "minilm_n4096.yaml"),
-                  "--teacher_name_or_path", TEACHER, "--student_name_or_path", str(student),
+                  "--teacher_name_or_path", two_layer_teacher, "--student_name_or_path", str(student),
                   "--train_file", str(tmp_path / "docs.jsonl"), "--validation_split_percentage", "20",
                   "--block_size", "1024", "--max_steps", "2", "--per_device_train_batch_size", "2",
                   "--total_batch_size", "2", "--max_eval_samples", "2", "--eval_steps", "0",
@@ -153,7 +167,9 @@ def test_recipe_copy_builds_a_release_that_loads_everywhere(moby_text, tmp_path,
     assert json.loads((out / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
     falls_short = card[card.index("### Where it falls short"):]
     assert "fidelity >= 0.97: **missed** (0.9)" in falls_short and "cost" not in falls_short.split("\n\n")[1]
-    check_loading_paths(out, 1024, tmp_path, short_cosine=0.9999)  # only the long path trained: short is exact
+    assert LinformerConfig.from_pretrained(out).num_hidden_layers == 2
+    check_loading_paths(out, 1024, tmp_path, short_cosine=0.9999,  # only the long path trained: short is exact
+                        teacher=two_layer_teacher)
 
 
 def test_release_refuses_an_unfinished_run(tmp_path):
