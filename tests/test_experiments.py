@@ -47,6 +47,37 @@ def test_study_covers_every_comparison_of_the_issue_under_one_budget():
     assert not any(key in study.PRETRAIN for key in ("resume_from_checkpoint", "output_dir", "tokenizer_name"))
 
 
+def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_attention():
+    """Issue 47, item 2: standard attention and the paper's two Linformers at n = 512 (k = 128, 256), each with the
+    same short phase; on short blocks the Linformers' window-mean E/F, resampled, compute exact attention (the short
+    phase starts where standard attention does), and through their first columns they would not."""
+    from linformer_hf import LinformerConfig, LinformerModel
+
+    short = {r["name"]: r for r in study.RUNS if "short" in r}
+    assert {(r["model_type"], r["n"], r.get("k")) for r in short.values()} == {
+        ("roberta", 512, None), ("linformer", 512, 128), ("linformer", 512, 256)}
+    assert all(r["short"] == study.SHORT_PHASE for r in short.values())
+    phase = study.SHORT_PHASE
+    assert 0 < phase["steps"] < study.PRETRAIN["max_steps"] and study.TOKENS_PER_UPDATE % phase["block_size"] == 0
+    ids = torch.randint(5, 300, (2, phase["block_size"]), generator=torch.Generator().manual_seed(0))
+    for r in short.values():
+        if r["model_type"] != "linformer":
+            continue
+        fields = {**study.PRETRAIN["config_overrides"], **r["config_overrides"]}
+        assert fields["projection_length_scaling"] == "resample" and fields["projection_init"] == "window_mean"
+        torch.manual_seed(0)
+        model = LinformerModel(LinformerConfig(vocab_size=300, **fields)).eval()
+        outputs = {}
+        for what, change in (("projected", {}), ("first columns", {"projection_length_scaling": "none"}),
+                             ("exact", {"exact_attention_length": r["n"]})):
+            other = LinformerModel(LinformerConfig(vocab_size=300, **{**fields, **change})).eval()
+            other.load_state_dict(model.state_dict())
+            with torch.no_grad():
+                outputs[what] = other(ids).last_hidden_state
+        torch.testing.assert_close(outputs["projected"], outputs["exact"], rtol=1e-5, atol=1e-5)
+        assert (outputs["first columns"] - outputs["exact"]).abs().max() > 1e-2, r["name"]
+
+
 TINY_STUDY = '''
 exec(open({real!r}).read())  # the real study's helpers, bound to this module's RUNS
 
@@ -64,7 +95,9 @@ FINETUNE = {{**FINETUNE, "max_seq_length": 32, "per_device_train_batch_size": 8,
 FINETUNE_SEEDS = (0,)
 N, K = 32, 8
 BASELINE, LINFORMER = name_of(roberta()), name_of(linformer())
-RUNS = [run(roberta(), 0), run(linformer(), 0), run(peer(), 0), run(linformer(projection="conv"), 0)]
+SHORT_PHASE = {{"block_size": 16, "steps": 2}}
+RUNS = [run(roberta(), 0), run(linformer(), 0), run(peer(), 0), run(linformer(projection="conv"), 0),
+        run(short_first(linformer(n=2 * N, k=N)), 0)]
 EXTENDED_STEPS, EXTENDED = (2, 6), [LINFORMER + "_s0"]  # 6: past the study's 4 updates
 '''
 
@@ -161,8 +194,10 @@ def ran(study_copy):
 def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     root, first, again = ran
     results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results").glob("*.json")}
+    short = "linformer_n64_k32_layerwise_short16_s0"
     assert set(results) == {"roberta_n32_s0", "linformer_n32_k8_layerwise_s0", "lucidrains_n32_k8_share_kv_s0",
-                            "linformer_n32_k8_layerwise_conv_s0"}
+                            "linformer_n32_k8_layerwise_conv_s0", short}
+    check_short_phase(root, short, results.pop(short))
     for name, r in results.items():
         assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
         tokens = [p["tokens_seen"] for p in r["curve"]]
@@ -201,6 +236,28 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     assert rt["tfidf_logistic_regression"]["validation_accuracy"] == 1.0  # the words give the labels away
     # Finished work is skipped: the second invocation runs no command at all.
     assert again.returncode == 0 and "$ " not in again.stdout
+
+
+def check_short_phase(root, name, r):
+    """Issue 47, item 2: 2 updates on 16-token blocks in NAME_short, then 2 on n = 64 from its weights in NAME
+    (as many tokens per update), one curve counted from the first update; E/F resampled to the short length."""
+    first, then = (dict(zip(cmd.split()[2::2], cmd.split()[3::2])) for cmd in r["pretrain_command"].split(" && "))
+    assert (first["--block_size"], first["--per_device_train_batch_size"], first["--max_steps"]) == ("16", "4", "2")
+    assert first["--output_dir"] == f"runs/{name}_short" and "projection_length_scaling=resample" in first["--config_overrides"]
+    assert then["--model_name_or_path"] == first["--output_dir"] and then["--output_dir"] == f"runs/{name}"
+    assert (then["--per_device_train_batch_size"], then["--max_steps"]) == ("1", "2")
+    assert not {"--block_size", "--config_overrides", "--model_type", "--config"} & set(then)
+    assert [p["step"] for p in r["curve"]] == [0, 2, 4] and r["perplexity"] == r["curve"][-1]["perplexity"]
+    assert [p["tokens_seen"] for p in r["curve"]] == [0, 128, 256] and r["tokens_seen"] == 256
+    assert r["short_phase"]["block_size"] == 16 and r["short_phase"]["steps"] == 2
+    short_log = [json.loads(line) for line in open(root / f"runs/{name}_short/metrics.jsonl")]
+    assert r["short_phase"]["perplexity"] == [m for m in short_log if "eval_perplexity" in m][-1]["eval_perplexity"]
+    long_log = [json.loads(line) for line in open(root / f"runs/{name}/metrics.jsonl")]
+    assert r["curve"][1]["perplexity"] == next(m for m in long_log if "eval_perplexity" in m)["eval_perplexity"]
+    assert [p["step"] for p in r["train_curve"]] == [1, 2, 3, 4] and set(r["finetune"]) == {"0"}
+    config = json.loads((root / f"runs/{name}/config.json").read_text())
+    assert config["projection_length_scaling"] == "resample" and config["max_seq_length"] == 64
+    assert "order_check" in r and "projection_check" in r
 
 
 def test_pilots_are_recorded_from_their_run_folder_and_word_order_is_checked(ran):
@@ -346,8 +403,10 @@ def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows
     root = ran[0]
     out = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    (record,) = [json.loads(p.read_text()) for p in (root / "experiments/quality/results/exact_rt").glob("*.json")]
-    assert record["name"] == "linformer_n32_k8_layerwise_s0" and set(record["finetune"]) == {"0"}
+    records = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results/exact_rt").glob("*.json")}
+    assert set(records) == {"linformer_n32_k8_layerwise_s0", "linformer_n64_k32_layerwise_short16_s0"}  # learned E/F
+    record = records["linformer_n32_k8_layerwise_s0"]
+    assert set(record["finetune"]) == {"0"}
     assert "--config_overrides exact_attention_length=32" in record["finetune"]["0"]["command"]
     tuned = json.loads((root / "runs/linformer_n32_k8_layerwise_s0_rt_exact_s0/config.json").read_text())
     assert tuned["exact_attention_length"] == 32 and tuned["attention_type"] == "projected"
@@ -388,10 +447,11 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     assert (f"perplexity within 5% of the baseline's | {100 * (math.exp(3) - 1):+.1f}% "
             f"({100 * (math.exp(3 - t2) - 1):+.1f} to {100 * (math.exp(3 + t2) - 1):+.1f}), 2 vs 2 pretraining seeds | "
             f"**missed** |") in report
-    assert f"| {first['hardware']} | 6 |" in report  # the Cost table by hardware: the six runs above
+    assert f"| {first['hardware']} | 7 |" in report  # the Cost table by hardware: the seven runs above
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ", "| linformer_n32_k8_layerwise | 32 | 8 |",
-                 "## Targets (issue 34)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
-                 "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 4)",
+                 "## Targets (issues 34 and 47)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
+                 "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 5)",
+                 "## The paper's n with a short phase first", "| linformer_n64_k32_layerwise_short16_s0 | ",
                  "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):
         assert text in report, text
     assert (root / "experiments/quality/perplexity_curves.png").stat().st_size > 10_000
@@ -401,6 +461,47 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     (root / "model_card.md").write_text("# card without markers\n")
     broken = run_script(root, "render")
     assert broken.returncode != 0 and "has no block" in broken.stderr
+
+
+def test_a_check_that_fails_stops_the_study_with_its_message(tmp_path):
+    """run_study.py runs each model check in its own process's Python (check()): a check that refuses the folder
+    ends the study in one message with the check's own words, and the thread count is given back."""
+    from transformers import RobertaConfig, RobertaForMaskedLM
+
+    from experiments.quality import run_study
+
+    RobertaForMaskedLM(RobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
+                                     intermediate_size=8)).save_pretrained(tmp_path / "roberta")
+    threads = torch.get_num_threads()
+    with pytest.raises(SystemExit) as ended:
+        run_study.check("projection_check", tmp_path / "roberta", [], {"OMP_NUM_THREADS": "1"})
+    said = str(ended.value)
+    assert said.startswith(f"run_study.py: projection_check.py failed on {tmp_path / 'roberta'} (exit 2):\n"), said
+    assert "is a 'roberta' model; only a Linformer has projections" in said and torch.get_num_threads() == threads
+
+
+def test_a_one_seed_comparison_borrows_the_spread_of_the_seeds():
+    """A target with one pretraining seed on a side gets the interval of its difference from the seeds' spread,
+    pooled over every configuration run with several (Welch's needs two on each side): here 0.2 apart in loss for
+    both two-seed configurations, 2 degrees of freedom."""
+    from types import SimpleNamespace
+
+    from experiments.quality import render
+
+    def runs(name, *loss):
+        return [{"name": f"{name}_s{i}", "perplexity": math.exp(x), "finetune": {}} for i, x in enumerate(loss)]
+
+    k64 = study.name_of(study.linformer(k=2 * study.K))
+    s = SimpleNamespace(unigram=None, groups={render.BASELINE: runs(render.BASELINE, 5.0, 5.2),
+                                              study.LINFORMER: runs(study.LINFORMER, 6.0, 6.2), k64: runs(k64, 5.13)})
+    half = stats.t.ppf(0.975, 2) * 0.02 ** 0.5 * (1 + 1 / 2) ** 0.5
+    what, measured, said = render.target(s, k64, "gap", 3.0)
+    assert measured == (f"{100 * (math.exp(0.03) - 1):+.1f}% ({100 * (math.exp(0.03 - half) - 1):+.1f} to "
+                        f"{100 * (math.exp(0.03 + half) - 1):+.1f}), 1 vs 2 pretraining seeds") and said == "undecided"
+    s.groups[k64] = runs(k64, 7.0)  # far above: missed even at the interval's lower end
+    assert render.target(s, k64, "gap", 3.0)[2] == "**missed**"
+    s.groups = {k64: runs(k64, 7.0), render.BASELINE: runs(render.BASELINE, 5.0)}  # no configuration with two seeds
+    assert render.target(s, k64, "gap", 3.0)[1:] == [f"{100 * (math.exp(2) - 1):+.1f}%, 1 vs 1 pretraining seeds", "**missed**"]
 
 
 def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path):

@@ -28,8 +28,13 @@ SOURCE = "python -m experiments.quality.render"  # the marker of its block in mo
 words = partial(prose, TEMPLATE)  # a part of the template, filled
 BASELINE, N, K = study.BASELINE, study.N, study.K
 # The issue's targets: (run, kind, limit), each kind in the words of the template's target_<kind> part.
+# Issue 47, item 2: the paper's n = 512 (4n here) against standard attention at that n, both with the short phase.
+LONG_BASELINE = study.name_of(study.short_first(study.roberta(n=4 * N)))
 TARGETS = [(BASELINE, "ratio", 0.3), (BASELINE, "accuracy", 68.0), (study.LINFORMER, "gap", 5.0),
-           (study.LINFORMER, "points", 1.0), (study.name_of(study.linformer(k=2 * K)), "gap", 3.0)]
+           (study.LINFORMER, "points", 1.0), (study.name_of(study.linformer(k=2 * K)), "gap", 3.0),
+           (LONG_BASELINE, "ratio", 0.3),
+           *[(study.name_of(study.short_first(study.linformer(n=4 * N, k=k))), "gap", limit, LONG_BASELINE)
+             for k, limit in ((4 * K, 5.0), (8 * K, 3.0))]]
 
 
 def arch_of(name):
@@ -107,7 +112,7 @@ def perplexity(m):
 def compared(s):
     """The configurations each of the paper's Figure 3 claims is about, standard attention at each n, and issue 47's
     peer and convolution (drawn beside the sharing modes, not part of that claim)."""
-    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "baselines": "roberta_.*",
+    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "baselines": "roberta_n[0-9]+",
              "sharing": f"{BASELINE}|linformer_n{N}_k{K}_(none|headwise|key_value|layerwise)",
              "n": f"linformer_n[0-9]+_k{K}_layerwise", "peer": f"lucidrains_n{N}_k{K}_.*|linformer_n{N}_k{K}_.*_conv"}
     return {key: [a for a in s.order if re.fullmatch(pattern, a)] for key, pattern in names.items()}
@@ -144,20 +149,41 @@ def configurations(s):
     return {"rows": body(rows)}
 
 
-def target(s, arch, kind, limit):
-    """One row of the targets table. A bound on the baseline is a plain condition; a comparison with the baseline
-    is judged by its Welch interval (perplexity on the loss), or by the estimate alone where one seed on either
-    side gives none."""
-    m, base = seeds(s, arch), seeds(s, BASELINE)
-    value, ci, shown = {  # the value, its Welch interval (perplexity on the loss), and how the value is shown
+def seed_spread(s):
+    """The pooled standard deviation of the validation loss between pretraining seeds of one configuration, over
+    every configuration run with several, and its degrees of freedom: what a comparison with one seed on a side
+    borrows for its interval."""
+    groups = [losses(runs) for runs in s.groups.values() if len(runs) > 1]
+    df = sum(len(g) - 1 for g in groups)
+    return df and (math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in groups) / df), df)
+
+
+def difference(s, ours, theirs, to):
+    """The 95% interval of mean(ours) - mean(theirs), its ends mapped by `to`: Welch's over pretraining seeds, or
+    with one seed on a side the seeds' pooled spread (`seed_spread`) around the difference of the means."""
+    if ci := welch(ours, theirs, to):
+        return ci
+    if not (ours and theirs and (pooled := seed_spread(s))):
+        return None
+    d = statistics.mean(ours) - statistics.mean(theirs)
+    half = stats.t.ppf(0.975, pooled[1]) * pooled[0] * math.sqrt(1 / len(ours) + 1 / len(theirs))
+    return to(d - half), to(d + half)
+
+
+def target(s, arch, kind, limit, reference=BASELINE):
+    """One row of the targets table. A bound on a run is a plain condition; a comparison with the `reference`
+    run is judged by its interval (`difference`: perplexity on the loss)."""
+    m, base = seeds(s, arch), seeds(s, reference)
+    value, ci, shown = {  # the value, its interval, and how the value is shown
         "ratio": lambda: (m.ppl and s.unigram and m.ppl / s.unigram, None, "{:.3f} x"),
         "accuracy": lambda: (m.acc[0] and 100 * m.acc[0], None, "{:.1f}%"),
-        "gap": lambda: (gap(m.ppl, base.ppl), welch(losses(m.runs), losses(base.runs),
-                                                    lambda x: 100 * (math.exp(x) - 1)), "{:+.1f}%"),
+        "gap": lambda: (gap(m.ppl, base.ppl), difference(s, losses(m.runs), losses(base.runs),
+                                                         lambda x: 100 * (math.exp(x) - 1)), "{:+.1f}%"),
         "points": lambda: (None if None in (m.acc[0], base.acc[0]) else 100 * (m.acc[0] - base.acc[0]),
                            welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x), "{:+.1f} points"),
     }[kind]()
-    what = f"{arch} " + words(f"target_{kind}", limit=f"{limit:g}")
+    what = f"{arch} " + words(f"target_{kind}", limit=f"{limit:g}",
+                              reference="the baseline" if reference == BASELINE else f"`{reference}`")
     if value is None:
         return [what, "-", "not measured"]
     shown = shown.format(value) + (f" ({ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")
@@ -325,6 +351,21 @@ def peer_and_conv(s):
     return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
 
 
+def short_phase(s):
+    """Issue 47, item 2: the runs with a short phase (study.short_first), where each phase left them."""
+    ran = [r for r in s.results if "short_phase" in r]
+    if not ran:
+        return None
+    phase, base = study.SHORT_PHASE, seeds(s, LONG_BASELINE)
+    rows = [[r["name"], f"{r['short_phase']['perplexity']:.1f}",
+             f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
+             f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
+             number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
+             number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in ran]
+    return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}",
+            "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows)}
+
+
 def cost(s):
     hardware = {hw: [r for r in s.results if r["hardware"] == hw]
                 for hw in dict.fromkeys(r["hardware"] for r in s.results)}
@@ -381,7 +422,7 @@ CARD = [("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s
         ("exact_short_path", exact_short_path), ("figure3", figure3), ("order_check", order_check),
         ("unchecked", lambda s: any("order_check" in r for r in s.results) and (unchecked := [
             r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
-PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("cost", cost), ("pilots", pilots),
+PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("short_phase", short_phase), ("cost", cost), ("pilots", pilots),
         ("missing", missing),
         ("commands", lambda s: {"commands": "\n".join(
             f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(

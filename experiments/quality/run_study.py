@@ -22,7 +22,10 @@ where developer checkouts have them; where to get them: experiments/README.md, "
 """
 
 import argparse
+import contextlib
 import csv
+import importlib
+import io
 import json
 import math
 import os
@@ -188,25 +191,82 @@ def pretrain(state, r, out, data, **changes):
                # A folder with a checkpoint is resumed; one without (never started, or cut before its first
                # checkpoint) is started afresh.
                "resume_from_checkpoint": "latest", "overwrite_output_dir": "true", **changes}
-    started = out / "train_config.yaml"  # a folder being resumed keeps the precision it started with
-    begun = yaml.safe_load(started.read_text())["mixed_precision"] if started.exists() else None
-    if begun not in (None, options["mixed_precision"]):
-        sys.exit(f"run_study.py: {r['name']} was started with --mixed_precision {begun}: pass it again to resume (a "
+    started = [folder / "train_config.yaml" for folder in (out, out.with_name(f"{out.name}_short"))]
+    begun = {yaml.safe_load(path.read_text())["mixed_precision"] for path in started if path.exists()}
+    if other := begun - {options["mixed_precision"]}:  # a folder being resumed keeps the precision it started with
+        sys.exit(f"run_study.py: {r['name']} was started with --mixed_precision {other.pop()}: pass it again to resume (a "
                  f"run mixing precisions would be neither's), or --rebuild")
     if r["model_type"] == "peer":  # its own start folder, trained as a checkpoint whose code it carries
-        for key in ("config", "model_type", "config_overrides"):
-            options.pop(key)
-        options = {"model_name_or_path": peer_start(state, r), "trust_remote_code": "true", **options}
+        options = continued(options, peer_start(state, r), trust_remote_code="true")
+    if "short" in r:
+        return pretrain_in_phases(state, r, out, options, **r["short"])
     cmd = [sys.executable, "train_mlm.py", *flags(options)]
     execute(cmd, out.with_suffix(".pretrain.log"), state.env)
-    log = [json.loads(line) for line in open(out / "metrics.jsonl")]
+    return record(state, r, out, [cmd])
+
+
+def continued(options, start, **extra):
+    """`options` training the model of folder `start` instead of a new one (the folder's config is the model's)."""
+    kept = {key: value for key, value in options.items() if key not in ("config", "model_type", "config_overrides")}
+    return {"model_name_or_path": start, **extra, **kept}
+
+
+def pretrain_in_phases(state, r, out, options, block_size, steps):
+    """Issue 47, item 2: the first `steps` updates on blocks of `block_size` tokens (as many tokens per update, in a
+    folder of their own, NAME_short), then the rest of the budget on n-token blocks in `out`, starting from the
+    short phase's weights (its optimizer state does not carry over: the long phase warms up again). Each phase is a
+    plain train_mlm.py command that resumes on its own; the long one starts only when the short one has finished."""
+    total, short = options["max_steps"], out.with_name(f"{out.name}_short")
+    if not 0 < steps < total or study.TOKENS_PER_UPDATE % block_size:
+        sys.exit(f"run_study.py: {r['name']}: a short phase of {steps} updates on {block_size}-token blocks does not "
+                 f"fit a budget of {total} updates of {study.TOKENS_PER_UPDATE} tokens")
+    first = [sys.executable, "train_mlm.py", *flags({
+        **options, "block_size": block_size, "per_device_train_batch_size": study.TOKENS_PER_UPDATE // block_size,
+        "max_steps": steps, "output_dir": short})]
+    then = [sys.executable, "train_mlm.py", *flags({**continued(options, short), "max_steps": total - steps})]
+    if not finished(short, steps):
+        execute(first, short.with_suffix(".pretrain.log"), state.env)
+    execute(then, out.with_suffix(".pretrain.log"), state.env)
+    return record(state, r, out, [first, then], short)
+
+
+def finished(folder, steps):
+    """Whether the train_mlm.py run in `folder` has saved its model after `steps` updates."""
+    log = folder / "metrics.jsonl"
+    return (folder / "model.safetensors").exists() and log.exists() and any(
+        json.loads(line).get("step") == steps and "eval_perplexity" in line for line in open(log))
+
+
+def curves(folder, after=(0, 0)):
+    """The validation curve and the training log of a train_mlm.py folder (metrics.jsonl), steps and tokens counted
+    on from `after` (the step and tokens of a phase before it)."""
+    log = [json.loads(line) for line in open(folder / "metrics.jsonl")]
     train = [m for m in log if "train_loss" in m]
     tokens_at = {0: 0, **{m["step"]: m["tokens_seen"] for m in train}}
-    curve = [{"step": m["step"], "tokens_seen": tokens_at.get(m["step"], m["step"] * study.TOKENS_PER_UPDATE),
+    step, tokens = after
+    curve = [{"step": step + m["step"],
+              "tokens_seen": tokens + tokens_at.get(m["step"], m["step"] * study.TOKENS_PER_UPDATE),
               "loss": m["eval_loss"], "perplexity": m["eval_perplexity"]} for m in log if "eval_perplexity" in m]
-    seconds = training_seconds(train)
+    return curve, train
+
+
+def record(state, r, out, cmds, short=None):
+    """The results record of a pretrained run: its validation curve, training log and seconds, command(s) and
+    hardware. A run with a short phase has both phases joined, steps and tokens counted from its first update;
+    `short_phase` keeps the short phase's last point (scored on short blocks), where the curve has the long
+    phase's first (the same model on n-token blocks)."""
+    curve, train, seconds, switch = [], [], 0.0, {}
+    for folder in filter(None, [short, out]):
+        after = (curve[-1]["step"], train[-1]["tokens_seen"]) if curve else (0, 0)
+        part, log = curves(folder, after)
+        if curve:
+            switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
+        curve += part
+        seconds += training_seconds(log)
+        train += [{**m, "step": m["step"] + after[0], "tokens_seen": m["tokens_seen"] + after[1]} for m in log]
     return {"name": r["name"], "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
-            "pretrain_command": shown(cmd), "config": yaml.safe_load((out / "train_config.yaml").read_text()),
+            "pretrain_command": " && ".join(map(shown, cmds)),
+            "config": yaml.safe_load((out / "train_config.yaml").read_text()), **switch,
             "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
@@ -243,12 +303,21 @@ def finetune(state, r, out, seed, data, exact=False, ft_out=None, **changes):
 
 def check(script, out, extra, env):
     """One of this folder's model checks (order_check.py, projection_check.py) on a pretrained run: its JSON report
-    and command, for render.py's table of what the models learnt."""
+    and command, for render.py's table of what the models learnt. It runs in this process (a new one would spend
+    longer importing than checking), on the threads the command is recorded with."""
+    import torch
+
     cmd = [sys.executable, "-m", f"experiments.quality.{script}", flag_value(out), *extra]
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
-    if proc.returncode:
-        sys.exit(f"run_study.py: {script}.py failed on {out} (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    threads, printed = torch.get_num_threads(), io.StringIO()
+    torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()) as said:
+            importlib.import_module(f"experiments.quality.{script}").main([str(out), *extra])
+    except SystemExit as e:
+        sys.exit(f"run_study.py: {script}.py failed on {out} (exit {e.code}):\n{said.getvalue()[-2000:]}")
+    finally:
+        torch.set_num_threads(threads)
+    report = json.loads(printed.getvalue().strip().splitlines()[-1])
     report.pop("model")  # the folder, machine-specific: the command names it
     return {**report, "command": shown(cmd)}
 
@@ -424,8 +493,9 @@ def run(state, r, data):
         result = {"name": name, "overrides": study.finetune_exact_overrides(r), "finetune": {}}
     precision = {"mixed_precision": args.mixed_precision} if args.mixed_precision else {}
     if args.stage != "finetune" and (result is None or args.rebuild):
-        if args.rebuild and out.exists():
-            shutil.rmtree(out)
+        if args.rebuild:  # with the short phase's folder, where the run has one
+            for folder in (out, out.with_name(f"{out.name}_short")):
+                shutil.rmtree(folder, ignore_errors=True)
         result = pretrain(state, r, out, data["pretrain"], **precision)
         save(path, result)
         print(f"{name}: validation perplexity {result['perplexity']:.2f} after {result['curve'][-1]['step']} updates "
