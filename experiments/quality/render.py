@@ -422,8 +422,8 @@ CARD = [("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s
         ("exact_short_path", exact_short_path), ("figure3", figure3), ("order_check", order_check),
         ("unchecked", lambda s: any("order_check" in r for r in s.results) and (unchecked := [
             r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
-PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("short_phase", short_phase), ("cost", cost), ("pilots", pilots),
-        ("missing", missing),
+PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("short_phase", short_phase), ("cost", cost),
+        ("pilots", pilots), ("missing", missing),
         ("commands", lambda s: {"commands": "\n".join(
             f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(
                 f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"
@@ -471,6 +471,12 @@ def plot(s, path):
                 if len(same) > 1:
                     ax.fill_between(tokens, list(map(min, curves)), list(map(max, curves)), color=line.get_color(),
                                     alpha=0.2)
+                for name, r in s.extended.items():  # issue 47: a run trained on past the budget, in its colour
+                    if arch_of(name) == arch:
+                        precision = "fp32" if r["mixed_precision"] == "no" else r["mixed_precision"]
+                        ax.plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]],
+                                [p["perplexity"] for p in r["curve"][1:]], color=line.get_color(), ls="-.", lw=1,
+                                label=f"{name}, extended ({precision})")
             for level, style, label in references:
                 ax.axhline(level, color="gray", ls=style, lw=1, label=label)
             ax.set(title=title, xlabel="tokens seen (millions)", yscale="log")
@@ -479,7 +485,7 @@ def plot(s, path):
                 ax.legend(fontsize=7)
         axes[0].set_ylabel("validation perplexity (news, 15% masked)")
         fig.suptitle("Masked-LM pretraining: validation perplexity vs tokens seen (before any update omitted; band: "
-                     "min-max over seeds)")
+                     "min-max over seeds; dash-dot: a run extended past the budget, issue 47)")
 
 
 def main(argv=None):
