@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 # with `make demo DEMO_THREADS=2` on a quiet machine.
 DEMO_THREADS ?= 1
 
-.PHONY: setup setup-dev demo test release release-mlm wheelhouse gpu-check
+.PHONY: setup setup-dev demo test release release-mlm wheelhouse gpu-check study-gpu
 
 setup:
 	VENV=$(VENV) bash scripts/setup.sh
@@ -56,4 +56,17 @@ gpu-check:
 else
 gpu-check: setup-dev
 	$(PY) -m benchmarks.gpu_check --out benchmarks/results/gpu
+endif
+
+# The quality study's open runs on a lent GPU for STUDY_SECONDS (experiments/quality/gpu_runs.py): after
+# `python -m experiments.quality.gpu_runs pack` here, the call carries wheelhouse and gpu_carry; the results and the
+# unfinished runs' state come back in $OUT (else back/), for `python -m experiments.quality.gpu_runs unpack`.
+STUDY_SECONDS ?= 420
+ifdef WHEELHOUSE
+study-gpu:
+	python3 -m benchmarks.wheelhouse install --src $(WHEELHOUSE) --target $(GPU_SITE)
+	PYTHONPATH=$(GPU_SITE) python3 -m experiments.quality.gpu_runs run --seconds $(STUDY_SECONDS) --out "$${OUT:-back}"
+else
+study-gpu: setup-dev
+	$(PY) -m experiments.quality.gpu_runs run --seconds $(STUDY_SECONDS) --out "$${OUT:-back}"
 endif

@@ -110,7 +110,7 @@ def make_study_copy(root):
         shutil.copy(REPO / "benchmarks" / name, root / "benchmarks" / name)
     for name in ("__init__.py", "quality/__init__.py", "quality/run_study.py", "quality/render.py",
                  "quality/results.template.md", "quality/record_pilot.py", "quality/order_check.py", "quality/projection_check.py",
-                 "quality/paper_numbers.yaml", "quality/peer.py", "quality/modeling_peer.py"):
+                 "quality/paper_numbers.yaml", "quality/peer.py", "quality/modeling_peer.py", "quality/gpu_runs.py"):
         shutil.copy(REPO / "experiments" / name, root / "experiments" / name)
     (root / "experiments/quality/study.py").write_text(TINY_STUDY.format(real=str(REPO / "experiments/quality/study.py")))
     for name in ("train_mlm.py", "finetune_glue.py", "configs"):
@@ -355,6 +355,67 @@ def test_run_study_resumes_a_cut_run_and_finishes_it(ran, tmp_path):
     assert log.count("\n$ ") == 2 and "Resumed from" in log and "checkpoint_2" in log
     again = json.loads((results / f"{name}.json").read_text())
     assert again["curve"] == uncut["curve"] and again["pretrain_command"] == uncut["pretrain_command"]
+
+
+def unpacked(out):
+    """The members of what `gpu_runs run` wrote to `out`, and its back.json."""
+    import io
+    import tarfile
+    parts = sorted(out.iterdir())
+    assert [p.name for p in parts] == [f"back.tar.gz.{i:02d}" for i in range(len(parts))]
+    with tarfile.open(fileobj=io.BytesIO(b"".join(p.read_bytes() for p in parts)), mode="r:gz") as tar:
+        return tar.getnames(), json.loads(tar.extractfile("back.json").read())
+
+
+def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path):
+    """A lent GPU's call, on CPU: `pack` carries a cut run's newest checkpoint (with the corpora, the tokenizer and the
+    plan) into gpu_carry/; `run` there, stopped at its deadline, brings the state back as it was; run again it
+    resumes the run to its end and brings the results back; `unpack` here refuses while a process works on the run,
+    keeps a state here that is further along, and puts the results in place: the uncut run's curve."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    shutil.copytree(ran[0], here, symlinks=True)
+    name, results = "roberta_n32_s0", here / "experiments/quality/results"
+    uncut = json.loads((results / f"{name}.json").read_text())
+    (results / f"{name}.json").unlink()
+    shutil.rmtree(here / "runs" / name / "checkpoints" / "checkpoint_4")
+    (here / "runs" / name / "model.safetensors").unlink()
+    packed = run_script(here, "gpu_runs", "pack", "--only", name)
+    assert packed.returncode == 0, packed.stderr[-3000:]
+    plan = json.loads((here / "gpu_carry/plan.json").read_text())
+    assert plan["runs"] == [{"name": name, "extend": False}] and plan["carried"] == [name], plan
+    assert [c.name for c in (here / "gpu_carry/runs" / name / "checkpoints").iterdir()] == ["checkpoint_2"]
+    assert (here / "gpu_carry/runs/tokenizer/tokenizer.json").exists()
+    assert (here / "gpu_carry/data/rotten_tomatoes/train.csv").exists()
+    shutil.copytree(here, there, symlinks=True, ignore=lambda folder, names: ["runs"] * (Path(folder) == here))
+
+    cut = run_script(there, "gpu_runs", "run", "--seconds", "0.5", "--out", str(tmp_path / "cut"))
+    assert cut.returncode == 0, cut.stderr[-3000:]
+    names, back = unpacked(tmp_path / "cut")
+    assert back["finished"] == [] and back["returned"] == [{"name": name, "extend": False}], back
+    assert back["exit_codes"] == {name: -15} and f"runs/{name}/checkpoints/checkpoint_2/model.safetensors" in names
+    done = run_script(there, "gpu_runs", "run", "--seconds", "500", "--out", str(tmp_path / "done"))
+    assert done.returncode == 0, done.stderr[-3000:]
+    names, back = unpacked(tmp_path / "done")
+    assert back["finished"] == [{"name": name, "extend": False}] and back["returned"] == [], back
+    assert f"results/{name}.json" in names and not any(n.startswith("runs/") for n in names), names
+    assert f"logs/logs/{name}.log" in names and f"logs/runs/{name}.pretrain.log" in names, names
+
+    further = here / "runs" / name / "checkpoints"
+    shutil.copytree(further / "checkpoint_2", further / "checkpoint_3")
+    kept = run_script(here, "gpu_runs", "unpack", str(tmp_path / "cut"))
+    assert kept.returncode == 0 and f"{name}: kept the state here (3 updates; 2 returned)" in kept.stdout, kept.stdout
+    shutil.rmtree(further / "checkpoint_3")
+    worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--only", name])
+    try:
+        refused = run_script(here, "gpu_runs", "unpack", str(tmp_path / "done"))
+    finally:
+        worker.kill()
+    assert refused.returncode == 2 and f"stop the processes here that work on {name}" in refused.stderr, refused.stderr
+    assert run_script(here, "gpu_runs", "unpack", str(tmp_path / "done")).returncode == 0
+    again = json.loads((results / f"{name}.json").read_text())
+    assert again["curve"] == uncut["curve"] and again["finetune"].keys() == uncut["finetune"].keys()
+    assert "--runs_dir gpu_carry/runs" not in again["pretrain_command"]  # train_mlm.py's flags, its folder's paths
+    assert "gpu_carry/runs/roberta_n32_s0" in again["pretrain_command"], again["pretrain_command"]
 
 
 def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
