@@ -626,6 +626,51 @@ def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path)
     assert "## A peer implementation" not in (root / "experiments/quality/results.md").read_text()
 
 
+@pytest.mark.parametrize("sharing, share_kv", [("headwise", False), ("key_value", True)])
+def test_the_peer_attention_computes_ours_when_parametrised_alike(sharing, share_kv):
+    """Issue 47, item 3's look at ours: lucidrains' LinformerSelfAttention, given our layer's maps and E/F (the
+    peer's q/k/v maps have no bias: ours are zeroed), gives our masked-LM logits, with its own E and F (share_kv off)
+    as our headwise sharing, and with share_kv on as our key_value sharing whose value map is the key map. So the
+    study's peer is our key_value Linformer with the values tied to the keys (and no q/k/v biases), not another
+    computation."""
+    from experiments.quality.modeling_peer import PeerAttention, PeerSelfAttention
+    from linformer_hf import LinformerConfig, LinformerForMaskedLM
+
+    config = LinformerConfig(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                             intermediate_size=64, max_seq_length=16, projected_dim=4, projection_sharing=sharing,
+                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(0)
+    ours = LinformerForMaskedLM(config).eval()
+    theirs = LinformerForMaskedLM(config).eval()
+    with torch.no_grad():
+        for p in ours.parameters():  # away from the initial values (zero biases, one-and-zero layer norms)
+            p.normal_(0.0, 0.3)
+        for layer in ours.linformer.encoder.layer:
+            for linear in (layer.attention.self.query, layer.attention.self.key, layer.attention.self.value):
+                linear.bias.zero_()
+            if share_kv:
+                layer.attention.self.value.weight.copy_(layer.attention.self.key.weight)
+        theirs.load_state_dict(ours.state_dict())
+        for idx, layer in enumerate(theirs.linformer.encoder.layer):
+            ours_self, (e, f) = layer.attention.self, ours.linformer.encoder.projections.for_layer(idx)
+            wrapper = PeerSelfAttention(config)
+            wrapper.peer = PeerAttention(dim=32, seq_len=16, k=4, heads=2, share_kv=share_kv)
+            peer = wrapper.peer
+            peer.to_q.weight.copy_(ours_self.query.weight)
+            peer.to_k.weight.copy_(ours_self.key.weight)
+            peer.proj_k.copy_(e[0].T)
+            if not share_kv:
+                peer.to_v.weight.copy_(ours_self.value.weight)
+                peer.proj_v.copy_(f[0].T)
+            peer.to_out.load_state_dict(layer.attention.output.dense.state_dict())
+            layer.attention.self, layer.attention.output.dense = wrapper, torch.nn.Identity()
+        ids = torch.randint(5, 300, (3, 16), generator=torch.Generator().manual_seed(1))
+        expected, got = ours(ids).logits, theirs(ids).logits
+    assert sum(isinstance(m, PeerAttention) for m in theirs.modules()) == 2
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+    assert expected.std() > 0.1  # logits that depend on the input, not a constant both would share
+
+
 def test_the_peer_is_inside_outside_or_far_outside_our_runs(tmp_path):
     """Issue 47, item 3's rule on synthetic records at the study's n and k: inside our learned-E/F runs' spread,
     outside it by a multiple of the nearest end, far outside beyond the layerwise seeds' highest over lowest (2
