@@ -18,7 +18,7 @@ import torch
 from benchmarks import gpu_check, wheelhouse
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIRST_PARTY = {"benchmarks", "linformer_hf", "linformer_training", "train_mlm"}
+FIRST_PARTY = {"benchmarks", "experiments", "linformer_hf", "linformer_training", "train_mlm", "finetune_glue"}
 # What the GPU check runs: itself, the scripts it starts, the installer that runs first.
 CHECK_FILES = ["benchmarks/gpu_check.py", "benchmarks/inference.py", "benchmarks/max_batch.py",
                "benchmarks/memory_probe.py", "benchmarks/wheelhouse.py", "train_mlm.py"]
@@ -65,11 +65,18 @@ def imports_of(files):
     return third_party
 
 
-def test_the_wheelhouse_covers_every_import_of_the_gpu_check():
-    """Every distribution the check imports (the model package, train_mlm.py, the benchmark scripts, accelerate's
-    launcher) is in the wheelhouse list or in the GPU machine's image: a new import fails here, not offline."""
+# The quality study's runs on a lent GPU (make study-gpu): the driver, the scripts it runs, the checks it imports.
+STUDY_FILES = ["experiments/quality/gpu_runs.py", "experiments/quality/run_study.py", "train_mlm.py",
+               "finetune_glue.py", "experiments/quality/order_check.py", "experiments/quality/projection_check.py"]
+
+
+@pytest.mark.parametrize("files, launched", [(CHECK_FILES, LAUNCHED), (STUDY_FILES, set())], ids=["check", "study"])
+def test_the_wheelhouse_covers_every_import_of_the_gpu_jobs(files, launched):
+    """Every distribution the check (the model package, train_mlm.py, the benchmark scripts, accelerate's launcher)
+    or the study's GPU runs (run_study.py, its scripts and checks, the peer's attention) import is in the wheelhouse
+    list or in the GPU machine's image: a new import fails here, not offline."""
     owners = importlib.metadata.packages_distributions()
-    modules = imports_of(CHECK_FILES) | LAUNCHED
+    modules = imports_of(files) | launched
     unknown = sorted(m for m in modules if m not in owners)
     assert not unknown, f"imported by the GPU check but not installed here, so its distribution is unknown: {unknown}"
     carried = wheelhouse.read_pins(wheelhouse.WHEELS) | wheelhouse.read_pins(wheelhouse.IMAGE)
