@@ -194,6 +194,10 @@ def stop(processes, grace=30):
             proc.wait()
 
 
+# The lent machine has no network: a Hub lookup would wait for its timeout before falling back to local files.
+OFFLINE = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+
+
 def run(args, parser):
     plan_file = args.carry / "plan.json"
     if not plan_file.exists():
@@ -209,6 +213,7 @@ def run(args, parser):
         print("$", " ".join(cmd[1:]), flush=True)
         with open(logs / f"{r['name']}{'.extend' * r['extend']}.log", "a") as log:
             processes.append(subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                                              env={**os.environ, **OFFLINE},
                                               start_new_session=True))
     end = time.monotonic() + args.seconds
     while time.monotonic() < end and any(p.poll() is None for p in processes):
