@@ -416,6 +416,26 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     assert again["curve"] == uncut["curve"] and again["finetune"].keys() == uncut["finetune"].keys()
     assert "--runs_dir gpu_carry/runs" not in again["pretrain_command"]  # train_mlm.py's flags, its folder's paths
     assert "gpu_carry/runs/roberta_n32_s0" in again["pretrain_command"], again["pretrain_command"]
+    assert again["hardware"] == "CPU, 1 thread"  # the device was not shared: one run
+
+
+def test_a_record_names_how_the_device_was_shared():
+    """gpu_runs.py runs several runs on one device at once, each getting a share of it: their records say so beside
+    the hardware (the Cost table's speeds depend on it), and a run alone there says nothing more."""
+    import argparse
+
+    from experiments.quality import gpu_runs, run_study
+
+    run, carry = {"name": "roberta_n128_s0", "extend": True}, Path("gpu_carry")
+    shared = gpu_runs.command(run, carry, "shared by 9 runs at once under MPS")
+    assert shared[-2:] == ["--hardware_note", "shared by 9 runs at once under MPS"] and "--extend" in shared
+    assert "--hardware_note" not in gpu_runs.command(run, carry, None)
+    args = run_study.make_parser().parse_args(shared[3:])
+    state = run_study.make_state(args)
+    noted = run_study.hardware(state)
+    assert noted.endswith(", shared by 9 runs at once under MPS") and noted.startswith(("CPU, ", "NVIDIA"))
+    state.args = argparse.Namespace(hardware_note=None)
+    assert run_study.hardware(state) == noted.removesuffix(", shared by 9 runs at once under MPS")
 
 
 def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):

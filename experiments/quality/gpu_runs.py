@@ -166,10 +166,10 @@ def pack(args, parser):
 
 
 # --- there: run -----------------------------------------------------------------------------------------------------
-def command(run, carry):
+def command(run, carry, note):
     return [sys.executable, "-m", "experiments.quality.run_study", *(["--extend"] * run["extend"]),
             "--only", run["name"], "--mixed_precision", "no", "--runs_dir", str(carry / "runs"),
-            "--data_dir", str(carry / "data")]
+            "--data_dir", str(carry / "data"), *(["--hardware_note", note] if note else [])]
 
 
 def start_mps():
@@ -206,10 +206,13 @@ def run(args, parser):
     plan, began = json.loads(plan_file.read_text()), time.time()
     logs = args.carry / "logs"
     logs.mkdir(exist_ok=True)
-    print(f"MPS: {'started' if start_mps() else 'not available (the processes take turns on the GPU)'}", flush=True)
+    mps = start_mps()
+    print(f"MPS: {'started' if mps else 'not available (the processes take turns on the device)'}", flush=True)
+    count = len(plan["runs"])  # the records' speed is each run's share of the device
+    note = f"shared by {count} runs at once{' under MPS' * mps}" if count > 1 else None
     processes = []
     for r in plan["runs"]:
-        cmd = command(r, args.carry)
+        cmd = command(r, args.carry, note)
         print("$", " ".join(cmd[1:]), flush=True)
         with open(logs / f"{r['name']}{'.extend' * r['extend']}.log", "a") as log:
             processes.append(subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,

@@ -75,6 +75,8 @@ def make_parser():
                         f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
                         f"many times slower than fp32 ('no'). Recorded in the results file; a run started in one "
                         f"precision is not resumed in another")
+    p.add_argument("--hardware_note", metavar="TEXT", help="added to the hardware each record names: how the device "
+                   "was shared (gpu_runs.py: 'shared by 9 runs at once under MPS')")
     p.add_argument("--list", action="store_true", help="print the runs and whether they are done, then exit")
     p.add_argument("--runs_dir", metavar="DIR", help=f"checkpoints, logs and the tokenizer (default {study.RUNS_DIR})")
     study.add_data_dir_argument(p)
@@ -169,13 +171,15 @@ def training_seconds(train_log):
     return seconds
 
 
-def hardware(env):
+def hardware(state):
     """Where this invocation trains (render.py's Cost table): the GPU train_mlm.py will pick, else the CPU and the
-    threads `env` gives it. Runs on different hardware share the recipe, not the numerics or the speed."""
+    threads it is given, then --hardware_note (how the device was shared, which its speed depends on). Runs on
+    different hardware share the recipe, not the numerics or the speed."""
     import torch
-    if torch.cuda.is_available():
-        return f"{torch.cuda.get_device_name(0)} (CUDA)"
-    return f"CPU, {env['OMP_NUM_THREADS']} thread{'s' * (env['OMP_NUM_THREADS'] != '1')}"
+    threads = state.env["OMP_NUM_THREADS"]
+    device = (f"{torch.cuda.get_device_name(0)} (CUDA)" if torch.cuda.is_available()
+              else f"CPU, {threads} thread{'s' * (threads != '1')}")
+    return ", ".join(filter(None, [device, state.args.hardware_note]))
 
 
 def pretrain(state, r, out, data, **changes):
@@ -270,7 +274,7 @@ def record(state, r, out, cmds, short=None):
             "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
-            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(state.env),
+            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(state),
             "finetune": {}}
 
 
