@@ -419,6 +419,22 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     assert again["hardware"] == "CPU, 1 thread"  # the device was not shared: one run
 
 
+@pytest.mark.parametrize("argv, said", [
+    (["run", "--seconds", "0", "--out", "back"], "--seconds must be positive, got 0.0"),
+    (["pack", "--max_mib", "-1"], "--max_mib must be positive, got -1.0"),
+    (["run", "--seconds", "9", "--out", "back", "--carry", "{tmp}"], "plan.json is missing: run `python -m "
+     "experiments.quality.gpu_runs pack` where the runs are, and carry its folder"),
+    (["unpack", "{tmp}"], "holds no back.tar.gz.NN parts (what `gpu_runs run` writes to --out)"),
+])
+def test_gpu_runs_bad_input_is_one_line_naming_what_to_do(argv, said, tmp_path, capsys):
+    from experiments.quality import gpu_runs
+
+    with pytest.raises(SystemExit) as stop:
+        gpu_runs.main([a.format(tmp=tmp_path) for a in argv])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 2, err  # usage, then the error
+
+
 def test_a_record_names_how_the_device_was_shared():
     """gpu_runs.py runs several runs on one device at once, each getting a share of it: their records say so beside
     the hardware (the Cost table's speeds depend on it), and a run alone there says nothing more."""

@@ -334,6 +334,9 @@ def main(argv=None):
     p.add_argument("back", type=Path, help="the folder holding back.tar.gz.00, ...")
     p.add_argument("--runs_dir", metavar="DIR", help=f"where the runs are (default {study.RUNS_DIR})")
     args = parser.parse_args(argv)
+    for flag in ("seconds", "max_mib"):
+        if getattr(args, flag, 1) <= 0:
+            parser.error(f"--{flag} must be positive, got {getattr(args, flag)}")
     {"pack": pack, "run": run, "unpack": unpack}[args.step](args, parser)
 
 
