@@ -403,7 +403,7 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     further = here / "runs" / name / "checkpoints"
     shutil.copytree(further / "checkpoint_2", further / "checkpoint_3")
     kept = run_script(here, "gpu_runs", "unpack", str(tmp_path / "cut"))
-    assert kept.returncode == 0 and f"{name}: kept the state here (3 updates; 2 returned)" in kept.stdout, kept.stdout
+    assert kept.returncode == 0 and f"{name}: kept the state here and its record (3 updates; 2 returned)" in kept.stdout, kept.stdout
     shutil.rmtree(further / "checkpoint_3")
     worker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "--only", name])
     try:
@@ -433,6 +433,41 @@ def test_gpu_runs_bad_input_is_one_line_naming_what_to_do(argv, said, tmp_path, 
         gpu_runs.main([a.format(tmp=tmp_path) for a in argv])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 2, err  # usage, then the error
+
+
+def test_unpack_keeps_a_state_further_along_here_with_its_record(tmp_path, monkeypatch, capsys):
+    """A run this machine trained past the state the GPU returned keeps its state and its results record (a record
+    from the other state would name figures the kept one never had); every other record returned is put in place."""
+    import io
+    import tarfile
+
+    from experiments.quality import gpu_runs
+
+    monkeypatch.setattr(gpu_runs, "RESULTS", tmp_path / "repo/experiments/quality/results")
+    monkeypatch.setattr(gpu_runs, "REPO", tmp_path / "repo")
+    run = {"name": "a_run_s0", "extend": False}  # no process here names it
+    here = tmp_path / "runs/a_run_s0/checkpoints/checkpoint_500"
+    here.mkdir(parents=True)
+    (here / "model.safetensors").write_text("here")
+    gpu_runs.RESULTS.mkdir(parents=True)
+    (gpu_runs.RESULTS / "a_run_s0.json").write_text('{"from": "here"}')
+    members = {"back.json": json.dumps({"plan": {"runs": [run]}, "returned": [run], "finished": [], "left_there": [],
+                                        "hardware": "GPU"}),
+               "results/a_run_s0.json": '{"from": "there"}', "results/other_s0.json": '{"from": "there"}',
+               "runs/a_run_s0/checkpoints/checkpoint_250/model.safetensors": "there"}
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for name, text in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    (tmp_path / "back").mkdir()
+    (tmp_path / "back/back.tar.gz.00").write_bytes(buffer.getvalue())
+    gpu_runs.main(["unpack", str(tmp_path / "back"), "--runs_dir", str(tmp_path / "runs")])
+    assert "a_run_s0: kept the state here and its record (500 updates; 250 returned)" in capsys.readouterr().out
+    assert json.loads((gpu_runs.RESULTS / "a_run_s0.json").read_text()) == {"from": "here"}
+    assert json.loads((gpu_runs.RESULTS / "other_s0.json").read_text()) == {"from": "there"}
+    assert [c.name for c in here.parent.iterdir()] == ["checkpoint_500"]
 
 
 def test_a_record_names_how_the_device_was_shared():

@@ -16,7 +16,8 @@ machine has it), all in fp32 (`--mixed_precision no`, the precision of issue 47'
 continues the other's checkpoints). At --seconds it stops what still runs and writes to --out: the results files it
 changed, each process's log tail, and the newest state of every run left unfinished, as far as the files allowed
 back hold them. `unpack` puts the results into experiments/quality/results and each returned state into --runs_dir,
-refusing while a process here still works on that run, and keeping a local state that is further along.
+refusing while a process here still works on that run, and keeping a local state that is further along (with
+its results record).
 """
 
 import argparse
@@ -298,7 +299,11 @@ def unpack(args, parser):
         if working:
             parser.error(f"stop the processes here that work on {', '.join(working)} first: the results and state "
                          f"returned replace theirs")
+        kept = [r for r in back["returned"] if progress(runs_dir, r) > progress(tmp / "runs", r)]
+        mine = {f"{'extended/' * r['extend']}{r['name']}.json" for r in kept}  # a kept state keeps its record
         for path in sorted((tmp / "results").rglob("*.json")):
+            if str(path.relative_to(tmp / "results")) in mine:
+                continue
             target = RESULTS / path.relative_to(tmp / "results")
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, target.with_suffix(".json.tmp"))
@@ -306,8 +311,8 @@ def unpack(args, parser):
             print(f"results: {target.relative_to(REPO)}")
         for r in back["returned"]:
             here, there = progress(runs_dir, r), progress(tmp / "runs", r)
-            if here > there:
-                print(f"{r['name']}: kept the state here ({here} updates; {there} returned)")
+            if r in kept:
+                print(f"{r['name']}: kept the state here and its record ({here} updates; {there} returned)")
                 continue
             for folder in state_folders(tmp / "runs", r):  # each folder returned replaces its counterpart here
                 shutil.rmtree(runs_dir / folder.relative_to(tmp / "runs"), ignore_errors=True)
