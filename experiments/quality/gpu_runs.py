@@ -57,31 +57,33 @@ def incomplete(record, r, checked=True):
     return r["model_type"] != "peer" and not {str(s) for s in study.FINETUNE_SEEDS} <= set(record["finetune"])
 
 
-def open_runs(results=RESULTS):
+def record(path):
+    """A results file, or None where it is not written yet."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def open_runs():
     """[{"name", "extend"}] for every run of the study and every extension run_study.py has not finished, in the
     study's order (its runs first, then the extensions)."""
-    def load(path):
-        return json.loads(path.read_text()) if path.exists() else None
-
     todo = [{"name": r["name"], "extend": False} for r in study.RUNS
-            if incomplete(load(results / f"{r['name']}.json"), r, checked=False)]
+            if incomplete(record(RESULTS / f"{r['name']}.json"), r, checked=False)]
     by_name = {r["name"]: r for r in study.RUNS}
     for name in study.EXTENDED:
-        points = (load(results / "extended" / f"{name}.json") or {}).get("points", {})
+        points = (record(RESULTS / "extended" / f"{name}.json") or {}).get("points", {})
         if any(incomplete(points.get(str(steps)), by_name[name]) for steps in study.EXTENDED_STEPS):
             todo.append({"name": name, "extend": True})
     return todo
 
 
-def state_folders(runs_dir, run, results=RESULTS):
+def state_folders(runs_dir, run):
     """The folders of `runs_dir` that hold a run's state: its training folder, a short phase's and a peer's start
     folder; an extension's training folder and the snapshot (that point's model) of each point not yet checked and
     finetuned."""
     if run["extend"]:
-        record = json.loads(path.read_text()) if (path := results / "extended" / f"{run['name']}.json").exists() else {}
+        points = (record(RESULTS / "extended" / f"{run['name']}.json") or {}).get("points", {})
         r = next(r for r in study.RUNS if r["name"] == run["name"])
         names = [f"extended/{run['name']}", *(f"extended/{run['name']}_step{s}" for s in study.EXTENDED_STEPS
-                                               if incomplete(record.get("points", {}).get(str(s)), r))]
+                                               if incomplete(points.get(str(s)), r))]
     else:
         names = [run["name"], f"{run['name']}_short", f"{run['name']}_start"]
     return [runs_dir / name for name in names if (runs_dir / name).is_dir()]
