@@ -513,12 +513,28 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
     assert "## Longer: delay or ceiling (issue 47)" in report
     row = next(line for line in report.splitlines() if line.startswith(f"| {name} | no, CPU, 1 thread |"))
     assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "6")] == [True] * 2
-    assert row.endswith("undecided: not within 6 updates |")  # no extended baseline to reach here
+    assert row.endswith("undecided: the baseline's extended run has no 4-update point yet |")  # the budget: 4
     again = run_script(root, "run_study", "--extend", "--only", name)
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
     # Only the runs of study.EXTENDED extend.
     other = run_script(root, "run_study", "--extend", "--only", "roberta_n32_s0")
     assert other.returncode == 2 and "only these runs are extended: " + name in other.stderr, other.stderr
+
+
+@pytest.mark.parametrize("level, gaps, ppl_30k, said", [
+    (80.0, [50.0, 20.0, 5.0], 70.0, "delay: the baseline's 10,000-update perplexity after 30,000 updates"),
+    (60.0, [50.0, 20.0, 20.0], 70.0, "ceiling: not within 30,000 updates, and the gap did not shrink"),
+    (60.0, [50.0, 20.0, 10.0], 70.0, "undecided: not within 30,000 updates"),
+    (60.0, [50.0, 20.0], None, "undecided: not within 20,000 updates (still running)"),
+    (None, [None, None, None], 70.0, "undecided: the baseline's extended run has no 10,000-update point yet")])
+def test_an_extended_run_reads_as_delay_ceiling_or_undecided(level, gaps, ppl_30k, said):
+    """Each verdict of the longer runs, from a curve and the gaps at each stop (the baseline's 10k level given)."""
+    from experiments.quality import render
+
+    points = {"10000": {}, "20000": {}, **({"30000": {}} if ppl_30k else {})}
+    curve = [{"step": 10000, "perplexity": 200.0}, {"step": 20000, "perplexity": 90.0},
+             *([{"step": 30000, "perplexity": ppl_30k}] if ppl_30k else [])]
+    assert render.longer_verdict({"curve": curve, "points": points}, level, gaps).startswith(said)
 
 
 def test_run_study_lists_and_rejects_unknown_runs(ran):
