@@ -257,11 +257,12 @@ def longer_verdict(r, base_level, gaps):
     """Delay: the run reaches the baseline's perplexity at the study's budget within the extension. Ceiling: it
     has not by the last stop and its gap to the baseline did not shrink over the last stretch. Undecided: neither,
     or no baseline to reach yet (then "not within" would read as a miss)."""
+    budget = f"{study.PRETRAIN['max_steps']:,}"
     if base_level is None:
-        return words("no_baseline", budget=f"{study.PRETRAIN['max_steps']:,}")
+        return words("no_baseline", budget=budget)
     at = next((p["step"] for p in r["curve"] if p["perplexity"] <= base_level), None)
     if at is not None:
-        return words("delay", budget=f"{study.PRETRAIN['max_steps']:,}", at=f"{at:,}")
+        return words("delay", budget=budget, at=f"{at:,}")
     done, known = str(max(study.EXTENDED_STEPS)) in r["points"], [g for g in gaps if g is not None]
     if done and len(known) >= 2 and known[-1] >= known[-2]:
         return words("ceiling", last=f"{max(study.EXTENDED_STEPS):,}")
