@@ -47,7 +47,7 @@ wheelhouse: setup
 # time and memory against RoBERTa and ModernBERT, the largest batch that fits, fp16 and bf16 MLM updates, FSDP2
 # and its resume); results in benchmarks/results/gpu, rewritten after every step. On the offline GPU machine:
 # `make gpu-check WHEELHOUSE=wheelhouse` installs the wheelhouse beside the image's packages (its torch untouched)
-# and runs the check with its python3. Never run on a GPU yet; its CPU dry run is a test.
+# and runs the check with its python3. First run on an H200 (docs/benchmarks.md, "On a GPU"); its CPU dry run is a test.
 GPU_SITE ?= /tmp/linformer-site
 ifdef WHEELHOUSE
 gpu-check:

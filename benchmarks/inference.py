@@ -297,7 +297,8 @@ def render(args, info, dims, baselines, ks, plan, rows, skipped):
         if not args.no_memory:
             md.append(ratio_table(rows, plan, ks, f"mem_saved_vs_{b}", paper_m, f"Memory saved vs {display(model)}"))
     md.append(per_token_table(rows, plan))
-    md += ["**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a 2048^3 matmul timed right before "
+    side = info.get("matmul_probe_size", 2048)  # results before the GPU probe's size was recorded used 2048
+    md += [f"**Absolute numbers.** % of peak: achieved FLOP/s over the FLOP/s of a {side}^3 matmul timed right before "
            "and after each run of that model (median), i.e. the machine's speed at that moment; in brackets, over the "
            "best matmul of the whole run (a lower bound when neighbours slow the machine down). n/a: FLOPs not counted "
            "for that attention kernel.", "",
@@ -396,8 +397,9 @@ def main(argv=None):
     bytes_per = torch.finfo(dtype).bits // 8
 
     # the machine's matmul peak, first estimate (for skipping)
-    peak_fn, peak_flops = measure.matmul_peak(device, dtype, size=256 if args.tiny else 2048)
-    peak_est = measure.matmul_rate(device, dtype, size=256 if args.tiny else 2048)
+    size = measure.probe_size(device, args.tiny)
+    peak_fn, peak_flops = measure.matmul_peak(device, dtype, size)
+    peak_est = measure.matmul_rate(device, dtype, size)
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else measure.available_bytes()
     budget = args.mem_budget * free
     print(f"device {device}, dtype {args.dtype}, threads {torch.get_num_threads()}, matmul peak ~{peak_est / 1e9:.0f} "
@@ -410,7 +412,7 @@ def main(argv=None):
     rows = time_runs(args, plan, dims, device, peak_fn, peak_flops, skips)
     add_ratios(rows, baselines)
 
-    info = harness.machine_info(device)
+    info = dict(harness.machine_info(device), matmul_probe_size=size)
     command = harness.command_line("benchmarks.inference", argv)
     md = render(args, info, dims, baselines, ks, plan, rows, skips.skipped)
     print("\n" + md)

@@ -149,7 +149,7 @@ def save(args, argv, info, dims, budget, rows, skipped, baselines):
 def main(argv=None):
     args, ns, ks, baselines, device, dtype, dims = parse_args(argv)
     bytes_per = torch.finfo(dtype).bits // 8
-    peak_rate = measure.matmul_rate(device, dtype, size=256 if args.tiny else 2048)
+    peak_rate = measure.matmul_rate(device, dtype, measure.probe_size(device, args.tiny))
     free = torch.cuda.mem_get_info(device)[0] if device.type == "cuda" else measure.available_bytes()
     budget = args.mem_gib * 2**30 if args.mem_gib else 0.95 * free
     info, rows, skips = harness.machine_info(device), [], measure.Skips()

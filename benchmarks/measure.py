@@ -68,11 +68,18 @@ def stats(samples):
     return dict(median=statistics.median(s), min=s[0], max=s[-1], q1=q[0], q3=q[2], n=len(s))
 
 
+def probe_size(device, tiny=False):
+    """The side of the probe matmul: the smallest square one that runs at the machine's full matmul rate. On a CPU
+    core 2048^3 runs at the same FLOP/s as 4096^3 and is short enough (~0.2 s) to be taken often; a GPU needs
+    8192^3 (about 1.4 ms on an H200): the first GPU check timed 2048^3 there at 100-400 TFLOP/s, below its
+    790, and so put models above 100% of the peak."""
+    return 256 if tiny else 8192 if torch.device(device).type == "cuda" else 2048
+
+
 def matmul_peak(device, dtype, size=2048):
     """A square matmul in the benchmark's dtype: (fn, flops). Timed right before and after every model
     run (see time_interleaved), its FLOP/s is the machine's matmul peak at that moment, which the
-    model's achieved FLOP/s is compared to. 2048^3 runs at the same FLOP/s as 4096^3 and the model's own
-    GEMMs here, and is short enough (~0.2 s on one core) to be taken often."""
+    model's achieved FLOP/s is compared to (size: probe_size)."""
     g = torch.Generator().manual_seed(0)
     a = torch.randn(size, size, generator=g).to(device=device, dtype=dtype)
     b = torch.randn(size, size, generator=g).to(device=device, dtype=dtype)

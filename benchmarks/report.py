@@ -166,9 +166,13 @@ def gpu_block(gpu_dir):
     blocks = [words("gpu_ran", command=check["command"], gpu=machine.get("gpu", "?"), torch=machine["torch"],
                     commit=machine.get("git_head", "?"),
                     steps=", ".join(f"{name} {e['status']} ({e['seconds']:.0f} s)" for name, e in steps.items()))]
-    if inference_tags := [tag for tag in ran if tag.startswith("inference_")]:
+    inference_tags = [tag for tag in ran if tag.startswith("inference_")]
+    batch_tags = [tag for tag in ran if tag.startswith("max_batch")]
+    if inference_tags and batch_tags:
+        blocks.append(gpu_reading([result(tag) for tag in inference_tags], result(batch_tags[0])))
+    if inference_tags:
         blocks.append(words("gpu_inference", rows=gpu_inference_rows(map(result, inference_tags))))
-    blocks += [gpu_max_batch_table(result(tag)) for tag in ran if tag.startswith("max_batch")]
+    blocks += [gpu_max_batch_table(result(tag)) for tag in batch_tags]
     if mlm := [steps[name] for name in ran if name.startswith("mlm_")]:
         blocks.append(words("gpu_mlm", rows=body([e["precision"], e["updates"], f"{e['tokens_per_second']:,.0f}",
                                                   f"{e['peak_memory_gb']:.1f} GiB", number(e["skipped_updates"], "")]
@@ -178,6 +182,41 @@ def gpu_block(gpu_dir):
                             difference=f"{fsdp['max_relative_loss_difference']:.2g}",
                             weights="bit-identical" if fsdp["bit_exact"] else "not bit-identical"))
     return "\n\n".join(blocks)
+
+
+def gpu_reading(inference_results, batch_result):
+    """What a GPU user asks first, read off the tables below: Linformer's throughput against sdpa at the largest
+    batch run, its memory against sdpa, where batch 1 is slower, and whether the run's matmul probe can be trusted."""
+    from benchmarks import gpu_check  # imports torch: only once there are GPU results
+
+    lin = lambda r, k: sorted((row for row in r["rows"] if row["k"] == k), key=lambda row: row["n"])  # noqa: E731
+    k = min(row["k"] for row in batch_result["rows"] if row["k"])
+    throughput = ", ".join(f"{ratio(row['time_per_token_saved_vs_sdpa'])} at n = {row['n']}"
+                           for row in lin(batch_result, k) if row.get("time_per_token_saved_vs_sdpa"))
+    rows = [row for r in inference_results for row in r["rows"] if row["k"]]
+    memory = sorted(row["mem_saved_vs_sdpa"] for row in rows if row.get("mem_saved_vs_sdpa"))
+    slower = sorted({row["n"] for row in rows if row.get("time_saved_vs_sdpa", 1) < 1})
+    times = sorted(row["time_saved_vs_sdpa"] for row in rows if row.get("time_saved_vs_sdpa", 1) < 1)
+    smallest = min(row["n"] for row in rows)
+    busiest = max(row["gflop_per_s"] for r in inference_results for row in r["rows"]
+                  if row["n"] == smallest and row.get("gflop_per_s"))
+    bullets = [words("gpu_reading", k=k, precision=precision(batch_result), throughput=throughput,
+                     cap=f"{batch_result['args']['max_forward_s']:g}")]
+    span = lambda values: "-".join(dict.fromkeys([ratio(values[0]), ratio(values[-1])]))  # noqa: E731  "1.0x", "2.0x-4.0x"
+    bullets.append(words("gpu_same_memory" if memory[-1] < 1.1 else "gpu_less_memory", memory=span(memory)))
+    if slower:
+        bullets.append(words("gpu_batch1_slower", slower=", ".join(map(str, slower)), smallest=smallest,
+                             times=span(times), tflops=f"{busiest / 1e3:.0f}",
+                             share=f"{busiest * 1e9 / gpu_check.MATMUL_PEAK:.0%}",
+                             peak=f"{gpu_check.MATMUL_PEAK / 1e12:.0f}"))
+    reading = "\n".join(bullets)
+    over = [row for r in inference_results if "matmul_probe_size" not in r["machine"]
+            for row in r["rows"] if (row.get("frac_of_peak") or 0) > 1]
+    if over:
+        probes = sorted(row["peak_gflop_per_s"] for r in inference_results for row in r["rows"])
+        reading += "\n\n" + words("gpu_probe", low=f"{probes[0] / 1e3:.0f}", high=f"{probes[-1] / 1e3:.0f}",
+                                    most=f"{max(row['frac_of_peak'] for row in over):.0%}")
+    return reading
 
 
 def gpu_inference_rows(results):
@@ -202,7 +241,8 @@ def gpu_max_batch_table(r):
              f"{row['time_per_token_s'] * 1e6:.3g} us at batch {row['batch']}",
              *((f"{ratio(row.get(ours))} ({ratio(paper.get(row['n'], {}).get(row['k']))})" if row["k"] else "-")
                for ours, paper in (("batch_ratio_vs_eager", inference.PAPER_MEMORY),
-                                   ("time_per_token_saved_vs_eager", inference.PAPER_TIME)))] for row in r["rows"]]
+                                   ("time_per_token_saved_vs_eager", inference.PAPER_TIME))),
+             ratio(row.get("time_per_token_saved_vs_sdpa")) if row["k"] else "-"] for row in r["rows"]]
     return words("gpu_max_batch", budget=harness.fmt_bytes(r["budget_bytes"]), precision=precision(r),
                  command=r["command"], rows=body(rows))
 

@@ -177,7 +177,7 @@ def run(args, grid, baselines, device, dtype, dims):
     """The rows (one per model and n that trained) and the skipped models with their reasons."""
     amp = None if args.dtype == "float32" else args.dtype  # fp32 weights (Accelerate's master weights), autocast
     limit = memory_limit(args, device)
-    rate = measure.matmul_rate(device, dtype, 256 if args.tiny else 2048) if args.max_step_s else None
+    rate = measure.matmul_rate(device, dtype, measure.probe_size(device, args.tiny)) if args.max_step_s else None
     rows, skips = [], measure.Skips()
     for n, ks in grid.items():
         specs = []

@@ -234,13 +234,16 @@ def test_report_gpu_section_pending_then_generated_from_the_results(tmp_path):
     assert pending.startswith("**Pending: no GPU figure yet.**") and "| total |" in pending
     row = dict(n=4096, k=128, model="linformer-sdpa", time_saved_vs_eager=4.0, mem_saved_vs_eager=10.0,
                time_saved_vs_sdpa=1.5, mem_saved_vs_sdpa=2.0, time_saved_vs_modernbert=2.0, mem_saved_vs_modernbert=3.0,
-               paper_time_saved=3.4, paper_mem_saved=14)
-    sdpa = dict(n=4096, k=None, model="roberta-sdpa", sdpa_kernels=["flash_attention"])
-    harness.save_json(str(tmp_path / "inference_cuda_fp16_b1.json"), dict(args=dict(dtype="float16"), rows=[row, sdpa]))
+               paper_time_saved=3.4, paper_mem_saved=14, gflop_per_s=5e4, frac_of_peak=0.2, peak_gflop_per_s=2.5e5)
+    sdpa = dict(n=4096, k=None, model="roberta-sdpa", sdpa_kernels=["flash_attention"], gflop_per_s=8e4,
+                frac_of_peak=0.3, peak_gflop_per_s=2.6e5)
+    inference = dict(args=dict(dtype="float16"), rows=[row, sdpa], machine=dict(matmul_probe_size=8192))
+    harness.save_json(str(tmp_path / "inference_cuda_fp16_b1.json"), inference)
     batch = dict(n=4096, k=128, model="linformer-sdpa", largest_batch=800, largest_batch_confirmed=True, batch=800,
-                 time_per_token_s=2e-7, batch_ratio_vs_eager=16.0, time_per_token_saved_vs_eager=3.0)
-    harness.save_json(str(tmp_path / "max_batch_cuda_fp16.json"), dict(args=dict(dtype="float16"), rows=[batch],
-                                                                         budget_bytes=75 * 2**30, command="python -m x"))
+                 time_per_token_s=2e-7, batch_ratio_vs_eager=16.0, time_per_token_saved_vs_eager=3.0,
+                 time_per_token_saved_vs_sdpa=2.5)
+    harness.save_json(str(tmp_path / "max_batch_cuda_fp16.json"), dict(
+        args=dict(dtype="float16", max_forward_s=0.2), rows=[batch], budget_bytes=75 * 2**30, command="python -m x"))
     steps = {"inference_cuda_fp16_b1": dict(status="ok", seconds=50), "max_batch_cuda_fp16": dict(status="ok", seconds=60),
              "mlm_fp16": dict(status="cut", seconds=90)}
     harness.save_json(str(tmp_path / "gpu_check.json"), dict(command="python -m benchmarks.gpu_check", steps=steps,
@@ -248,7 +251,19 @@ def test_report_gpu_section_pending_then_generated_from_the_results(tmp_path):
     done = report.gpu_block(str(tmp_path))
     assert "on NVIDIA H100 80GB HBM3" in done and "mlm_fp16 cut (90 s)" in done
     assert "| fp16 | 4096 | 128 | 4.0x / 10x | 3.4x / 14x | time met; memory **missed** | 1.5x / 2.0x (flash_attention)" in done
-    assert "| 4096 | Linformer | 128 | 800 | 0.2 us at batch 800 | 16x (14x) | 3.0x (3.4x) |" in done
+    assert "| 4096 | Linformer | 128 | 800 | 0.2 us at batch 800 | 16x (14x) | 3.0x (3.4x) | 2.5x |" in done
+    assert "faster than RoBERTa with PyTorch's sdpa by 2.5x at n = 4096." in done
+    assert "peak activation memory is 2.0x smaller than RoBERTa-sdpa's" in done
+    assert "slower" not in done and "% of matmul peak" not in done
+
+    # the first GPU run's facts: the same memory as sdpa, slower at batch 1, and a probe too small for the GPU
+    row.update(mem_saved_vs_sdpa=1.0, time_saved_vs_sdpa=0.8, frac_of_peak=3.1, peak_gflop_per_s=9e4)
+    del inference["machine"]["matmul_probe_size"]
+    harness.save_json(str(tmp_path / "inference_cuda_fp16_b1.json"), inference)
+    done = report.gpu_block(str(tmp_path))
+    assert "**No memory saved against a fused kernel.** Per sequence, Linformer's peak activation memory is 1.0x " in done
+    assert "slower than RoBERTa-sdpa at n = 4096 (0.8x): " in done and "no model passes 80 TFLOP/s" in done
+    assert "ran at 90-260 TFLOP/s on this GPU, too small to reach the GPU's rate, which put models at up to 310%" in done
 
 
 def test_inference_modernbert_bf16_batch_tiny(tmp_path):

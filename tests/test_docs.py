@@ -75,9 +75,6 @@ OTHER_TOOLS = {"--cpu": "accelerate launch", "--multi_gpu": "accelerate launch",
                "--target": "pip install", "--private": "hf upload"}
 # Spellings the docs name as refused (docs/training.md: the old names of renamed flags).
 REFUSED = {"--keep_last_checkpoints", "--model.KEY"}
-# Repository paths the docs name before they exist: what a command writes that is not committed yet. Each must not
-# exist, so that when it is committed this entry goes, and with it what the docs say about its absence.
-NOT_YET = {"benchmarks/results/gpu": "make gpu-check writes it; no GPU check result is committed yet"}
 
 
 def _python_files():
@@ -267,8 +264,8 @@ def expand(path):
 
 def path_problems(text, page):
     """Repository paths a page names that do not exist: relative links (from the page's folder), and in code,
-    paths under a top-level folder of the repository (from its root, where commands run). Outputs (.gitignore,
-    NOT_YET), paths outside the repository, in another commit (`git show REV:path`) and placeholders
+    paths under a top-level folder of the repository (from its root, where commands run). Outputs (.gitignore),
+    paths outside the repository, in another commit (`git show REV:path`) and placeholders
     (`tests/test_NAME.py`) are not checked."""
     top = {p.name for p in REPO.iterdir() if not p.name.startswith(".") and not ignored(p.name)} | {".ci"}
     named = [(link, page.parent) for link in re.findall(r"\]\(([^)\s]+)\)", text)
@@ -286,8 +283,7 @@ def path_problems(text, page):
             if not full.startswith(str(REPO) + os.sep):
                 continue  # outside the repository (../shared/data)
             rel = os.path.relpath(full, REPO)
-            if glob.glob(full) or ignored(rel) or placeholder(each) or any(
-                    rel == out or rel.startswith(out + "/") for out in NOT_YET):
+            if glob.glob(full) or ignored(rel) or placeholder(each):
                 continue
             yield f"{name} does not exist", rel
 
@@ -304,11 +300,6 @@ def test_docs_name_only_flags_files_and_targets_that_exist(page, programs):
     problems = [*command_problems(text, programs, make_targets()), *prose_flag_problems(text, programs, folder),
                 *path_problems(text, page)]
     assert not problems, "\n".join(f"{page.relative_to(REPO)}: {what}  [{where}]" for what, where in problems)
-
-
-def test_outputs_named_before_they_exist_do_not_exist_yet():
-    """When one is committed, its NOT_YET entry goes, and so must what the docs say about its absence."""
-    assert not [out for out in NOT_YET if (REPO / out).exists()]
 
 
 def test_the_checks_find_a_wrong_flag_file_or_target(programs):
