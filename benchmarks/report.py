@@ -151,14 +151,7 @@ def serving_block(res):
 
 
 def gpu_block(gpu_dir):
-    """The GPU section: generated from `make gpu-check`'s results when they exist, else why they are pending and
-    the plan the check will run."""
-    if not os.path.isfile(os.path.join(gpu_dir, "gpu_check.json")):
-        from benchmarks import gpu_check
-
-        plan, _ = gpu_check.plan_table(gpu_check.gpu_steps(gpu_check.plan_for(argparse.Namespace(
-            dry_run=False, work_dir=None, mlm_steps=gpu_check.MLM_STEPS))))
-        return words("gpu_pending", usable=f"{gpu_check.USABLE:.0%}", plan=plan)
+    """The GPU section, from `make gpu-check`'s results (its plan is in their gpu_check.md)."""
     check = json.load(open(os.path.join(gpu_dir, "gpu_check.json")))
     machine, steps = check["machine"], check["steps"]
     ran = [name for name, entry in steps.items() if entry["status"] == "ok"]
