@@ -435,6 +435,17 @@ def test_gpu_runs_bad_input_is_one_line_naming_what_to_do(argv, said, tmp_path, 
     assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 2, err  # usage, then the error
 
 
+def test_gpu_runs_fitting_takes_states_in_order_while_they_fit():
+    """What comes back from a call, and what pack warns of: each state in order while the room holds it, a larger
+    one skipped for smaller ones after it (the first GPU loan of the study ran six runs and could return three)."""
+    from experiments.quality.gpu_runs import fitting
+
+    sizes = {"a": 18, "b": 25, "c": 18, "d": 18, "e": 5}
+    assert fitting(list(sizes), sizes.get, 60) == (["a", "b", "e"], ["c", "d"])
+    assert fitting(list(sizes), sizes.get, 43) == (["a", "b"], ["c", "d", "e"])
+    assert fitting(list(sizes), sizes.get, 17) == (["e"], ["a", "b", "c", "d"])
+
+
 def test_unpack_keeps_a_state_further_along_here_with_its_record(tmp_path, monkeypatch, capsys):
     """A run this machine trained past the state the GPU returned keeps its state and its results record (a record
     from the other state would name figures the kept one never had); every other record returned is put in place."""

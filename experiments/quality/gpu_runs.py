@@ -117,6 +117,16 @@ def state_size(runs_dir, run):
     return sum(p.stat().st_size for folder in state_folders(runs_dir, run) for p in kept_files(folder))
 
 
+def fitting(runs, size_of, room):
+    """(the runs whose states fit in `room` bytes, taken in order, and the others): what comes back from a call."""
+    fit, left = [], []
+    for run in runs:
+        size = size_of(run)
+        (fit if size <= room else left).append(run)
+        room -= size if size <= room else 0
+    return fit, left
+
+
 def copy_state(runs_dir, run, dest):
     for folder in state_folders(runs_dir, run):
         for path in kept_files(folder):
@@ -166,6 +176,14 @@ def pack(args, parser):
     for run in left:
         print(f"  {run['name']}: its state ({run['mib']} MiB) does not fit --max_mib; it starts afresh there, and "
               f"unpack keeps the state here unless the one returned is further along")
+    # a run starts afresh there at the size of the largest state here: the study's runs differ little
+    typical = max((state_size(runs_dir, r) for r in runs), default=0)
+    back, lost = fitting(sorted(runs, key=lambda r: -progress(runs_dir, r)), lambda r: state_size(runs_dir, r) or typical,
+                         BACK_PART * BACK_PARTS - 2**20)
+    if lost:
+        print(f"  about {len(back)} of the {len(runs)} runs' states fit in what a call returns "
+              f"({BACK_PARTS * BACK_PART / 2**20:.0f} MiB): an unfinished run beyond them trains there for nothing; "
+              f"`--only` picks fewer ({', '.join(r['name'] for r in lost)} would not fit)")
 
 
 # --- there: run -----------------------------------------------------------------------------------------------------
@@ -236,11 +254,8 @@ def bring_back(args, plan, began, codes):
     runs_dir, still_open = args.carry / "runs", open_runs()
     changed = [p for p in RESULTS.rglob("*.json") if p.stat().st_mtime >= began]
     room = BACK_PART * BACK_PARTS - sum(p.stat().st_size for p in changed) - 2**20
-    returned, left = [], []
-    for r in sorted((r for r in still_open if r in plan["runs"]), key=lambda r: -progress(runs_dir, r)):
-        size = state_size(runs_dir, r)
-        (returned if size <= room else left).append(r)
-        room -= size if size <= room else 0
+    returned, left = fitting(sorted((r for r in still_open if r in plan["runs"]), key=lambda r: -progress(runs_dir, r)),
+                             lambda r: state_size(runs_dir, r), room)
     import torch
     back = {"plan": plan, "exit_codes": codes, "seconds": round(time.time() - began, 1),
             "hardware": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU",
