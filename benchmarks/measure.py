@@ -76,7 +76,7 @@ def probe_size(device, tiny=False):
     return 256 if tiny else 8192 if torch.device(device).type == "cuda" else 2048
 
 
-def matmul_peak(device, dtype, size=2048):
+def matmul_peak(device, dtype, size):
     """A square matmul in the benchmark's dtype: (fn, flops). Timed right before and after every model
     run (see time_interleaved), its FLOP/s is the machine's matmul peak at that moment, which the
     model's achieved FLOP/s is compared to (size: probe_size)."""
@@ -86,7 +86,7 @@ def matmul_peak(device, dtype, size=2048):
     return (lambda: torch.mm(a, b)), 2 * size ** 3
 
 
-def matmul_rate(device, dtype, size=2048):
+def matmul_rate(device, dtype, size):
     """A first estimate of the machine's matmul FLOP/s (median of 3 after a warm-up): what an analytic FLOP
     count is divided by to estimate a run's time before deciding to run it."""
     fn, flops = matmul_peak(device, dtype, size)

@@ -196,7 +196,8 @@ def gpu_reading(inference_results, batch_result):
     bullets = [words("gpu_reading", k=k, precision=precision(batch_result), throughput=throughput,
                      cap=f"{batch_result['args']['max_forward_s']:g}")]
     span = lambda values: "-".join(dict.fromkeys([ratio(values[0]), ratio(values[-1])]))  # noqa: E731  "1.0x", "2.0x-4.0x"
-    bullets.append(words("gpu_same_memory" if memory[-1] < 1.1 else "gpu_less_memory", memory=span(memory)))
+    if memory:  # a run with --no-memory has none
+        bullets.append(words("gpu_same_memory" if memory[-1] < 1.1 else "gpu_less_memory", memory=span(memory)))
     if slower:
         bullets.append(words("gpu_batch1_slower", slower=", ".join(map(str, slower)), smallest=smallest,
                              times=span(times), tflops=f"{busiest / 1e3:.0f}",
