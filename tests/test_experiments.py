@@ -386,6 +386,7 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     assert [c.name for c in (here / "gpu_carry/runs" / name / "checkpoints").iterdir()] == ["checkpoint_2"]
     assert (here / "gpu_carry/runs/tokenizer/tokenizer.json").exists()
     assert (here / "gpu_carry/data/rotten_tomatoes/train.csv").exists()
+    assert study.hardware_log(here / "gpu_carry/runs" / name).exists()  # where its updates so far ran travels along
     shutil.copytree(here, there, symlinks=True, ignore=lambda folder, names: ["runs"] * (Path(folder) == here))
 
     cut = run_script(there, "gpu_runs", "run", "--seconds", "0.5", "--out", str(tmp_path / "cut"))
@@ -393,6 +394,7 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     names, back = unpacked(tmp_path / "cut")
     assert back["finished"] == [] and back["returned"] == [{"name": name, "extend": False}], back
     assert back["exit_codes"] == {name: -15} and f"runs/{name}/checkpoints/checkpoint_2/model.safetensors" in names
+    assert f"runs/{name}.hardware.jsonl" in names  # with where its updates ran: here, then there from update 2
     done = run_script(there, "gpu_runs", "run", "--seconds", "500", "--out", str(tmp_path / "done"))
     assert done.returncode == 0, done.stderr[-3000:]
     names, back = unpacked(tmp_path / "done")
@@ -479,6 +481,49 @@ def test_unpack_keeps_a_state_further_along_here_with_its_record(tmp_path, monke
     assert json.loads((gpu_runs.RESULTS / "a_run_s0.json").read_text()) == {"from": "here"}
     assert json.loads((gpu_runs.RESULTS / "other_s0.json").read_text()) == {"from": "there"}
     assert [c.name for c in here.parent.iterdir()] == ["checkpoint_500"]
+
+
+def test_a_run_moved_between_machines_records_where_each_stretch_trained(tmp_path):
+    """A run trained first on a GPU (gpu_runs.py), then resumed on a CPU, names both with their updates, seconds and
+    speeds, and the Cost table gives each its row; a record split without seconds keeps one row and no speed."""
+    import argparse
+    from types import SimpleNamespace
+
+    from experiments.quality import render, run_study
+    from linformer_training.checkpoints import STATE_FILE
+
+    state = SimpleNamespace(env={"OMP_NUM_THREADS": "1"}, args=argparse.Namespace(hardware_note=None))
+    folder = tmp_path / "runs" / "roberta_n32_s0"
+    checkpoint = folder / "checkpoints" / "checkpoint_4"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / STATE_FILE).write_text("{}")
+    study.hardware_log(folder).write_text(json.dumps({"after_step": 0, "hardware": "GPU, shared by 2 runs"}) + "\n")
+    run_study.note_hardware(state, folder)  # resumed here from its checkpoint at update 4
+    assert [json.loads(line)["after_step"] for line in open(study.hardware_log(folder))] == [0, 4]
+    # windows of 2 updates: 100 tokens each, at 50 tokens/s there and 10 here; a window cut by the move is logged
+    # again by the resumed run, which truncates the log to its checkpoint
+    windows = [{"step": s, "train_loss": 1.0, "tokens_seen": 50 * s, "tokens_per_second": 50 if s <= 4 else 10}
+               for s in (2, 4, 6, 8)]
+    evals = [{"step": s, "eval_loss": 1.0, "eval_perplexity": math.e} for s in (4, 8)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(m) + "\n" for m in [*windows, *evals]))
+    (folder / "train_config.yaml").write_text("mixed_precision: 'no'\n")
+    r = {"name": "roberta_n32_s0", "seed": 0}
+    rec = run_study.record(state, r, folder, [[sys.executable, "train_mlm.py"]])
+    assert rec["hardware_segments"] == [
+        {"hardware": "GPU, shared by 2 runs", "first_step": 1, "last_step": 4, "seconds": 4.0, "tokens_seen": 200},
+        {"hardware": "CPU, 1 thread", "first_step": 5, "last_step": 8, "seconds": 20.0, "tokens_seen": 200}]
+    assert rec["hardware"] == "GPU, shared by 2 runs (updates 1-4); CPU, 1 thread (updates 5-8)"
+    assert rec["pretrain_seconds"] == 24.0
+    rec["finetune"] = {"0": {"seconds": 360.0}}
+    page = render.cost(SimpleNamespace(results=[rec]))
+    assert "| roberta_n32_s0 | GPU, shared by 2 runs, updates 1-4 | 50 | 0.1 |" in page["runs"]
+    assert "| roberta_n32_s0 | CPU, 1 thread, updates 5-8 | 10 | 0.3 |" in page["runs"]
+    assert "| CPU, 1 thread | 1 | 0.01 | 0.10 |" in page["hardware"]  # finetuned where pretraining ended
+    unsplit = {**rec, "hardware_segments": [{**seg, "seconds": None} for seg in rec["hardware_segments"]]}
+    assert render.cost(SimpleNamespace(results=[unsplit]))["runs"] == f"| roberta_n32_s0 | {rec['hardware']} | - | 0.4 |"
+    # a folder with no notes (trained before they were kept) ran where this invocation runs
+    study.hardware_log(folder).unlink()
+    assert run_study.record(state, r, folder, [[sys.executable, "train_mlm.py"]])["hardware"] == "CPU, 1 thread"
 
 
 def test_a_record_names_how_the_device_was_shared():

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from experiments.masked_lm.run import STEPS, command, minilm
-from experiments.quality.run_study import training_seconds  # both read train_mlm.py's metrics.jsonl
+from experiments.quality.run_study import window_seconds  # both read train_mlm.py's metrics.jsonl
 from experiments.shared import REPO
 
 
@@ -25,7 +25,7 @@ def collect(runs):
                 "curve": [{"step": r["step"], "tokens": tokens.get(r["step"]), "perplexity": r["eval_perplexity"]}
                           for r in records if "eval_perplexity" in r],
                 "tokens": trained[-1]["tokens_seen"] if trained else 0,
-                "hours": training_seconds(trained) / 3600, "command": command_of(step, runs)}
+                "hours": sum(window_seconds(trained)) / 3600, "command": command_of(step, runs)}
         elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
             scores = json.loads((folder / "eval_results.json").read_text())
             validation = Path(step["options"]["validation_file"].format(runs=runs))

@@ -104,7 +104,10 @@ def progress(runs_dir, run):
 
 
 def kept_files(folder):
-    """A state folder's files worth carrying: all but logs and every checkpoint older than the newest."""
+    """A state folder's files worth carrying: all but logs and every checkpoint older than the newest; and the notes
+    of where it trained, beside it (study.hardware_log)."""
+    if study.hardware_log(folder).exists():
+        yield study.hardware_log(folder)
     newest = newest_checkpoint(folder)
     for path in sorted(folder.rglob("*")):
         inside = path.relative_to(folder).parts
@@ -334,6 +337,9 @@ def unpack(args, parser):
             for folder in state_folders(tmp / "runs", r):  # each folder returned replaces its counterpart here
                 shutil.rmtree(runs_dir / folder.relative_to(tmp / "runs"), ignore_errors=True)
                 shutil.copytree(folder, runs_dir / folder.relative_to(tmp / "runs"))
+                study.hardware_log(runs_dir / folder.relative_to(tmp / "runs")).unlink(missing_ok=True)
+                if study.hardware_log(folder).exists():
+                    shutil.copy2(study.hardware_log(folder), runs_dir / study.hardware_log(folder).relative_to(tmp / "runs"))
             print(f"{r['name']}{' (extended)' * r['extend']}: state at {there} updates, from {back['hardware']}")
     print(f"{len(back['finished'])} run(s) finished there; left there (state lost, rerun): "
           f"{', '.join(r['name'] for r in back['left_there']) or 'none'}")

@@ -370,15 +370,36 @@ def short_phase(s):
             "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows)}
 
 
+def stretches(r):
+    """Where a run's pretraining ran, stretch by stretch (run_study.py's hardware_segments; a run that stayed on one
+    machine is one stretch), each with its seconds and tokens/s. A record split without seconds (a state whose
+    logs were lost) stays one stretch, its hardware named in full and no one speed."""
+    segments = r.get("hardware_segments") or []
+    if len(segments) < 2 or any(seg["seconds"] is None for seg in segments):
+        mixed = len({seg["hardware"] for seg in segments}) > 1
+        return [{"hardware": r["hardware"], "where": r["hardware"], "seconds": r["pretrain_seconds"],
+                 "tokens_per_second": None if mixed else r["tokens_per_second"]}]
+    return [{"hardware": seg["hardware"], "where": f"{seg['hardware']}, updates {seg['first_step']:,}-{seg['last_step']:,}",
+             "seconds": seg["seconds"], "tokens_per_second": round(seg["tokens_seen"] / seg["seconds"])}
+            for seg in segments]
+
+
 def cost(s):
-    hardware = {hw: [r for r in s.results if r["hardware"] == hw]
-                for hw in dict.fromkeys(r["hardware"] for r in s.results)}
+    """Hours per hardware and each run's speed on each; a run's finetuning is counted where its pretraining ended
+    (run_study.py finetunes where it pretrains)."""
+    groups, rows = {}, []
+    for r in s.results:
+        parts = stretches(r)
+        for part in parts:
+            group = groups.setdefault(part["hardware"], {"runs": set(), "pretrain": 0.0, "finetune": 0.0})
+            group["runs"].add(r["name"])
+            group["pretrain"] += part["seconds"]
+            rows.append([r["name"], part["where"], number(part["tokens_per_second"], ","), f"{part['seconds'] / 60:.1f}"])
+        groups[parts[-1]["hardware"]]["finetune"] += sum(f["seconds"] for f in r["finetune"].values())
     return s.results and {
-        "hardware": body([hw, len(runs), f"{sum(r['pretrain_seconds'] for r in runs) / 3600:.2f}",
-                          f"{sum(f['seconds'] for r in runs for f in r['finetune'].values()) / 3600:.2f}"]
-                         for hw, runs in hardware.items()),
-        "runs": body([r["name"], r["hardware"], f"{r['tokens_per_second']:,}", f"{r['pretrain_seconds'] / 60:.1f}"]
-                     for r in s.results)}
+        "hardware": body([hw, len(g["runs"]), f"{g['pretrain'] / 3600:.2f}", f"{g['finetune'] / 3600:.2f}"]
+                         for hw, g in groups.items()),
+        "runs": body(rows)}
 
 
 def pilots(s):

@@ -161,14 +161,11 @@ def execute(cmd, log, env):
     return time.time() - start
 
 
-def training_seconds(train_log):
-    """Time spent training, summed over the logging windows of metrics.jsonl (tokens / tokens per second): it
-    survives resumption, where the log keeps the windows up to the checkpoint and the resumed run adds its own."""
-    seconds, seen = 0.0, 0
-    for m in train_log:
-        seconds += (m["tokens_seen"] - seen) / m["tokens_per_second"]
-        seen = m["tokens_seen"]
-    return seconds
+def window_seconds(train_log):
+    """Time spent training in each logging window of metrics.jsonl (its tokens / its tokens per second): it survives
+    resumption, where the log keeps the windows up to the checkpoint and the resumed run adds its own."""
+    seen = [0] + [m["tokens_seen"] for m in train_log]
+    return [(m["tokens_seen"] - before) / m["tokens_per_second"] for m, before in zip(train_log, seen)]
 
 
 def hardware(state):
@@ -180,6 +177,52 @@ def hardware(state):
     device = (f"{torch.cuda.get_device_name(0)} (CUDA)" if torch.cuda.is_available()
               else f"CPU, {threads} thread{'s' * (threads != '1')}")
     return ", ".join(filter(None, [device, state.args.hardware_note]))
+
+
+def note_hardware(state, folder):
+    """Before train_mlm.py trains in `folder`: the hardware the updates after its newest checkpoint will run on
+    (study.hardware_log), which record() reads per logging window."""
+    from linformer_training.checkpoints import list_checkpoints
+
+    done = list_checkpoints(folder)
+    log = study.hardware_log(folder)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(json.dumps({"after_step": int(done[-1].name.split("_")[-1]) if done else 0,
+                            "hardware": hardware(state)}) + "\n")
+
+
+def window_hardware(state, folder, train):
+    """The hardware of each logging window of a folder's training log, from the folder's notes (note_hardware). A
+    folder without notes (trained before they were kept) ran where this invocation runs; windows before its first
+    note ran somewhere not recorded."""
+    log = study.hardware_log(folder)
+    notes = ([json.loads(line) for line in open(log)] if log.exists()
+             else [{"after_step": 0, "hardware": hardware(state)}])
+    return [next((n["hardware"] for n in reversed(notes) if n["after_step"] < m["step"]), "not recorded")
+            for m in train]
+
+
+def segments_of(windows):
+    """(last update, hardware, seconds, tokens) per logging window, in order -> the stretches on one hardware, each
+    with its first and last update, seconds and tokens: where a run that moved between machines trained, how fast."""
+    segments, last = [], 0
+    for step, where, seconds, tokens in windows:
+        if segments and segments[-1]["hardware"] == where:
+            seg = segments[-1]
+            seg.update(last_step=step, seconds=seg["seconds"] + seconds, tokens_seen=seg["tokens_seen"] + tokens)
+        else:
+            segments.append({"hardware": where, "first_step": last + 1, "last_step": step, "seconds": seconds,
+                             "tokens_seen": tokens})
+        last = step
+    return [{**seg, "seconds": round(seg["seconds"], 1)} for seg in segments]
+
+
+def described(segments):
+    """A record's `hardware`: the one device it trained on, or each with its updates."""
+    if len({seg["hardware"] for seg in segments}) == 1:
+        return segments[0]["hardware"]
+    return "; ".join(f"{seg['hardware']} (updates {seg['first_step']:,}-{seg['last_step']:,})" for seg in segments)
 
 
 def pretrain(state, r, out, data, **changes):
@@ -205,6 +248,7 @@ def pretrain(state, r, out, data, **changes):
     if "short" in r:
         return pretrain_in_phases(state, r, out, options, **r["short"])
     cmd = [sys.executable, "train_mlm.py", *flags(options)]
+    note_hardware(state, out)
     execute(cmd, out.with_suffix(".pretrain.log"), state.env)
     return record(state, r, out, [cmd])
 
@@ -229,7 +273,9 @@ def pretrain_in_phases(state, r, out, options, block_size, steps):
         "max_steps": steps, "output_dir": short})]
     then = [sys.executable, "train_mlm.py", *flags({**continued(options, short), "max_steps": total - steps})]
     if not finished(short, steps):
+        note_hardware(state, short)
         execute(first, short.with_suffix(".pretrain.log"), state.env)
+    note_hardware(state, out)
     execute(then, out.with_suffix(".pretrain.log"), state.env)
     return record(state, r, out, [first, then], short)
 
@@ -259,23 +305,27 @@ def record(state, r, out, cmds, short=None):
     hardware. A run with a short phase has both phases joined, steps and tokens counted from its first update;
     `short_phase` keeps the short phase's last point (scored on short blocks), where the curve has the long
     phase's first (the same model on n-token blocks)."""
-    curve, train, seconds, switch = [], [], 0.0, {}
+    curve, train, seconds, switch, windows = [], [], 0.0, {}, []
     for folder in filter(None, [short, out]):
         after = (curve[-1]["step"], train[-1]["tokens_seen"]) if curve else (0, 0)
         part, log = curves(folder, after)
         if curve:
             switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
         curve += part
-        seconds += training_seconds(log)
+        spent = window_seconds(log)
+        seconds += sum(spent)
+        windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log), spent,
+                       [m["tokens_seen"] - before for m, before in zip(log, [0] + [m["tokens_seen"] for m in log])])
         train += [{**m, "step": m["step"] + after[0], "tokens_seen": m["tokens_seen"] + after[1]} for m in log]
+    segments = segments_of(windows)
     return {"name": r["name"], "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
             "pretrain_command": " && ".join(map(shown, cmds)),
             "config": yaml.safe_load((out / "train_config.yaml").read_text()), **switch,
             "curve": curve, "perplexity": curve[-1]["perplexity"], "loss": curve[-1]["loss"],
             "train_curve": [{"step": m["step"], "loss": m["train_loss"]} for m in train],
             "tokens_seen": train[-1]["tokens_seen"], "pretrain_seconds": round(seconds, 1),
-            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": hardware(state),
-            "finetune": {}}
+            "tokens_per_second": round(train[-1]["tokens_seen"] / seconds), "hardware": described(segments),
+            "hardware_segments": segments, "finetune": {}}
 
 
 def peer_start(state, r):
@@ -363,7 +413,7 @@ def extend(state, r, data):
             shutil.rmtree(snapshot, ignore_errors=True)
             shutil.copytree(out, snapshot, ignore=shutil.ignore_patterns("checkpoints", "logs", ".*"))
             point = {key: record[key] for key in ("perplexity", "loss", "tokens_seen", "pretrain_seconds",
-                                                  "pretrain_command", "hardware")}
+                                                  "pretrain_command", "hardware", "hardware_segments")}
             result["points"][str(steps)] = {**point, "finetune": {}}
             result.update({key: record[key] for key in ("config", "curve", "train_curve")})
             save(path, result)

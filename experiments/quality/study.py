@@ -197,3 +197,10 @@ def select(names, parser):
 def runs_dir(value):
     """--runs_dir (None: RUNS_DIR) as an absolute path."""
     return Path(os.path.expanduser(value or RUNS_DIR)).resolve()
+
+
+def hardware_log(folder):
+    """Where run_study.py notes the hardware each invocation trains a folder's run on, from which update: beside the
+    folder, not in it (train_mlm.py empties a folder it starts afresh), and carried with its state by gpu_runs.py,
+    so a run continued on another machine keeps, per update, where it trained."""
+    return folder.with_name(f"{folder.name}.hardware.jsonl")
