@@ -49,13 +49,16 @@ def test_study_covers_every_comparison_of_the_issue_under_one_budget():
 
 def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_attention():
     """Issue 47, item 2: standard attention and the paper's two Linformers at n = 512 (k = 128, 256), each with the
-    same short phase; on short blocks the Linformers' window-mean E/F, resampled, compute exact attention (the short
-    phase starts where standard attention does), and through their first columns they would not."""
+    same short phase, read there by exact attention (exact_attention_length covers the short blocks and is valid
+    for its k), beside the first k = 128 run, whose E/F were resampled to the short blocks instead. On short blocks
+    the window-mean E/F, resampled, compute exact attention at the start (so that run started where the others
+    did), and through their first columns they would not."""
     from linformer_hf import LinformerConfig, LinformerModel
 
     short = {r["name"]: r for r in study.RUNS if "short" in r}
-    assert {(r["model_type"], r["n"], r.get("k")) for r in short.values()} == {
-        ("roberta", 512, None), ("linformer", 512, 128), ("linformer", 512, 256)}
+    assert sorted((r["model_type"], r["n"], r.get("k"), r.get("short_exact")) for r in short.values()) == [
+        ("linformer", 512, 128, False), ("linformer", 512, 128, True), ("linformer", 512, 256, True),
+        ("roberta", 512, None, None)]
     assert all(r["short"] == study.SHORT_PHASE for r in short.values())
     phase = study.SHORT_PHASE
     assert 0 < phase["steps"] < study.PRETRAIN["max_steps"] and study.TOKENS_PER_UPDATE % phase["block_size"] == 0
@@ -65,6 +68,9 @@ def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_a
             continue
         fields = {**study.PRETRAIN["config_overrides"], **r["config_overrides"]}
         assert fields["projection_length_scaling"] == "resample" and fields["projection_init"] == "window_mean"
+        exact = fields.pop("exact_attention_length", None)
+        assert exact == (max(r["k"], phase["block_size"]) if r["short_exact"] else None), r["name"]
+        LinformerConfig(vocab_size=300, **fields, exact_attention_length=exact)  # a valid config at that k
         torch.manual_seed(0)
         model = LinformerModel(LinformerConfig(vocab_size=300, **fields)).eval()
         outputs = {}
@@ -194,7 +200,7 @@ def ran(study_copy):
 def test_run_study_pretrains_finetunes_and_records_every_command(ran):
     root, first, again = ran
     results = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results").glob("*.json")}
-    short = "linformer_n64_k32_layerwise_short16_s0"
+    short = "linformer_n64_k32_layerwise_short16exact_s0"
     assert set(results) == {"roberta_n32_s0", "linformer_n32_k8_layerwise_s0", "lucidrains_n32_k8_share_kv_s0",
                             "linformer_n32_k8_layerwise_conv_s0", short}
     check_short_phase(root, short, results.pop(short))
@@ -240,7 +246,7 @@ def test_run_study_pretrains_finetunes_and_records_every_command(ran):
 
 def check_short_phase(root, name, r):
     """Issue 47, item 2: 2 updates on 16-token blocks in NAME_short, then 2 on n = 64 from its weights in NAME
-    (as many tokens per update), one curve counted from the first update; E/F resampled to the short length."""
+    (as many tokens per update), one curve counted from the first update; short blocks read exactly."""
     first, then = (dict(zip(cmd.split()[2::2], cmd.split()[3::2])) for cmd in r["pretrain_command"].split(" && "))
     assert (first["--block_size"], first["--per_device_train_batch_size"], first["--max_steps"]) == ("16", "4", "2")
     assert first["--output_dir"] == f"runs/{name}_short" and "projection_length_scaling=resample" in first["--config_overrides"]
@@ -257,6 +263,7 @@ def check_short_phase(root, name, r):
     assert [p["step"] for p in r["train_curve"]] == [1, 2, 3, 4] and set(r["finetune"]) == {"0"}
     config = json.loads((root / f"runs/{name}/config.json").read_text())
     assert config["projection_length_scaling"] == "resample" and config["max_seq_length"] == 64
+    assert config["exact_attention_length"] == 32 and "exact_attention_length=32" in first["--config_overrides"]
     assert "order_check" in r and "projection_check" in r
 
 
@@ -608,7 +615,7 @@ def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows
     out = run_script(root, "run_study", "--exact_short_path", "--finetune_seeds", "0")
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     records = {p.stem: json.loads(p.read_text()) for p in (root / "experiments/quality/results/exact_rt").glob("*.json")}
-    assert set(records) == {"linformer_n32_k8_layerwise_s0", "linformer_n64_k32_layerwise_short16_s0"}  # learned E/F
+    assert set(records) == {"linformer_n32_k8_layerwise_s0", "linformer_n64_k32_layerwise_short16exact_s0"}  # learned E/F
     record = records["linformer_n32_k8_layerwise_s0"]
     assert set(record["finetune"]) == {"0"}
     assert "--config_overrides exact_attention_length=32" in record["finetune"]["0"]["command"]
@@ -655,7 +662,7 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ", "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issues 34 and 47)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
                  "## Cost", "## Commands", "finetuning seed 0", "not pretrained yet (0 of 5)",
-                 "## The paper's n with a short phase first", "| linformer_n64_k32_layerwise_short16_s0 | ",
+                 "## The paper's n with a short phase first", "| linformer_n64_k32_layerwise_short16exact_s0 | ",
                  "| A | a pilot | 1,000 | 100 | 250.0 | 0.200 | 70.0% (1e-4) |", "python train_mlm.py --pilot"):
         assert text in report, text
     assert (root / "experiments/quality/perplexity_curves.png").stat().st_size > 10_000
@@ -840,3 +847,40 @@ def test_the_peer_is_inside_outside_or_far_outside_our_runs(tmp_path):
         assert f"span 100.0-200.0, `{key_value}` (the same sharing) 120.0. Verdict: {verdict}" in found, found
         assert "beyond a factor of 2.00 either way" in found
         assert "what precision alone changes is not measured yet" in found
+
+
+def test_the_short_phase_choice_is_read_from_the_runs_it_compares(tmp_path):
+    """Issue 47, item 2: the sentence that says why the Linformers read the short phase exactly is rendered from the
+    resampled k = 128 run, the exact one and standard attention (where each left the plateau; each at the switch,
+    on short blocks, not the curve's long-block point there), and waits while the exact run is missing."""
+    from experiments.quality import render
+
+    shutil.copytree(REPO / "experiments/quality/results", tmp_path / "results")
+    k128 = study.linformer(n=4 * study.N, k=4 * study.K)
+    resampled = json.loads((tmp_path / "results" / f"{study.name_of(study.short_first(k128, exact=False))}_s0.json").read_text())
+    pilots = sorted((tmp_path / "results/pilots").glob(f"{study.name_of(study.short_first(k128))}*.json"))
+    pilot = json.loads(pilots[0].read_text())  # the exact run's first updates, recorded before it finished
+    said = render.short_choice(render.load(tmp_path / "results"))
+    assert f"recorded as the pilot `{pilot['name']}`" in said and f"at update {pilot['curve'][-1]['step']:,}," in said
+    pilots[0].unlink()
+    assert render.short_choice(render.load(tmp_path / "results")) == render.words("short_choice_pending")
+    exact = {**resampled, "name": f"{study.name_of(study.short_first(k128))}_s0",
+             "curve": [{**p, "perplexity": p["perplexity"] / 4} for p in resampled["curve"]],
+             "short_phase": {**resampled["short_phase"], "perplexity": 123.4}}
+    (tmp_path / "results" / f"{exact['name']}.json").write_text(json.dumps(exact))
+    said = render.short_choice(render.load(tmp_path / "results"))
+    unigram = json.loads((tmp_path / "results/reference/unigram.json").read_text())["unigram_perplexity"]
+    first = next(p["step"] for p in exact["curve"] if p["perplexity"] < unigram / 2)
+    assert f"was not reached by 9,000 with E/F resampled, {first:,} read exactly" in said, said
+    assert f"validation perplexity {resampled['short_phase']['perplexity']:.1f}, 123.4 and " in said, said
+    assert "read exactly (its run)" in said, said
+
+
+def test_a_pilot_point_without_its_own_training_window_gets_its_tokens_from_the_windows_around_it():
+    """Evaluation every 250 updates and logging every 20 leave most evaluated updates without a logged token count:
+    record_pilot interpolates between the windows around one, and after the last carries on at its rate."""
+    from experiments.quality.record_pilot import between
+
+    tokens_at = {0: 0, 240: 2400, 260: 2640, 1740: 17400}
+    assert between(tokens_at, 250) == 2520  # halfway between 2400 and 2640
+    assert between(tokens_at, 1750) == round(17400 + 10 * (17400 - 2640) / (1740 - 260))

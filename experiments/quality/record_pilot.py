@@ -64,6 +64,18 @@ def finetunes(folders, p):
     return finetune
 
 
+def between(tokens_at, step):
+    """Tokens seen at an update that logged no training window (evaluation every 250 updates, logging every 20):
+    interpolated between the windows around it, or carried on at the last window's rate after the last one."""
+    before = max(s for s in tokens_at if s < step)
+    after = min((s for s in tokens_at if s > step), default=None)
+    if after is None:
+        earlier = max((s for s in tokens_at if s < before), default=0)
+        rate = (tokens_at[before] - tokens_at[earlier]) / max(before - earlier, 1)
+        return round(tokens_at[before] + rate * (step - before))
+    return round(tokens_at[before] + (tokens_at[after] - tokens_at[before]) * (step - before) / (after - before))
+
+
 def pilot_record(args, p):
     """The record of the pilot in args.run (and its finetunes), against the unigram reference."""
     config = yaml.safe_load((args.run / "train_config.yaml").read_text())
@@ -83,7 +95,7 @@ def pilot_record(args, p):
         "unigram_perplexity": round(unigram, 1),
         "final_perplexity": round(evals[-1]["eval_perplexity"], 2),
         "final_vs_unigram": round(evals[-1]["eval_perplexity"] / unigram, 3),
-        "curve": [{"step": m["step"], "tokens_seen": tokens_at.get(m["step"]),
+        "curve": [{"step": m["step"], "tokens_seen": tokens_at[m["step"]] if m["step"] in tokens_at else between(tokens_at, m["step"]),
                    "perplexity": round(m["eval_perplexity"], 2)} for m in evals],
         **({"finetune": finetune} if finetune else {}),
     }

@@ -361,13 +361,44 @@ def short_phase(s):
     if not ran:
         return None
     phase, base = study.SHORT_PHASE, seeds(s, LONG_BASELINE)
-    rows = [[r["name"], f"{r['short_phase']['perplexity']:.1f}",
+    rows = [[r["name"], left_plateau(s, r), f"{r['short_phase']['perplexity']:.1f}",
              f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
              f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
              number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in ran]
-    return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}",
+    return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "choice": short_choice(s),
             "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows)}
+
+
+def left_plateau(s, r):
+    """The first update of a run's short phase whose validation perplexity is below half the unigram reference's."""
+    return next((f"{p['step']:,}" for p in r["curve"] if s.unigram and p["perplexity"] < s.unigram / 2
+                 and p["step"] <= study.SHORT_PHASE["steps"]), "-")
+
+
+def short_choice(s):
+    """Why the Linformers read the short phase exactly: the k = 128 run resampled against the same seed read
+    exactly (its run, or before it finished the pilot of its first updates) and standard attention: where each left
+    the plateau, and where each was at the exact one's last short-block point."""
+    k128, phase = study.linformer(n=4 * N, k=4 * K), study.SHORT_PHASE
+    exact_name = study.name_of(study.short_first(k128))
+    resampled, exact, standard = [(s.groups.get(name) or [None])[0] for name in (
+        study.name_of(study.short_first(k128, exact=False)), exact_name, LONG_BASELINE)]
+    pilot = next((r for r in s.pilots if r["name"].startswith(exact_name)), None)
+    if None in (resampled, standard) or not (exact or pilot):
+        return words("short_choice_pending")
+    exact = exact or pilot
+    step = min(exact["curve"][-1]["step"], phase["steps"])  # the curve's point at the switch: n-token blocks
+    runs = (resampled, exact, standard)
+    at = [r["short_phase"]["perplexity"] if step == phase["steps"] else
+          next(p["perplexity"] for p in r["curve"] if p["step"] == step) for r in runs]
+    left = [left_plateau(s, r).replace("-", f"not reached by {min(r['curve'][-1]['step'], phase['steps']):,}")
+            for r in runs]
+    source = words("short_choice_pilot", pilot=pilot["name"]) if exact is pilot else words("short_choice_run")
+    return words("short_choice", step=f"{step:,}", block=phase["block_size"], source=source,
+                 gap=number(gap(resampled["perplexity"], seeds(s, LONG_BASELINE).ppl), "+.1f", "%"),
+                 **dict(zip(("resample", "exact", "standard"), left)),
+                 **dict(zip(("resample_ppl", "exact_ppl", "standard_ppl"), (f"{v:.1f}" for v in at))))
 
 
 def stretches(r):
