@@ -587,8 +587,14 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
 @pytest.mark.parametrize("level, gaps, ppl_30k, said", [
     (80.0, [50.0, 20.0, 5.0], 70.0, "delay: the baseline's 10,000-update perplexity after 30,000 updates"),
     (60.0, [50.0, 20.0, 20.0], 70.0, "ceiling: not within 30,000 updates, and the gap did not shrink over the last stretch"),
-    (60.0, [50.0, 20.0, 10.0], 70.0, "undecided: not within 30,000 updates"),
-    (60.0, [50.0, 20.0], None, "undecided: not within 20,000 updates (still running)"),
+    (60.0, [50.0, 20.0, 10.0], 70.0, "undecided: the baseline's level not reached within 30,000 updates; the gap "
+                                      "still shrank over the last stretch"),
+    (60.0, [50.0, 20.0], None, "undecided: the baseline's level not reached within 20,000 updates (still running); "
+                               "the gap still shrank over the last stretch"),
+    (60.0, [20.0, 50.0], None, "undecided: the baseline's level not reached within 20,000 updates (still running); "
+                               "the gap grew over the last stretch, before the last stop"),
+    (60.0, [50.0, None, None], 70.0, "undecided: the baseline's level not reached within 30,000 updates; the "
+                                     "baseline has no later stop yet to read the gap's trend against"),
     (None, [None, None, None], 70.0, "undecided: the baseline's extended run has no 10,000-update point yet")])
 def test_an_extended_run_reads_as_delay_ceiling_or_undecided(level, gaps, ppl_30k, said):
     """Each verdict of the longer runs, from a curve and the gaps at each stop (the baseline's 10k level given)."""

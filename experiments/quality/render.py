@@ -266,7 +266,8 @@ def longer_verdict(r, base_level, gaps):
     done, known = str(max(study.EXTENDED_STEPS)) in r["points"], [g for g in gaps if g is not None]
     if done and len(known) >= 2 and known[-1] >= known[-2]:
         return words("ceiling", last=f"{max(study.EXTENDED_STEPS):,}")
-    return words("undecided", last=f"{max(map(int, r['points'])):,}", running="" if done else " (still running)")
+    why = words("gap_unread" if len(known) < 2 else "gap_shrinks" if known[-1] < known[-2] else "gap_grows")
+    return words("undecided", last=f"{max(map(int, r['points'])):,}", running="" if done else " (still running)", why=why)
 
 
 def longer(s):
