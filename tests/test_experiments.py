@@ -864,6 +864,7 @@ def test_the_short_phase_choice_is_read_from_the_runs_it_compares(tmp_path):
     shutil.copytree(REPO / "experiments/quality/results", tmp_path / "results")
     k128 = study.linformer(n=4 * study.N, k=4 * study.K)
     resampled = json.loads((tmp_path / "results" / f"{study.name_of(study.short_first(k128, exact=False))}_s0.json").read_text())
+    (tmp_path / "results" / f"{study.name_of(study.short_first(k128))}_s0.json").unlink(missing_ok=True)  # before it ran
     pilots = sorted((tmp_path / "results/pilots").glob(f"{study.name_of(study.short_first(k128))}*.json"))
     pilot = json.loads(pilots[0].read_text())  # the exact run's first updates, recorded before it finished
     said = render.short_choice(render.load(tmp_path / "results"))
