@@ -335,11 +335,12 @@ def unpack(args, parser):
                 print(f"{r['name']}: kept the state here and its record ({here} updates; {there} returned)")
                 continue
             for folder in state_folders(tmp / "runs", r):  # each folder returned replaces its counterpart here
-                shutil.rmtree(runs_dir / folder.relative_to(tmp / "runs"), ignore_errors=True)
-                shutil.copytree(folder, runs_dir / folder.relative_to(tmp / "runs"))
-                study.hardware_log(runs_dir / folder.relative_to(tmp / "runs")).unlink(missing_ok=True)
+                target = runs_dir / folder.relative_to(tmp / "runs")
+                shutil.rmtree(target, ignore_errors=True)
+                shutil.copytree(folder, target)
+                study.hardware_log(target).unlink(missing_ok=True)  # the notes of where it trained come with it
                 if study.hardware_log(folder).exists():
-                    shutil.copy2(study.hardware_log(folder), runs_dir / study.hardware_log(folder).relative_to(tmp / "runs"))
+                    shutil.copy2(study.hardware_log(folder), study.hardware_log(target))
             print(f"{r['name']}{' (extended)' * r['extend']}: state at {there} updates, from {back['hardware']}")
     print(f"{len(back['finished'])} run(s) finished there; left there (state lost, rerun): "
           f"{', '.join(r['name'] for r in back['left_there']) or 'none'}")

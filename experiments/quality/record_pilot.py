@@ -95,7 +95,8 @@ def pilot_record(args, p):
         "unigram_perplexity": round(unigram, 1),
         "final_perplexity": round(evals[-1]["eval_perplexity"], 2),
         "final_vs_unigram": round(evals[-1]["eval_perplexity"] / unigram, 3),
-        "curve": [{"step": m["step"], "tokens_seen": tokens_at[m["step"]] if m["step"] in tokens_at else between(tokens_at, m["step"]),
+        "curve": [{"step": m["step"],
+                   "tokens_seen": tokens_at[m["step"]] if m["step"] in tokens_at else between(tokens_at, m["step"]),
                    "perplexity": round(m["eval_perplexity"], 2)} for m in evals],
         **({"finetune": finetune} if finetune else {}),
     }

@@ -161,11 +161,16 @@ def execute(cmd, log, env):
     return time.time() - start
 
 
+def window_tokens(train_log):
+    """Tokens trained on in each logging window of metrics.jsonl (each window logs the running total)."""
+    seen = [0] + [m["tokens_seen"] for m in train_log]
+    return [m["tokens_seen"] - before for m, before in zip(train_log, seen)]
+
+
 def window_seconds(train_log):
     """Time spent training in each logging window of metrics.jsonl (its tokens / its tokens per second): it survives
     resumption, where the log keeps the windows up to the checkpoint and the resumed run adds its own."""
-    seen = [0] + [m["tokens_seen"] for m in train_log]
-    return [(m["tokens_seen"] - before) / m["tokens_per_second"] for m, before in zip(train_log, seen)]
+    return [tokens / m["tokens_per_second"] for tokens, m in zip(window_tokens(train_log), train_log)]
 
 
 def hardware(state):
@@ -305,19 +310,17 @@ def record(state, r, out, cmds, short=None):
     hardware. A run with a short phase has both phases joined, steps and tokens counted from its first update;
     `short_phase` keeps the short phase's last point (scored on short blocks), where the curve has the long
     phase's first (the same model on n-token blocks)."""
-    curve, train, seconds, switch, windows = [], [], 0.0, {}, []
+    curve, train, switch, windows = [], [], {}, []
     for folder in filter(None, [short, out]):
         after = (curve[-1]["step"], train[-1]["tokens_seen"]) if curve else (0, 0)
         part, log = curves(folder, after)
         if curve:
             switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
         curve += part
-        spent = window_seconds(log)
-        seconds += sum(spent)
-        windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log), spent,
-                       [m["tokens_seen"] - before for m, before in zip(log, [0] + [m["tokens_seen"] for m in log])])
+        windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log), window_seconds(log),
+                       window_tokens(log))
         train += [{**m, "step": m["step"] + after[0], "tokens_seen": m["tokens_seen"] + after[1]} for m in log]
-    segments = segments_of(windows)
+    segments, seconds = segments_of(windows), sum(w[2] for w in windows)
     return {"name": r["name"], "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
             "pretrain_command": " && ".join(map(shown, cmds)),
             "config": yaml.safe_load((out / "train_config.yaml").read_text()), **switch,
