@@ -891,3 +891,33 @@ def test_a_pilot_point_without_its_own_training_window_gets_its_tokens_from_the_
     tokens_at = {0: 0, 240: 2400, 260: 2640, 1740: 17400}
     assert between(tokens_at, 250) == 2520  # halfway between 2400 and 2640
     assert between(tokens_at, 1750) == round(17400 + 10 * (17400 - 2640) / (1740 - 260))
+
+
+def test_the_cards_answer_is_each_extended_linformers_updates_as_a_multiple_of_the_budget(tmp_path):
+    """Issue 47, item 5: the card's sentence, from the extended records: the first evaluated update at or below the
+    baseline's budget-update perplexity over the budget, or more than the last stop; nothing before the baseline
+    has its budget point."""
+    from experiments.quality import render
+
+    shutil.copytree(REPO / "experiments/quality/results", tmp_path / "results")
+    extended = tmp_path / "results/extended"
+    shutil.rmtree(extended)
+    extended.mkdir()
+
+    def write(name, stops, curve):
+        points = {str(t): {"perplexity": p} for t, p in stops.items()}
+        (extended / f"{name}.json").write_text(json.dumps({
+            "name": name, "mixed_precision": "no", "points": points,
+            "curve": [{"step": t, "perplexity": p} for t, p in curve]}))
+
+    write("linformer_a_s0", {10000: 300.0, 20000: 150.0}, [(10000, 300.0), (20000, 150.0)])
+    assert render.answer(render.load(tmp_path / "results")) is None  # no baseline yet
+    write(f"{study.BASELINE}_s0", {10000: 100.0}, [(10000, 100.0)])
+    write("linformer_b_s0", {10000: 300.0, 20000: 120.0, 30000: 90.0},
+          [(10000, 300.0), (20000, 120.0), (22750, 100.5), (23000, 99.0), (30000, 90.0)])
+    said = render.answer(render.load(tmp_path / "results"))
+    assert said["level"] == "100.0" and said["precision"] == "fp32"
+    assert "`linformer_a_s0` needs more than 2x as many updates (300.0 at 10,000, 150.0 at 20,000)" in said["runs"]
+    assert "`linformer_b_s0` needs about 2.3x as many updates (300.0 at 10,000, 120.0 at 20,000, 90.0 at 30,000)" \
+        in said["runs"]
+    assert f"`{study.BASELINE}_s0`" not in said["runs"]

@@ -30,11 +30,11 @@ BASELINE, N, K = study.BASELINE, study.N, study.K
 # The issue's targets: (run, kind, limit), each kind in the words of the template's target_<kind> part.
 # Issue 47, item 2: the paper's n = 512 (4n here) against standard attention at that n, both with the short phase.
 LONG_BASELINE = study.name_of(study.short_first(study.roberta(n=4 * N)))
+LONG_TARGETS = [(study.name_of(study.short_first(study.linformer(n=4 * N, k=k))), "gap", limit, LONG_BASELINE)
+                for k, limit in ((4 * K, 5.0), (8 * K, 3.0))]
 TARGETS = [(BASELINE, "ratio", 0.3), (BASELINE, "accuracy", 68.0), (study.LINFORMER, "gap", 5.0),
            (study.LINFORMER, "points", 1.0), (study.name_of(study.linformer(k=2 * K)), "gap", 3.0),
-           (LONG_BASELINE, "ratio", 0.3),
-           *[(study.name_of(study.short_first(study.linformer(n=4 * N, k=k))), "gap", limit, LONG_BASELINE)
-             for k, limit in ((4 * K, 5.0), (8 * K, 3.0))]]
+           (LONG_BASELINE, "ratio", 0.3), *LONG_TARGETS]
 
 
 def arch_of(name):
@@ -290,6 +290,33 @@ def longer(s):
             "table": table(header, rows) if rows else words("no_stop")}
 
 
+def answer(s):
+    """Issue 47, item 5: the card's practical answer. How many times the budget each extended Linformer needs to reach
+    the extended baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop; then the
+    paper's n's targets as the targets table judges them."""
+    budget, base = study.PRETRAIN["max_steps"], s.extended.get(f"{BASELINE}_s0")
+    level = base and base["points"].get(str(budget), {}).get("perplexity")
+    if level is None:
+        return None
+    runs = []
+    for name, r in s.extended.items():
+        stops = sorted((int(t), p["perplexity"]) for t, p in r["points"].items())
+        at = next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
+        if r is not base:
+            runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
+                              times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x"))
+    baseline = [r["perplexity"] for r in s.groups.get(BASELINE, [])]
+    return {"n": N, "layers": study.PRETRAIN["config_overrides"]["num_hidden_layers"], "budget": f"{budget:,}",
+            "hidden": study.PRETRAIN["config_overrides"]["hidden_size"], "level": f"{level:.1f}",
+            "precision": "fp32" if base["mixed_precision"] == "no" else base["mixed_precision"],
+            "runs": "; ".join(runs) or words("no_stop"), "last": f"{max(study.EXTENDED_STEPS):,}",
+            "spread": f"{min(baseline):.1f} to {max(baseline):.1f}" if len(baseline) > 1 else "unmeasured",
+            "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"], "long_n": 4 * N, "long": "; ".join(
+                words("answer_long", arch=arch, limit=f"{limit:g}", reference=reference, shown=shown, verdict=said)
+                if shown != "-" else f"`{arch}` not measured yet" for arch, _, limit, reference in LONG_TARGETS
+                for _, shown, said in [target(s, arch, "gap", limit, reference)])}
+
+
 def falls(s):
     """Whether the yardstick itself has flattened: the baseline's perplexity's fall over each stretch."""
     if not (base := s.extended.get(f"{BASELINE}_s0")):
@@ -470,7 +497,7 @@ def efficiency(s):
 
 # The sections in order: a part of the template, alone or with the function that fills it from the records (None:
 # left out). CARD's are also model_card.md's results section.
-CARD = [("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s.unigram:.1f}"}),
+CARD = [("answer", answer), ("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s.unigram:.1f}"}),
         ("neighbours", lambda s: s.unigram and s.neighbours and {"neighbours": f"{s.neighbours:.1f}"}),
         ("rotten_tomatoes", lambda s: (rt := s.reference.get("rotten_tomatoes")) and {
             "majority": f"{100 * rt['majority']['validation_accuracy']:.1f}",
