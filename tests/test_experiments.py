@@ -921,3 +921,5 @@ def test_the_cards_answer_is_each_extended_linformers_updates_as_a_multiple_of_t
     assert "`linformer_b_s0` needs about 2.3x as many updates (300.0 at 10,000, 120.0 at 20,000, 90.0 at 30,000)" \
         in said["runs"]
     assert f"`{study.BASELINE}_s0`" not in said["runs"]
+    write("linformer_c_s0", {}, [(250, 900.0)])  # started, no stop yet: not part of the answer
+    assert render.answer(render.load(tmp_path / "results"))["runs"] == said["runs"]

@@ -302,7 +302,7 @@ def answer(s):
     for name, r in s.extended.items():
         stops = sorted((int(t), p["perplexity"]) for t, p in r["points"].items())
         at = next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
-        if r is not base:
+        if r is not base and stops:
             runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
                               times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x"))
     baseline = [r["perplexity"] for r in s.groups.get(BASELINE, [])]
