@@ -56,9 +56,12 @@ def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_a
     from linformer_hf import LinformerConfig, LinformerModel
 
     short = {r["name"]: r for r in study.RUNS if "short" in r}
-    assert sorted((r["model_type"], r["n"], r.get("k"), r.get("short_exact")) for r in short.values()) == [
+    assert sorted({(r["model_type"], r["n"], r.get("k"), r.get("short_exact")) for r in short.values()}) == [
         ("linformer", 512, 128, False), ("linformer", 512, 128, True), ("linformer", 512, 256, True),
         ("roberta", 512, None, None)]
+    seeds = {study.name_of(r): sorted(x["seed"] for x in short.values() if study.name_of(x) == study.name_of(r))
+             for r in short.values()}  # three seeds of each configuration of the targets; the first recipe one
+    assert sorted(map(tuple, seeds.values())) == [(0,), (0, 1, 2), (0, 1, 2), (0, 1, 2)], seeds
     assert all(r["short"] == study.SHORT_PHASE for r in short.values())
     phase = study.SHORT_PHASE
     assert 0 < phase["steps"] < study.PRETRAIN["max_steps"] and study.TOKENS_PER_UPDATE % phase["block_size"] == 0
