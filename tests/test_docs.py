@@ -10,6 +10,7 @@
 import ast
 import fnmatch
 import glob
+import itertools
 import json
 import os
 import re
@@ -216,7 +217,20 @@ def command_problems(text, programs, targets):
             for flag in args if exists and programs.flags(name) is not None else ():
                 if flag.startswith("--") and flag.split("=")[0] not in programs.flags(name):
                     yield f"{name} has no flag {flag.split('=')[0]}", " ".join(tokens)
+            for run in study_runs_named(name, args):
+                yield f"{name} has no run {run}", " ".join(tokens)
             break
+
+
+def study_runs_named(program, args):
+    """The names after --only of a command of the quality study's scripts that are not runs of the study
+    (study.RUNS): a renamed run leaves no stale command behind."""
+    if program not in ("experiments.quality.run_study", "experiments.quality.gpu_runs") or "--only" not in args:
+        return []
+    from experiments.quality import study
+
+    named = itertools.takewhile(lambda a: re.fullmatch(r"[\w$]+", a), args[args.index("--only") + 1:])  # to a flag
+    return [run for run in named if not (placeholder(run) or "$" in run) and run not in {r["name"] for r in study.RUNS}]
 
 
 def prose_flag_problems(text, programs, folder=None):
@@ -306,12 +320,14 @@ def test_the_checks_find_a_wrong_flag_file_or_target(programs):
     assert programs.flags("train_mlm.py") >= {"--block_size", "--config", "--no_streaming", "--max-steps"}
     assert programs.flags("benchmarks.inference") >= {"--n", "--k", "--repeats", "--tag"}  # harness's too
     text = ("```bash\npython train_mlm.py --block_size 8 --blok_size 8\nmake demo tests\n"
-            "python -m benchmarks.inference --n 512 --nn 3\npython -m benchmarks.nothing\n```\n\n"
+            "python -m benchmarks.inference --n 512 --nn 3\npython -m benchmarks.nothing\n"
+            "python -m experiments.quality.run_study --only roberta_n128_s0 roberta_n128_s9 --extend\n```\n\n"
             "Pass `--overwrite_output_dir` to train_mlm.py, or `--projection_dim`; see `configs/nothing.yaml` and "
             "[a link](docs/nothing.md), not `outputs/anything` or `runs/x`.\n")
     found = [what for what, _ in command_problems(text, programs, make_targets())]
     assert found == ["train_mlm.py has no flag --blok_size", "make target 'tests' is not in the Makefile",
-                     "benchmarks.inference has no flag --nn", "benchmarks.nothing does not exist"]
+                     "benchmarks.inference has no flag --nn", "benchmarks.nothing does not exist",
+                     "experiments.quality.run_study has no run roberta_n128_s9"]
     assert [what.split()[-1] for what, _ in prose_flag_problems(text, programs)] == ["--projection_dim"]
     assert sorted(what for what, _ in path_problems(text, REPO / "README.md")) == [
         "configs/nothing.yaml does not exist", "docs/nothing.md does not exist"]
