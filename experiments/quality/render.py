@@ -302,9 +302,12 @@ def answer(s):
     for name, r in s.extended.items():
         stops = sorted((int(t), p["perplexity"]) for t, p in r["points"].items())
         at = next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
+        both = [(t, p, base["points"][str(t)]["perplexity"]) for t, p in stops if str(t) in base["points"]]
         if r is not base and stops:
             runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
-                              times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x"))
+                              times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x",
+                              gap=number(gap(*both[-1][1:]), "+.1f", "%") if both else "-",
+                              at=f"{both[-1][0]:,}" if both else "-", theirs=f"{both[-1][2]:.1f}" if both else "-"))
     baseline = [r["perplexity"] for r in s.groups.get(BASELINE, [])]
     return {"n": N, "layers": study.PRETRAIN["config_overrides"]["num_hidden_layers"], "budget": f"{budget:,}",
             "hidden": study.PRETRAIN["config_overrides"]["hidden_size"], "level": f"{level:.1f}",
