@@ -260,8 +260,7 @@ def longer_verdict(r, base_level, gaps):
     budget = f"{study.PRETRAIN['max_steps']:,}"
     if base_level is None:
         return words("no_baseline", budget=budget)
-    at = next((p["step"] for p in r["curve"] if p["perplexity"] <= base_level), None)
-    if at is not None:
+    if (at := reached(r, base_level)) is not None:
         return words("delay", budget=budget, at=f"{at:,}")
     done, known = str(max(study.EXTENDED_STEPS)) in r["points"], [g for g in gaps if g is not None]
     if done and len(known) >= 2 and known[-1] >= known[-2]:
@@ -270,10 +269,21 @@ def longer_verdict(r, base_level, gaps):
     return words("undecided", last=f"{max(map(int, r['points'])):,}", running="" if done else " (still running)", why=why)
 
 
+def extended_baseline(s):
+    """The baseline's extended record and its perplexity at the study's budget (None before that stop): the level
+    every extended Linformer is read against."""
+    base = s.extended.get(f"{BASELINE}_s0", {"points": {}})
+    return base, base["points"].get(str(study.PRETRAIN["max_steps"]), {}).get("perplexity")
+
+
+def reached(r, level):
+    """The first evaluated update of a run at or below `level` (None if none)."""
+    return next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
+
+
 def longer(s):
     """Issue 47: the extended runs at each stop, against the baseline's extended run at the same stop."""
-    steps, base = study.EXTENDED_STEPS, s.extended.get(f"{BASELINE}_s0", {"points": {}})
-    base_level = base["points"].get(str(study.PRETRAIN["max_steps"]), {}).get("perplexity")
+    steps, (base, base_level) = study.EXTENDED_STEPS, extended_baseline(s)
     rows = []
     for name, r in s.extended.items():
         points, at = [r["points"].get(str(t)) for t in steps], [base["points"].get(str(t)) for t in steps]
@@ -292,32 +302,40 @@ def longer(s):
 
 def answer(s):
     """Issue 47, item 5: the card's practical answer. How many times the budget each extended Linformer needs to reach
-    the extended baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop; then the
-    paper's n's targets as the targets table judges them."""
-    budget, base = study.PRETRAIN["max_steps"], s.extended.get(f"{BASELINE}_s0")
-    level = base and base["points"].get(str(budget), {}).get("perplexity")
+    the extended baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop, and its gap
+    at the last stop both have; then the paper's n's targets as the targets table judges them."""
+    budget, (base, level) = study.PRETRAIN["max_steps"], extended_baseline(s)
     if level is None:
         return None
     runs = []
     for name, r in s.extended.items():
         stops = sorted((int(t), p["perplexity"]) for t, p in r["points"].items())
-        at = next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
-        both = [(t, p, base["points"][str(t)]["perplexity"]) for t, p in stops if str(t) in base["points"]]
-        if r is not base and stops:
-            runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
-                              times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x",
-                              gap=number(gap(*both[-1][1:]), "+.1f", "%") if both else "-",
-                              at=f"{both[-1][0]:,}" if both else "-", theirs=f"{both[-1][2]:.1f}" if both else "-"))
+        if r is base or not stops:
+            continue
+        at, (last, ppl) = reached(r, level), [(t, p) for t, p in stops if str(t) in base["points"]][-1]
+        theirs = base["points"][str(last)]["perplexity"]
+        runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
+                          times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x",
+                          at=f"{last:,}", gap=f"{gap(ppl, theirs):+.1f}%", theirs=f"{theirs:.1f}"))
+    if not runs:
+        return None
+    long = []
+    for arch, _, limit, reference in LONG_TARGETS:
+        _, shown, said = target(s, arch, "gap", limit, reference)
+        long.append(words("answer_long", arch=arch, limit=f"{limit:g}", reference=reference, shown=shown, verdict=said)
+                    if s.groups.get(arch) else words("answer_unmeasured", arch=arch))
     baseline = [r["perplexity"] for r in s.groups.get(BASELINE, [])]
     return {"n": N, "layers": study.PRETRAIN["config_overrides"]["num_hidden_layers"], "budget": f"{budget:,}",
             "hidden": study.PRETRAIN["config_overrides"]["hidden_size"], "level": f"{level:.1f}",
-            "precision": "fp32" if base["mixed_precision"] == "no" else base["mixed_precision"],
-            "runs": "; ".join(runs) or words("no_stop"), "last": f"{max(study.EXTENDED_STEPS):,}",
+            "precision": precision_name(base["mixed_precision"]), "runs": "; ".join(runs), "long": "; ".join(long),
+            "last": f"{max(study.EXTENDED_STEPS):,}", "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"],
             "spread": f"{min(baseline):.1f} to {max(baseline):.1f}" if len(baseline) > 1 else "unmeasured",
-            "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"], "long_n": 4 * N, "long": "; ".join(
-                words("answer_long", arch=arch, limit=f"{limit:g}", reference=reference, shown=shown, verdict=said)
-                if shown != "-" else f"`{arch}` not measured yet" for arch, _, limit, reference in LONG_TARGETS
-                for _, shown, said in [target(s, arch, "gap", limit, reference)])}
+            "long_n": 4 * N}
+
+
+def precision_name(mixed_precision):
+    """A run's --mixed_precision as the pages name it ("no" trains in fp32)."""
+    return "fp32" if mixed_precision == "no" else mixed_precision
 
 
 def falls(s):
@@ -560,10 +578,9 @@ def plot(s, path):
                                     alpha=0.2)
                 for name, r in s.extended.items():  # issue 47: a run trained on past the budget, in its colour
                     if arch_of(name) == arch:
-                        precision = "fp32" if r["mixed_precision"] == "no" else r["mixed_precision"]
                         ax.plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]],
                                 [p["perplexity"] for p in r["curve"][1:]], color=line.get_color(), ls="-.", lw=1,
-                                label=f"{name}, extended ({precision})")
+                                label=f"{name}, extended ({precision_name(r['mixed_precision'])})")
             for level, style, label in references:
                 ax.axhline(level, color="gray", ls=style, lw=1, label=label)
             ax.set(title=title, xlabel="tokens seen (millions)", yscale="log")
