@@ -1,6 +1,7 @@
 """experiments/quality/: the study's run table, and run_study -> render end to end on a copy of the folder whose
 study.py keeps the real helpers but shrinks the model, data and budget to seconds."""
 
+import hashlib
 import json
 import math
 import os
@@ -95,6 +96,7 @@ DATA = "data"
 PRETRAIN_DATA = {{"train_file": "news/train.jsonl", "validation_file": "news/validation.jsonl"}}
 RUNS_DIR = "runs"  # relative to where the scripts run: the copy's root
 TOKENIZER_VOCAB_SIZE = 300
+TOKENIZER_SHA256 = None  # a tokenizer of its own, trained on a few chapters
 TOKENS_PER_UPDATE = 64
 PRETRAIN = {{**PRETRAIN, "warmup_ratio": 0.25, "max_steps": 4, "eval_steps": 2, "checkpointing_steps": 2,
             "save_total_limit": 2, "logging_steps": 1, "mixed_precision": "no",
@@ -616,6 +618,40 @@ def test_run_study_lists_and_rejects_unknown_runs(ran):
     assert "linformer_n32_k8_layerwise_s0" in listed.stdout and "finetuning seeds: [0]" in listed.stdout
     bad = run_script(root, "run_study", "--only", "roberta_n32_s9")
     assert bad.returncode == 2 and "unknown run(s) roberta_n32_s9" in bad.stderr
+
+
+def shared_tokenizer_state(runs_dir):
+    from experiments.quality import run_study
+    return run_study.State(args=None, runs_dir=runs_dir, tokenizer=runs_dir / study.TOKENIZER, env={})
+
+
+@pytest.mark.skipif(not (REPO.parent / "shared/data/news").is_dir(), reason="needs the news corpus of ../shared/data")
+def test_the_shared_tokenizer_trains_again_to_the_one_of_the_committed_records(tmp_path):
+    """A fresh machine retrains the tokenizer: it must come out byte for byte as the records' one (same `tokenizers`,
+    same data), in its place whole, with no partial folder left beside it."""
+    from experiments.quality import run_study
+
+    news = {split: [str(REPO.parent / f"shared/data/news/{split.split('_')[0]}.jsonl.gz")]
+            for split in ("train_file", "validation_file")}
+    state = shared_tokenizer_state(tmp_path)
+    run_study.train_shared_tokenizer(state, news)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [study.TOKENIZER]
+    assert hashlib.sha256((state.tokenizer / "tokenizer.json").read_bytes()).hexdigest() == study.TOKENIZER_SHA256
+
+
+def test_a_shared_tokenizer_other_than_the_records_one_stops_the_study(tmp_path, monkeypatch):
+    from experiments.quality import run_study
+
+    state = shared_tokenizer_state(tmp_path)
+    state.tokenizer.mkdir()
+    (state.tokenizer / "tokenizer_config.json").write_text("{}")
+    (state.tokenizer / "tokenizer.json").write_text('{"model": "another"}')
+    monkeypatch.setattr(study, "TOKENIZER_SHA256", "0" * 64)
+    with pytest.raises(SystemExit, match=r"has sha256 [0-9a-f]{64}, not the 0{64} of the committed records "
+                                         r"\(study.TOKENIZER_SHA256\)"):
+        run_study.train_shared_tokenizer(state, news=None)  # found in place: not trained again
+    monkeypatch.setattr(study, "TOKENIZER_SHA256", hashlib.sha256(b'{"model": "another"}').hexdigest())
+    run_study.train_shared_tokenizer(state, news=None)
 
 
 def test_exact_short_path_finetuning_reads_short_inputs_exactly_and_render_shows_it(ran):

@@ -24,6 +24,7 @@ where developer checkouts have them; where to get them: experiments/README.md, "
 import argparse
 import contextlib
 import csv
+import hashlib
 import importlib
 import io
 import json
@@ -514,13 +515,25 @@ def list_runs(state, runs):
 
 
 def train_shared_tokenizer(state, news):
-    """The byte-level BPE every run reads, trained once on the news train split by train_mlm.py's code."""
-    if (state.tokenizer / "tokenizer_config.json").exists():
-        return
-    from linformer_training.corpus import load_corpus
-    from linformer_training.tokenization import train_tokenizer
-    print(f"training the shared tokenizer into {state.tokenizer}", flush=True)
-    train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(state.tokenizer)
+    """The byte-level BPE every run reads, trained once on the news train split by train_mlm.py's code. It is saved
+    beside its place and moved in whole, so that two invocations started together never read half of one; and it
+    must be the tokenizer the committed records were made with."""
+    if not (state.tokenizer / "tokenizer_config.json").exists():
+        from linformer_training.corpus import load_corpus
+        from linformer_training.tokenization import train_tokenizer
+        print(f"training the shared tokenizer into {state.tokenizer}", flush=True)
+        partial = state.tokenizer.with_name(f"{state.tokenizer.name}.partial-{os.getpid()}")
+        train_tokenizer(load_corpus(**news)["train"], study.TOKENIZER_VOCAB_SIZE).save_pretrained(partial)
+        try:
+            partial.rename(state.tokenizer)
+        except OSError:  # another invocation moved its (identical) one in first
+            shutil.rmtree(partial)
+    digest = hashlib.sha256((state.tokenizer / "tokenizer.json").read_bytes()).hexdigest()
+    if study.TOKENIZER_SHA256 and digest != study.TOKENIZER_SHA256:
+        raise SystemExit(f"the shared tokenizer {state.tokenizer / 'tokenizer.json'} has sha256 {digest}, not the "
+                         f"{study.TOKENIZER_SHA256} of the committed records (study.TOKENIZER_SHA256): runs made with "
+                         "it would not compare with them. Train it with the `tokenizers` version of the records, or "
+                         "start a study of your own and set TOKENIZER_SHA256 to its digest.")
 
 
 def write_news_references(state, news):

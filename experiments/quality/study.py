@@ -20,6 +20,9 @@ FINETUNE_DATA = {"train_file": "rotten_tomatoes/train.csv", "validation_file": "
 RUNS_DIR = "~/runs/quality"
 TOKENIZER = "tokenizer"                             # under --runs_dir; trained once on the news train split
 TOKENIZER_VOCAB_SIZE = 8192
+# sha256 of the shared tokenizer.json every committed record was made with. A fresh machine trains it again; were the
+# result to differ (another `tokenizers`, other data), new runs would be measured in other units than the records.
+TOKENIZER_SHA256 = "7c8e676f9512282ed033a29e34ecd0b28aaa41267e6bf057891ed169979b2edc"
 
 TOKENS_PER_UPDATE = 8192                            # batch = TOKENS_PER_UPDATE // n sequences of n tokens
 
