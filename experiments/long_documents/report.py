@@ -118,12 +118,10 @@ def summary(results, rows):
                              f"{MISSED}: below it, {UNDECIDED}: it holds 0, a tie.)")
 
 
-def head(results, rows):
+def head(results, goals_block):
     tasks = [t for t in results["student"]["tasks"] if t != "short_fidelity"]
     systems = [s for s in results if s in SYSTEMS]
-    return dict(model=results["student"]["model"], sha256=results["student"]["weights_sha256"],
-                goals=table(GOALS, [[g["goal"], g["measured"], status(g["met"])] for g in rows]),
-                summary=summary(results, rows),
+    return dict(model=results["student"]["model"], sha256=results["student"]["weights_sha256"], goals=goals_block,
                 tasks=table(["task", "items (documents)"] + [SYSTEMS[s] for s in systems], [
                     [task, f"{len(clusters)} ({len(np.unique(clusters))})"] + [
                         f"{outcomes(results[s], task)[0].mean():.3f}" if task in results[s]["tasks"] else "-"
@@ -137,10 +135,12 @@ def ablation(results, name):
 
 
 def render(results, cost, facts, along=()):
-    """(results.md, goal rows): the parts of the template the results call for, filled with what they measured."""
+    """(results.md, goal rows, the goals block: their table and summary, the same on the page and in model_card.md):
+    the parts of the template the results call for, filled with what they measured."""
     rows = goals(results, cost)
+    block = table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + summary(results, rows)
     return compose(TEMPLATE, [
-        ("head", lambda: head(results, rows)),
+        ("head", lambda: head(results, block)),
         ("training", lambda: facts and dict(facts, hours=f"{facts['hours']:.2f}", tokens=f"{facts['tokens']:,}",
                                               curve=", ".join(f"{d:.3f} at {s}" for s, d, _ in facts["evals"]
                                                               if d is not None))),
@@ -150,7 +150,7 @@ def render(results, cost, facts, along=()):
                                                   if name not in results)}),
         ("cost", lambda: cost and dict(cost, table=table(["precision"] + list(next(iter(cost["seconds"].values()))), [
             [d] + [f"{np.median(v):.3f} s" for v in t.values()] for d, t in cost["seconds"].items()]))),
-        "reproduce"]), rows
+        "reproduce"]), rows, block
 
 
 def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
@@ -163,11 +163,10 @@ def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
         facts = json.loads((Path(out) / "results.json").read_text()).get("training")
     along = [(name, outcomes(result, "news_retrieval")[0].mean())  # checkpoints measured while training
              for name, result in records(Path(results_dir) / "along_training").items()]
-    text, rows = render(results, cost, facts, along)
-    words = summary(results, rows)
-    block = table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + words
+    text, rows, block = render(results, cost, facts, along)
     return {Path(out) / "results.md": text,
-            Path(out) / "results.json": json.dumps(dict(goals=rows, summary=words, training=facts), indent=1) + "\n",
+            Path(out) / "results.json": json.dumps(dict(goals=rows, summary=block.rsplit("\n\n", 1)[1],
+                                                        training=facts), indent=1) + "\n",
             **{Path(path): splice(Path(path).read_text(encoding="utf-8"), SOURCE, block) for path in update}}
 
 

@@ -76,6 +76,11 @@ def accuracies(runs):
     return [statistics.mean(f["accuracy"] for f in r["finetune"].values()) for r in runs if r["finetune"]]
 
 
+def rt_cell(r):
+    """A run's (or an extended stop's) Rotten Tomatoes accuracy as a cell: percent, mean over finetuning seeds."""
+    return number(100 * accuracies([r])[0] if r and r["finetune"] else None, ".1f")
+
+
 def losses(runs):
     return [math.log(r["perplexity"]) for r in runs]
 
@@ -291,8 +296,7 @@ def longer(s):
         rows.append([name, f"{r['mixed_precision']}, {next(p['hardware'] for p in points if p)}",
                      *[number(p and p["perplexity"], ".1f") for p in points],
                      *[number(g, "+.1f", "%") for g in gaps],
-                     *[number(100 * statistics.mean(f["accuracy"] for f in p["finetune"].values())
-                              if p and p["finetune"] else None, ".1f") for p in points],
+                     *map(rt_cell, points),
                      "baseline" if r is base else longer_verdict(r, base_level, gaps)])
     header = ["run", "precision, hardware", *(f"{what} at {t:,}" for what in ("perplexity", "gap", "RT %")
                                               for t in steps), "verdict"]
@@ -400,7 +404,7 @@ def peer_and_conv(s):
     base = seeds(s, BASELINE)
     rows = [[r["name"], f"{r['config']['mixed_precision']}, {r['hardware']}", f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}",
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
-             number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in peer + conv + ours]
+             rt_cell(r)] for r in peer + conv + ours]
     return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
 
 
@@ -414,7 +418,7 @@ def short_phase(s):
              f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
              f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
-             number(100 * accuracies([r])[0] if r["finetune"] else None, ".1f")] for r in ran]
+             rt_cell(r)] for r in ran]
     return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "choice": short_choice(s),
             "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows)}
 
@@ -545,6 +549,11 @@ def pages(s, card=REPO / "model_card.md"):
             card: splice(card.read_text(), SOURCE, block.rstrip("\n"))}
 
 
+def drawn(curve):
+    """A curve's points after the first update: tokens seen (millions), validation perplexity."""
+    return [p["tokens_seen"] / 1e6 for p in curve[1:]], [p["perplexity"] for p in curve[1:]]
+
+
 def plot(s, path):
     """Validation perplexity against tokens seen: one panel for each Figure 3 claim, a fourth for the pilots."""
     archs = compared(s)
@@ -558,8 +567,7 @@ def plot(s, path):
         references.append((s.neighbours, "-.", f"two-neighbour count model ({s.neighbours:.0f})"))
     with figure(path, 1, 4, figsize=(22, 5.5), sharey=True) as (fig, axes):
         for r in s.pilots:  # the fourth panel: how long each recipe sat on the unigram line
-            axes[3].plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]], [p["perplexity"] for p in r["curve"][1:]],
-                         marker="o", ms=2, label=r["name"])
+            axes[3].plot(*drawn(r["curve"]), marker="o", ms=2, label=r["name"])
         for ax, (title, configurations) in zip(axes, panels):
             for arch in [a for a in configurations if s.groups.get(a)]:
                 # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding):
@@ -578,8 +586,7 @@ def plot(s, path):
                                     alpha=0.2)
                 for name, r in s.extended.items():  # issue 47: a run trained on past the budget, in its colour
                     if arch_of(name) == arch:
-                        ax.plot([p["tokens_seen"] / 1e6 for p in r["curve"][1:]],
-                                [p["perplexity"] for p in r["curve"][1:]], color=line.get_color(), ls="-.", lw=1,
+                        ax.plot(*drawn(r["curve"]), color=line.get_color(), ls="-.", lw=1,
                                 label=f"{name}, extended ({precision_name(r['mixed_precision'])})")
             for level, style, label in references:
                 ax.axhline(level, color="gray", ls=style, lw=1, label=label)
