@@ -758,7 +758,14 @@ def test_a_one_seed_comparison_borrows_the_spread_of_the_seeds():
     s.groups[k64] = runs(k64, 7.0)  # far above: missed even at the interval's lower end
     assert render.target(s, k64, "gap", 3.0)[2] == "**missed**"
     s.groups = {k64: runs(k64, 7.0), render.BASELINE: runs(render.BASELINE, 5.0)}  # no configuration with two seeds
-    assert render.target(s, k64, "gap", 3.0)[1:] == [f"{100 * (math.exp(2) - 1):+.1f}%, 1 vs 1 pretraining seeds", "**missed**"]
+    assert render.target(s, k64, "gap", 3.0)[1:] == [
+        f"{100 * (math.exp(2) - 1):+.1f}%, 1 vs 1 pretraining seeds",
+        "undecided (no interval: one pretraining seed on a side, and no seeds' spread to borrow)"]
+    for one in (k64, render.BASELINE):  # an accuracy borrows no spread: a bare difference of one seed decides nothing
+        s.groups[one][0]["finetune"] = {"0": {"accuracy": 0.7 if one == k64 else 0.6}}
+    assert render.target(s, k64, "points", 1.0)[1:] == [
+        "+10.0 points, 1 vs 1 pretraining seeds",
+        "undecided (no interval: one pretraining seed on a side, and no seeds' spread to borrow)"]
 
 
 def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path):

@@ -195,9 +195,10 @@ def target(s, arch, kind, limit, reference=BASELINE):
     if kind in ("ratio", "accuracy"):
         return [what, shown + f" ({len(m.runs)} pretraining seed{'s' * (len(m.runs) != 1)})",
                 status(value <= limit if kind == "ratio" else value >= limit)]
-    low, high = ci or (value, value)
-    return [what, shown + f", {len(m.runs)} vs {len(base.runs)} pretraining seeds",
-            verdict(low, high, limit, above=False) if kind == "gap" else verdict(low, high, -limit)]
+    shown += f", {len(m.runs)} vs {len(base.runs)} pretraining seeds"
+    if ci is None:  # one seed a side and no spread to borrow: a bare difference is no verdict
+        return [what, shown, words("no_interval")]
+    return [what, shown, verdict(*ci, limit, above=False) if kind == "gap" else verdict(*ci, -limit)]
 
 
 def exact_short_path(s):
