@@ -294,7 +294,7 @@ def longer(s):
     for name, r in s.extended.items():
         points, at = [r["points"].get(str(t)) for t in steps], [base["points"].get(str(t)) for t in steps]
         gaps = [gap(p["perplexity"], b["perplexity"]) if p and b else None for p, b in zip(points, at)]
-        rows.append([name, f"{r['mixed_precision']}, {next(p['hardware'] for p in points if p)}",
+        rows.append([name, f"{precision_name(r['mixed_precision'])}, {next(p['hardware'] for p in points if p)}",
                      *[number(p and p["perplexity"], ".1f") for p in points],
                      *[number(g, "+.1f", "%") for g in gaps],
                      *map(rt_cell, points),
@@ -319,8 +319,10 @@ def answer(s):
             continue
         at, (last, ppl) = reached(r, level), [(t, p) for t, p in stops if str(t) in base["points"]][-1]
         theirs = base["points"][str(last)]["perplexity"]
+        running = not at and stops[-1][0] < max(study.EXTENDED_STEPS)  # "more than" its last stop, so far
         runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
                           times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x",
+                          running=words("answer_running", last=f"{max(study.EXTENDED_STEPS):,}") if running else "",
                           at=f"{last:,}", gap=f"{gap(ppl, theirs):+.1f}%", theirs=f"{theirs:.1f}"))
     if not runs:
         return None
