@@ -75,3 +75,9 @@ def test_main_writes_results_and_the_goals_block_of_the_pages_it_updates(tmp_pat
     assert page.read_text().endswith(f"\n\n{written['summary']}\n{reporting.END}\nafter\n")
     assert written["summary"] in (tmp_path / "results.md").read_text()
     assert [r["goal"] for r in written["goals"]][0].startswith("inputs <= 512 tokens")
+
+
+def test_retrieval_queries_must_split_evenly_over_their_documents():
+    """The bootstrap resamples whole documents, read from the queries' order: uneven counts would misplace them."""
+    with pytest.raises(ValueError, match=r"news_retrieval: 7 queries over 3 documents is not the same number each"):
+        report.outcomes({"tasks": {"news_retrieval": {"ranks": [1] * 7, "documents": 3}}}, "news_retrieval")

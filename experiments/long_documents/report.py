@@ -45,6 +45,9 @@ def outcomes(result, task):
     if "correct" in t:
         return np.array(t["correct"], dtype=float), np.arange(len(t["correct"]))
     ranks = np.array(t["ranks"])
+    if len(ranks) % t["documents"]:  # evaluate.py asks each document the same number of queries, in document order
+        raise ValueError(f"{task}: {len(ranks)} queries over {t['documents']} documents is not the same number each: "
+                         "the bootstrap's document clusters would be wrong")
     return (ranks == 1).astype(float), np.arange(len(ranks)) // (len(ranks) // t["documents"])
 
 
