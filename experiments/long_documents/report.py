@@ -137,13 +137,18 @@ def ablation(results, name):
         [[task, c.shown, c.verdict] for task, c in comparisons(results, name)])}
 
 
+def goals_block(rows, said):
+    """The goals table and its summary: the same on the page and in model_card.md."""
+    return table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + said
+
+
 def render(results, cost, facts, along=()):
-    """(results.md, goal rows, the goals block: their table and summary, the same on the page and in model_card.md):
-    the parts of the template the results call for, filled with what they measured."""
+    """(results.md, goal rows, their summary; every bootstrap run once): the parts of the template the results call
+    for, filled with what they measured."""
     rows = goals(results, cost)
-    block = table(GOALS, [[r["goal"], r["measured"], status(r["met"])] for r in rows]) + "\n\n" + summary(results, rows)
+    said = summary(results, rows)
     return compose(TEMPLATE, [
-        ("head", lambda: head(results, block)),
+        ("head", lambda: head(results, goals_block(rows, said))),
         ("training", lambda: facts and dict(facts, hours=f"{facts['hours']:.2f}", tokens=f"{facts['tokens']:,}",
                                               curve=", ".join(f"{d:.3f} at {s}" for s, d, _ in facts["evals"]
                                                               if d is not None))),
@@ -153,7 +158,7 @@ def render(results, cost, facts, along=()):
                                                   if name not in results)}),
         ("cost", lambda: cost and dict(cost, table=table(["precision"] + list(next(iter(cost["seconds"].values()))), [
             [d] + [f"{np.median(v):.3f} s" for v in t.values()] for d, t in cost["seconds"].items()]))),
-        "reproduce"]), rows, block
+        "reproduce"]), rows, said
 
 
 def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
@@ -166,11 +171,11 @@ def pages(results_dir=HERE / "results", out=HERE, run=None, update=()):
         facts = json.loads((Path(out) / "results.json").read_text()).get("training")
     along = [(name, outcomes(result, "news_retrieval")[0].mean())  # checkpoints measured while training
              for name, result in records(Path(results_dir) / "along_training").items()]
-    text, rows, block = render(results, cost, facts, along)
+    text, rows, said = render(results, cost, facts, along)
     return {Path(out) / "results.md": text,
-            Path(out) / "results.json": json.dumps(dict(goals=rows, summary=block.rsplit("\n\n", 1)[1],
-                                                        training=facts), indent=1) + "\n",
-            **{Path(path): splice(Path(path).read_text(encoding="utf-8"), SOURCE, block) for path in update}}
+            Path(out) / "results.json": json.dumps(dict(goals=rows, summary=said, training=facts), indent=1) + "\n",
+            **{Path(path): splice(Path(path).read_text(encoding="utf-8"), SOURCE, goals_block(rows, said))
+               for path in update}}
 
 
 def main(argv=None):
