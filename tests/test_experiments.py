@@ -539,6 +539,28 @@ def test_a_run_moved_between_machines_records_where_each_stretch_trained(tmp_pat
     assert run_study.record(state, r, folder, [[sys.executable, "train_mlm.py"]])["hardware"] == "CPU, 1 thread"
 
 
+def test_the_commands_section_gives_each_run_the_threads_it_ran_on():
+    """A run resumes bit for bit only on the threads it started with, so its listed commands carry the threads of its
+    last CPU stretch (where it also finetuned), and run_study.py's default of one where it never ran on a CPU."""
+    from types import SimpleNamespace
+
+    from experiments.quality import render
+
+    def run(name, hardware):
+        return {"name": name, "hardware": hardware, "pretrain_command": "python train_mlm.py",
+                "finetune": {"0": {"command": "python finetune_glue.py"}}}
+
+    listed = render.commands(SimpleNamespace(results=[
+        run("two", "CPU, 2 threads"), run("gpu", "NVIDIA H200 (CUDA)"),
+        run("moved", "NVIDIA H200 (CUDA) (updates 1-5); CPU, 4 threads (updates 6-8)")]))["commands"].splitlines()
+    assert listed == ["- `two`: `OMP_NUM_THREADS=2 python train_mlm.py`",
+                      "  - finetuning seed 0: `OMP_NUM_THREADS=2 python finetune_glue.py`",
+                      "- `gpu`: `OMP_NUM_THREADS=1 python train_mlm.py`",
+                      "  - finetuning seed 0: `OMP_NUM_THREADS=1 python finetune_glue.py`",
+                      "- `moved`: `OMP_NUM_THREADS=4 python train_mlm.py`",
+                      "  - finetuning seed 0: `OMP_NUM_THREADS=4 python finetune_glue.py`"]
+
+
 def test_a_record_names_how_the_device_was_shared():
     """gpu_runs.py runs several runs on one device at once, each getting a share of it: their records say so beside
     the hardware (the Cost table's speeds depend on it), and a run alone there says nothing more."""

@@ -509,6 +509,18 @@ def missing(s):
             "finetuning_seeds": len(study.FINETUNE_SEEDS), "unfinetuned": ", ".join(unfinetuned) or "none"}
 
 
+def commands(s):
+    """Each run's commands behind the OMP_NUM_THREADS they ran on, which a resume must keep to continue bit for bit:
+    the threads of its last CPU stretch in its hardware (where it finetuned too), else run_study.py's default, 1."""
+    lines = []
+    for r in s.results:
+        threads = ([1] + re.findall(r"CPU, (\d+) thread", r["hardware"]))[-1]
+        lines.append(f"- `{r['name']}`: `OMP_NUM_THREADS={threads} {r['pretrain_command']}`" + "".join(
+            f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS={threads} {f['command']}`"
+            for seed, f in sorted(r["finetune"].items())))
+    return {"commands": "\n".join(lines)}
+
+
 def efficiency(s):
     """model_card.md's efficiency summary, from the benchmarks' inference results."""
     path = REPO / "benchmarks/results/inference.json"
@@ -536,10 +548,7 @@ CARD = [("answer", answer), ("budget", budget), ("unigram", lambda s: s.unigram 
             r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
 PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("short_phase", short_phase), ("cost", cost),
         ("pilots", pilots), ("missing", missing),
-        ("commands", lambda s: {"commands": "\n".join(
-            f"- `{r['name']}`: `OMP_NUM_THREADS=1 {r['pretrain_command']}`" + "".join(
-                f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS=1 {f['command']}`"
-                for seed, f in sorted(r["finetune"].items())) for r in s.results)}), "plot"]
+        ("commands", commands), "plot"]
 
 
 def pages(s, card=REPO / "model_card.md"):
