@@ -1,9 +1,9 @@
 # Copyright 2026 The linformer-hf authors. Licensed under the Apache License, Version 2.0.
 """Distil a frozen standard-attention encoder (the teacher) into a Linformer converted from it (the student).
 
-    python convert_to_linformer.py --model_name_or_path sentence-transformers/all-MiniLM-L6-v2 \
-        --max_seq_length 4096 --projected_dim 256 --output_dir outputs/minilm-linformer-n4096-k256
-    accelerate launch distill.py --config configs/distill/minilm_n4096.yaml --output_dir runs/distill-minilm
+    accelerate launch distill.py --config configs/distill/minilm_n4096.yaml --output_dir runs/long-minilm-n4096
+
+after the conversion that makes the student the recipe names (its command heads that file; `make release` runs both).
 
 The student learns to give the teacher's hidden states and pooled embeddings on sequences of mixed
 real lengths (short ones, where it is exact from the start, and long ones up to n), with the teacher's

@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: Apache-2.0
 """Export a Linformer folder to ONNX (fp32, and a dynamically quantized int8 copy) for ONNX Runtime.
 
-    python export_onnx.py --model_name_or_path release/minilm-l6-linformer-n4096
+    python export_onnx.py --model_name_or_path outputs/minilm-linformer-4096   # a folder of your own
 
-writes release/minilm-l6-linformer-n4096/onnx/model.onnx and onnx/model_qint8.onnx: dynamic batch and length
+writes outputs/minilm-linformer-4096/onnx/model.onnx and onnx/model_qint8.onnx, where sentence-transformers'
+`backend="onnx"` looks for them (a release folder, or any that holds either file already, needs
+`--overwrite_output_dir true`; docs/serving.md): dynamic batch and length
 (up to n), every attention route in one graph, checked against PyTorch (max abs difference <= 1e-4) before it
 is written. Needs the `onnx` extra (pip install 'linformer-hf[onnx]').
 """

@@ -1,8 +1,8 @@
 """Everything that needs a GPU, in one command sized to a ten-minute GPU loan (`make gpu-check`).
 
 GPU time comes to this project rarely, in loans of minutes, on machines with no network: a previous loan, an H200,
-trained ten of the quality study's runs (the `hardware` field of experiments/quality/results/*.json), and another,
-an H200, ran this check once (benchmarks/results/gpu, docs/benchmarks.md "On a GPU"). The claims only a GPU can
+trained ten of the quality study's runs and part of an eleventh (the `hardware` field of
+experiments/quality/results/*.json), and an H200 ran this check once (benchmarks/results/gpu, docs/benchmarks.md "On a GPU"). The claims only a GPU can
 settle are collected here, sized to run on one 80 GB GPU in at most ten minutes with the offline install
 (`make gpu-check WHEELHOUSE=wheelhouse`, benchmarks/wheelhouse.py), in order of value, so that a run cut short
 still leaves the most important results: the results file (`gpu_check.json` and its rendering `gpu_check.md`,

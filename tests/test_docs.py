@@ -457,3 +457,34 @@ def test_the_design_check_finds_a_wrong_number():
     text = "## A\nreads up to 4,096 tokens, k = 64 slots, 512-token windows, rank-8 adapters\n## B\nk = 1\n"
     assert [(f, n) for f, n, _ in stated(part(text, "## A"))] == [("n", 4096), ("k", 64), ("k", 64),
                                                                   ("window", 512), ("rank", 8)]
+
+
+def choices():
+    """{field: its allowed values} for every LinformerConfig field that takes one of a fixed set."""
+    from typing import Literal, get_args, get_origin
+
+    from linformer_hf.configuration_linformer import LinformerConfig
+
+    return {field: get_args(kind) for field, kind in LinformerConfig.__annotations__.items()
+            if get_origin(kind) is Literal}
+
+
+def unlisted_choices(text, allowed):
+    """What an options table in `text` leaves out: each field of `allowed` without a row, and each allowed value
+    its row does not name (as `value` or "value")."""
+    rows = {m.group(1): m.group() for m in re.finditer(r"^\| `(\w+)` \|.*$", text, flags=re.M)}
+    return [f"{field}: no row" if field not in rows else f"{field}: {value!r}" for field, values in allowed.items()
+            for value in ([None] if field not in rows else values)
+            if field not in rows or not re.search(rf"[`\"]{value}[`\"]", rows[field])]
+
+
+@pytest.mark.parametrize("page", ["model_card.md", "docs/configuration.md"])
+def test_the_options_tables_list_every_allowed_value(page):
+    missing = unlisted_choices((REPO / page).read_text(), choices())
+    assert not missing, f"{page}'s options table leaves out {', '.join(missing)} (configuration_linformer.py allows them)"
+
+
+def test_the_options_check_finds_a_missing_value():
+    text = "| `projection_init` | `normal` (default) | how E/F start |\n"
+    assert unlisted_choices(text, {"projection_init": ("normal", "window_mean"), "attention_type": ("projected",)}) \
+        == ["projection_init: 'window_mean'", "attention_type: no row"]

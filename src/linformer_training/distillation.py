@@ -5,16 +5,22 @@
 A converted student already equals its teacher on inputs of at most k tokens; what it has to learn is
 longer inputs, where keys and values pass through projections nobody trained. Three choices follow:
 
-* Data. The corpus is packed into blocks as for masked-LM pretraining (`mlm.pack`), and each block
-  gives one span per epoch, of a length drawn from a generator seeded by (seed, epoch, content), like
-  the masks of `mlm`: the same spans in an uninterrupted run and a resumed one. Documents are packed
-  rather than used one by one because real documents rarely reach n (news articles: 2% above 2,048
-  tokens), and a length never trained is a length not learned. A fraction of spans is short (at most
-  k tokens by default): there the student is exact, and those spans keep training from drifting away.
+* Data. By default (`--inputs blocks`) the corpus is packed into blocks as for masked-LM pretraining
+  (`mlm.pack`), because real documents rarely reach n (news articles: 2% above 2,048 tokens) and a length
+  never trained is a length not learned. Packing puts several documents' ends and starts in one input,
+  which is not what global slots see in use: `--inputs documents` reads one document per input (a longer
+  one cut into consecutive inputs), the release's recipe (experiments/long_documents/results.md
+  compares the two). Each input gives
+  one span per epoch, of a length drawn from a generator seeded by (seed, epoch, content), like the
+  masks of `mlm`: the same spans in an uninterrupted run and a resumed one. A fraction of spans is short
+  (at most k tokens by default): there the student is exact, and those spans keep training from drifting.
 * Loss, per sequence: the hidden states of every layer against the teacher's (squared error divided
-  by the teacher token's squared norm, averaged over real tokens and layers), and 1 - cosine of the
-  mean-pooled embeddings. The update's loss is averaged over *sequences*, not tokens: counted per
-  token, one 4,096-token span would weigh as much as 256 16-token ones, undoing the length mix.
+  by the teacher token's squared norm, averaged over real tokens and layers), 1 - cosine of the
+  mean-pooled embeddings, and with `--document_loss_weight` the document objective (each input's
+  embedding must pick out its own pieces, embedded by the teacher, among others'): matching states
+  alone does not teach an embedding to tell documents apart. The update's loss is averaged over
+  *sequences*, not tokens: counted per token, one 4,096-token span would weigh as much as 256 16-token
+  ones, undoing the length mix.
 * Teacher signal beyond the teacher's position limit (512 for BERT): `extended` runs the teacher with
   its position table repeated to the student's length, exactly as the conversion filled the student's
   (so at k = n the two models agree everywhere), with full attention; `windows` runs it on
