@@ -6,7 +6,7 @@
     python -m experiments.conversion.render      # results.json, results.md and plots from results/ only
 
 For every converted model (n = 512 with k in {32, 64, 128, 256}; n = 2048 and 4096 with k in {128, 256};
-each with the projection initialisations below) it measures, on held-out news and Rotten Tomatoes:
+with `window_mean` E, and the other initialisations below where `variants()` runs them) it measures, on held-out news and Rotten Tomatoes:
 
 * cosine of mean-pooled embeddings to the source's, per text, bucketed by length (<= k, k..512, > 512;
   the last against the source with the same extended positions and full attention);

@@ -13,8 +13,9 @@ Three choices that differ from other public implementations, and why:
   (a stable gather) and pad positions are zeroed, so token j always meets column j of E whatever
   the padding side or amount. Pooling windows that hold no real token are masked out of the
   softmax. A sequence alone and the same sequence padded in a batch give the same hidden states.
-* Any length up to n. An input of length L <= n uses the first L columns of E, which is exactly
-  what padding it to n would give; nothing has to be padded to n.
+* Any length up to n. An input of L <= n real tokens meets E as `projection_length_scaling` says (its
+  first L columns, rescaled or not, or all n columns resampled to L), the same alone or padded in a
+  batch; nothing has to be padded to n.
 * Projections live in one module, `LinformerProjections`, holding each distinct matrix once, and
   layers receive theirs as forward arguments. Shared matrices are therefore one parameter for
   safetensors, DDP, FSDP and the optimizer alike: no aliasing, no tying to restore on load.

@@ -7,7 +7,7 @@
     tokenization a tokenizer loaded or trained on the corpus
     mlm          packing, seeded masking and draws, the masked-LM objective
     tasks        GLUE/IMDB/own-data classification tasks and their objective
-    metrics      GLUE metrics (scikit-learn / scipy, or `evaluate` when it loads)
+    metrics      GLUE metrics (scikit-learn / scipy; an `evaluate` script only with --metric_script)
     models       facts about model configs (input limit, from-scratch configs, convertible types)
     conversion   a BERT/RoBERTa encoder turned into a Linformer (convert_to_linformer.py)
     distillation teacher/student checks, spans and the distillation objective (distill.py)
@@ -16,6 +16,8 @@
     checkpoints  complete-or-absent checkpoints and output folders (one `publish`), verified resume
     tracking     trackers and metrics.jsonl
     outputs      the final model folder, its card, the Hub upload
+    onnx_export  fp32 and 8-bit ONNX graphs checked against PyTorch (export_onnx.py)
+    sentence_transformer_linformer  the sentence-transformers module a release ships as remote code
 
 The model package (`linformer_hf`) never imports this one.
 """

@@ -312,7 +312,8 @@ class DocumentObjective:
         return [rows[r][start:start + length] for r, row in enumerate(starts) for start, length in row]
 
     def loss(self, pooled, ids, mask):
-        """Per sequence: the mean of the two InfoNCE directions (input -> its pieces, piece -> its input)."""
+        """Per sequence: the sum of the two InfoNCE directions (input -> its pieces; piece -> its input, averaged
+        over the input's pieces), so each direction weighs the same whatever the number of pieces."""
         generator = content_generator(ids.cpu(), "spans", self.seed, 0)
         queries = self.embed(self.pieces(ids, mask, generator))
         batch = pooled.shape[0]

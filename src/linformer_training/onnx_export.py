@@ -39,7 +39,7 @@ class ExportArguments(Arguments):
                                        "sentence-transformers looks)")
     task: Literal["auto", "feature-extraction", "sequence-classification", "fill-mask"] = arg(
         "auto", "which head to export (auto: from the folder's architectures)")
-    quantize: bool = arg(True, "also write a dynamically quantized int8 copy (weights int8, per channel)")
+    quantize: bool = arg(True, "also write a dynamically quantized 8-bit copy (weights uint8, per channel)")
     max_batch_size: int = arg(64, "largest batch the graph accepts")
     overwrite_output_dir: bool = arg(False, "replace existing ONNX files; in a folder with a manifest.json (a "
                                             "release), also write files it does not list and update it")
@@ -213,7 +213,8 @@ def quantize_int8(source, destination):
 def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True, max_batch_size=64,
                 overwrite_output_dir=False, allow_untrained_head=False):
     """Write `model.onnx` (and `model_qint8.onnx`) for the Linformer folder `model_name_or_path` into
-    `output_dir` (default: its `onnx/` subfolder) and return that folder. Raises UsageError (one line) on bad
+    `output_dir` (default: its `onnx/` subfolder); returns that folder and the largest difference from PyTorch on
+the check inputs. Raises UsageError (one line) on bad
     input, and refuses to publish a graph that does not reproduce PyTorch within 1e-4."""
     try:
         import onnxruntime  # noqa: F401
