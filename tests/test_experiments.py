@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -768,7 +769,8 @@ def test_a_one_seed_comparison_borrows_the_spread_of_the_seeds():
     from experiments.quality import render
 
     def runs(name, *loss):
-        return [{"name": f"{name}_s{i}", "perplexity": math.exp(x), "finetune": {}} for i, x in enumerate(loss)]
+        return [{"name": f"{name}_s{i}", "seed": i, "perplexity": math.exp(x), "finetune": {}}
+                for i, x in enumerate(loss)]
 
     k64 = study.name_of(study.linformer(k=2 * study.K))
     s = SimpleNamespace(unigram=None, groups={render.BASELINE: runs(render.BASELINE, 5.0, 5.2),
@@ -788,6 +790,40 @@ def test_a_one_seed_comparison_borrows_the_spread_of_the_seeds():
     assert render.target(s, k64, "points", 1.0)[1:] == [
         "+10.0 points, 1 vs 1 pretraining seeds",
         "undecided (no interval: one pretraining seed on a side, and no seeds' spread to borrow)"]
+
+
+def test_runs_of_the_same_seeds_are_compared_paired_by_seed():
+    """Both sides ran the same seeds: the interval is Student's t over the per-seed differences, so luck the seeds
+    share (here 0.6 in loss between seeds, on both sides) is not counted as noise; Welch's, which would call this
+    gap undecided, is used only when the seeds differ."""
+    from types import SimpleNamespace
+
+    from experiments.quality import render
+
+    def runs(name, losses, accuracies=(), seeds=(0, 1, 2)):
+        return [{"name": f"{name}_s{seed}", "seed": seed, "perplexity": math.exp(x),
+                 "finetune": {"0": {"accuracy": a}} if accuracies else {}}
+                for seed, x, a in zip(seeds, losses, accuracies or losses)]
+
+    base, ours = (5.0, 5.6, 5.3), (5.12, 5.70, 5.44)  # per seed: 0.12, 0.10, 0.14 above
+    s = SimpleNamespace(unigram=None, groups={render.BASELINE: runs(render.BASELINE, base, (0.70, 0.76, 0.73)),
+                                              study.LINFORMER: runs(study.LINFORMER, ours, (0.695, 0.755, 0.725))})
+    d = [o - b for o, b in zip(ours, base)]
+    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
+    _, measured, said = render.target(s, study.LINFORMER, "gap", 5.0)
+    assert measured == (f"{100 * (math.exp(statistics.mean(d)) - 1):+.1f}% ({100 * (math.exp(ci.low) - 1):+.1f} "
+                        f"to {100 * (math.exp(ci.high) - 1):+.1f}), 3 vs 3 pretraining seeds, paired by seed")
+    assert said == "**missed**"  # the whole interval above +5%
+    welch = stats.ttest_ind(ours, base, equal_var=False).confidence_interval(0.95)
+    assert welch.low < math.log(1.05) < welch.high  # unpaired, the same runs read undecided
+    # accuracy: half a point below in every seed, (almost) no spread in the difference: within 1 point
+    assert render.target(s, study.LINFORMER, "points", 1.0)[1:] == [
+        "-0.5 points (-0.5 to -0.5), 3 vs 3 pretraining seeds, paired by seed", "met"]
+    s.groups[study.LINFORMER] = runs(study.LINFORMER, ours, seeds=(0, 1, 3))  # other seeds: Welch's, unpaired
+    assert render.target(s, study.LINFORMER, "gap", 5.0)[1:] == [
+        f"{100 * (math.exp(statistics.mean(ours) - statistics.mean(base)) - 1):+.1f}% "
+        f"({100 * (math.exp(welch.low) - 1):+.1f} to {100 * (math.exp(welch.high) - 1):+.1f}), 3 vs 3 pretraining seeds",
+        "undecided"]
 
 
 def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path):
@@ -933,7 +969,8 @@ def test_the_short_phase_choice_is_read_from_the_runs_it_compares(tmp_path):
     shutil.copytree(REPO / "experiments/quality/results", tmp_path / "results")
     k128 = study.linformer(n=4 * study.N, k=4 * study.K)
     resampled = json.loads((tmp_path / "results" / f"{study.name_of(study.short_first(k128, exact=False))}_s0.json").read_text())
-    (tmp_path / "results" / f"{study.name_of(study.short_first(k128))}_s0.json").unlink(missing_ok=True)  # before it ran
+    for seed in (tmp_path / "results").glob(f"{study.name_of(study.short_first(k128))}_s*.json"):
+        seed.unlink()  # before any seed of it ran
     pilots = sorted((tmp_path / "results/pilots").glob(f"{study.name_of(study.short_first(k128))}*.json"))
     pilot = json.loads(pilots[0].read_text())  # the exact run's first updates, recorded before it finished
     said = render.short_choice(render.load(tmp_path / "results"))

@@ -106,6 +106,30 @@ def welch(ours, theirs, to):
     return (to(statistics.mean(ours) - statistics.mean(theirs)),) * 2
 
 
+def paired(ours, theirs, to):
+    """The 95% t-interval of the mean per-seed difference of {seed: value} `ours` - `theirs`, its ends mapped by
+    `to`, when both sides ran the same two or more seeds; None otherwise. Runs of one seed train on the same
+    batches and masks whatever the model (mlm.data_loader, content-seeded masks), so how early a seed's data lets
+    a model leave the unigram plateau moves both sides alike: their difference is free of it, which an unpaired
+    interval counts as noise twice."""
+    if len(ours) < 2 or ours.keys() != theirs.keys():
+        return None
+    d = [ours[seed] - theirs[seed] for seed in sorted(ours)]
+    if len(set(d)) == 1:  # no spread: the difference itself
+        return (to(d[0]),) * 2
+    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
+    return to(ci.low), to(ci.high)
+
+
+def by_seed(runs, value):
+    """{pretraining seed: value(run)} of the runs that have one (accuracy: finetuned ones)."""
+    return {r["seed"]: v for r in runs if (v := value(r)) is not None}
+
+
+def accuracy(r):
+    return next(iter(accuracies([r])), None)
+
+
 def gap(value, reference):  # relative perplexity gap, in percent
     return None if value is None or reference is None else 100 * (value / reference - 1)
 
@@ -177,15 +201,19 @@ def difference(s, ours, theirs, to):
 
 def target(s, arch, kind, limit, reference=BASELINE):
     """One row of the targets table. A bound on a run is a plain condition; a comparison with the `reference`
-    run is judged by its interval (`difference`: perplexity on the loss)."""
+    run is judged by its interval: `paired` over seeds both ran, else `difference` (perplexity on the loss)."""
     m, base = seeds(s, arch), seeds(s, reference)
+    loss, ppl_gap = (lambda r: math.log(r["perplexity"])), (lambda x: 100 * (math.exp(x) - 1))
+    pair = {"gap": (loss, ppl_gap), "points": (accuracy, lambda x: 100 * x)}.get(kind)
+    matched = pair and paired(by_seed(m.runs, pair[0]), by_seed(base.runs, pair[0]), pair[1])
     value, ci, shown = {  # the value, its interval, and how the value is shown
         "ratio": lambda: (m.ppl and s.unigram and m.ppl / s.unigram, None, "{:.3f} x"),
         "accuracy": lambda: (m.acc[0] and 100 * m.acc[0], None, "{:.1f}%"),
-        "gap": lambda: (gap(m.ppl, base.ppl), difference(s, losses(m.runs), losses(base.runs),
-                                                         lambda x: 100 * (math.exp(x) - 1)), "{:+.1f}%"),
+        "gap": lambda: (gap(m.ppl, base.ppl), matched or difference(s, losses(m.runs), losses(base.runs), ppl_gap),
+                        "{:+.1f}%"),
         "points": lambda: (None if None in (m.acc[0], base.acc[0]) else 100 * (m.acc[0] - base.acc[0]),
-                           welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x), "{:+.1f} points"),
+                           matched or welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x),
+                           "{:+.1f} points"),
     }[kind]()
     what = f"{arch} " + words(f"target_{kind}", limit=f"{limit:g}",
                               reference="the baseline" if reference == BASELINE else f"`{reference}`")
@@ -195,7 +223,7 @@ def target(s, arch, kind, limit, reference=BASELINE):
     if kind in ("ratio", "accuracy"):
         return [what, shown + f" ({len(m.runs)} pretraining seed{'s' * (len(m.runs) != 1)})",
                 status(value <= limit if kind == "ratio" else value >= limit)]
-    shown += f", {len(m.runs)} vs {len(base.runs)} pretraining seeds"
+    shown += f", {len(m.runs)} vs {len(base.runs)} pretraining seeds" + ", paired by seed" * bool(matched)
     if ci is None:  # one seed a side and no spread to borrow: a bare difference is no verdict
         return [what, shown, words("no_interval")]
     return [what, shown, verdict(*ci, limit, above=False) if kind == "gap" else verdict(*ci, -limit)]
