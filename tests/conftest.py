@@ -119,6 +119,24 @@ def error_of(call, capsys):
     raise AssertionError("the command did not fail")
 
 
+@contextlib.contextmanager
+def updates_made(monkeypatch):
+    """The step at which each training update starts (`loop.train_update`), in order. Runs are seeded, so a resume
+    that silently started again at step 0 would reach the same weights and results as a real one: the updates a
+    resumed run makes are what show that it resumed."""
+    from linformer_training import loop
+
+    steps, real = [], loop.train_update
+
+    def counted(run, group):
+        steps.append(run.state.step)
+        return real(run, group)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(loop, "train_update", counted)
+        yield steps
+
+
 @pytest.fixture(scope="module")
 def hub():
     """A Hub stand-in (tests/hub_server.py) on 127.0.0.1, with the users `me` and `other`; one per test module,

@@ -107,8 +107,18 @@ def test_masks_are_fixed_all_mask_tokens_and_a_window_reading_equals_the_whole_r
     windows = evaluate.score_windows(model, tokenizer, short, short_labels)
     assert len(whole) == (short_labels != -100).sum() > 0
     torch.testing.assert_close(windows, whole, atol=1e-5, rtol=1e-5)
-    longer = evaluate.score_windows(model, tokenizer, ids, labels)
-    assert len(longer) == (labels != -100).sum()  # every masked token of a longer document, once
+    read = []  # what each window hands the model: a longer document, cut into several
+    real = evaluate.masked_scores
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(evaluate, "masked_scores", lambda m, i, l: read.append((i[0], l[0])) or real(m, i, l))
+        longer = evaluate.score_windows(model, tokenizer, ids, labels)
+    assert len(longer) == (labels != -100).sum() and len(read) == -(-(ids.shape[1] - 2) // (evaluate.N - 2)) > 1
+    for window, window_labels in read:  # [CLS] piece [SEP], at most N tokens, each label on its own (masked) token
+        assert len(window) <= evaluate.N and window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id
+        assert torch.equal(window_labels != -100, window == tokenizer.mask_token_id)
+    # the pieces are the document, in order, with nothing left out or read twice; and so are their labels
+    assert torch.equal(torch.cat([w[1:-1] for w, _ in read]), ids[0, 1:-1])
+    assert torch.equal(torch.cat([l[1:-1] for _, l in read]), labels[0, 1:-1])
 
 
 def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference():

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The paper's attention, exactly: padding invariance, sharing, RoBERTa equivalence, heads and losses."""
 
+import copy
 import itertools
 
 import pytest
@@ -537,10 +538,20 @@ def test_new_adapters_change_nothing_and_eager_equals_sdpa():
     torch.testing.assert_close(model(ids, attention_mask=mask).last_hidden_state,
                                plain(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=0)
     with_random_adapters(model)
-    eager = LinformerModel._from_config(config, attn_implementation="eager").eval()
-    eager.load_state_dict(model.state_dict())
+    eager = implemented_as(model, "eager")
     torch.testing.assert_close(eager(ids, attention_mask=mask).last_hidden_state,
                                model(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=1e-5)
+
+
+def implemented_as(model, implementation):
+    """The same weights under another attention implementation, on a config of its own: `_from_config` sets the
+    implementation on the config it is given, which `model` and its layers share, so a twin built from
+    `model.config` would switch `model` too and compare the implementation with itself."""
+    twin = LinformerModel._from_config(copy.deepcopy(model.config), attn_implementation=implementation).eval()
+    twin.load_state_dict(model.state_dict())
+    assert (twin.config._attn_implementation, model.config._attn_implementation) == (
+        implementation, "eager" if implementation == "sdpa" else "sdpa")
+    return twin
 
 
 @pytest.mark.parametrize("overrides, message", [
@@ -610,6 +621,8 @@ def test_open_gates_add_the_whole_sequence_to_long_rows_only(impl):
         torch.testing.assert_close(out[row, span], model(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
         if len(seq) <= 16:
             torch.testing.assert_close(out[row, span], roberta(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
+    twin = implemented_as(model, "eager" if impl == "sdpa" else "sdpa")  # with the gates open
+    torch.testing.assert_close(twin(ids, attention_mask=mask).last_hidden_state, out, rtol=0, atol=1e-5)
     long = sequences[2].clone()
     changed = long.clone()
     changed[20] = 7 if long[20] != 7 else 8
@@ -620,11 +633,6 @@ def test_open_gates_add_the_whole_sequence_to_long_rows_only(impl):
             layer.attention.self.global_gate.zero_()
     closed = model(long[None]).last_hidden_state[0, :16]
     torch.testing.assert_close(model(changed[None]).last_hidden_state[0, :16], closed, rtol=0, atol=1e-6)
-    other = "eager" if impl == "sdpa" else "sdpa"
-    twin = LinformerModel._from_config(model.config, attn_implementation=other).eval()
-    twin.load_state_dict(model.state_dict())
-    torch.testing.assert_close(twin(ids, attention_mask=mask).last_hidden_state,
-                               model(ids, attention_mask=mask).last_hidden_state, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("sharing", ["layerwise", "none"])

@@ -25,7 +25,7 @@ from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
 from linformer_training.tracking import read_jsonl
 
-from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, write_jsonl
+from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, updates_made, write_jsonl
 
 import train_mlm  # noqa: E402
 
@@ -709,7 +709,7 @@ def fp16_on_cpu(monkeypatch):
     monkeypatch.setattr(loop, "make_accelerator", fp16)
 
 
-def test_fp16_loss_scaling_skips_overflows_and_resumes_exactly(tmp_path, micro, fp16_on_cpu, capsys):
+def test_fp16_loss_scaling_skips_overflows_and_resumes_exactly(tmp_path, micro, fp16_on_cpu, capsys, monkeypatch):
     """fp16 with a gradient scaler: overflowing updates are skipped and said, the schedule advances only on
     applied updates, the scaler's state is in every checkpoint, and resuming from one reaches the same
     weights bit for bit (a scaler restarted at FP16_INIT_SCALE would skip again and end elsewhere)."""
@@ -734,8 +734,10 @@ def test_fp16_loss_scaling_skips_overflows_and_resumes_exactly(tmp_path, micro, 
     fresh_state()
     resumed = tmp_path / "resumed"
     shutil.copytree(step_4, resumed / "checkpoints" / "checkpoint_4")
-    run(micro, resumed, "--max_steps", "8", "--checkpointing_steps", "4", "--lr_scheduler_type", "linear",
-        "--resume_from_checkpoint", "latest")
+    with updates_made(monkeypatch) as steps:
+        run(micro, resumed, "--max_steps", "8", "--checkpointing_steps", "4", "--lr_scheduler_type", "linear",
+            "--resume_from_checkpoint", "latest")
+    assert steps == [4, 5, 6, 7]  # from checkpoint_4, with its scaler: not again from the start
     one, two = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert all(torch.equal(one[k], two[k]) for k in one)
 
@@ -765,13 +767,15 @@ def test_offline_push_fails_after_the_local_save(tmp_path, micro, monkeypatch):
 # --- never lose work: resume after a kill ----------------------------------------------------------
 
 
-def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro):
+def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro, monkeypatch):
     run(micro, tmp_path, "--max_steps", "4", "--checkpointing_steps", "2", "--save_total_limit", "1")
     assert [p.name for p in checkpoints.list_checkpoints(tmp_path)] == ["checkpoint_4"]
     with pytest.raises(UsageError, match="written with .*'per_device_train_batch_size': 8.*resume with the same"):
         run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest",
             "--per_device_train_batch_size", "4", "--total_batch_size", "8")
-    run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
+    with updates_made(monkeypatch) as steps:
+        run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
+    assert steps == [4, 5]
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
     assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
 

@@ -106,6 +106,8 @@ def load_common_tests():
 
 
 common, why_not = load_common_tests()
+if common is None and os.environ.get("LINFORMER_REQUIRE_COMMON_TESTS") == "1":  # CI: a skip here would hide them
+    pytest.fail(f"LINFORMER_REQUIRE_COMMON_TESTS=1: {why_not}", pytrace=False)
 if common is None:
     pytest.skip(why_not, allow_module_level=True)
 modeling_common, configuration_common = common
