@@ -119,6 +119,20 @@ def error_of(call, capsys):
     raise AssertionError("the command did not fail")
 
 
+def forward_calls(layers, step):
+    """How many times the first child of each of `layers` runs during `step()`: activation checkpointing runs a
+    layer's forward again in the backward pass, so a checkpointed training step counts two a layer, a plain one
+    one; a flag that is set but not acted on counts one."""
+    calls = []
+    hooks = [next(layer.children()).register_forward_pre_hook(lambda *_: calls.append(1)) for layer in layers]
+    try:
+        step()
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return len(calls)
+
+
 @contextlib.contextmanager
 def updates_made(monkeypatch):
     """The step at which each training update starts (`loop.train_update`), in order. Runs are seeded, so a resume

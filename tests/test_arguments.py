@@ -138,18 +138,24 @@ def test_overrides_parse_and_apply():
         arguments.apply_overrides(LinformerConfig, {"projected_dim": 4096})
 
 
-def script_argument_classes():
-    import train_mlm
-    from linformer_training.conversion import ConvertArguments
+SCRIPTS = ("train_mlm", "finetune_glue", "distill", "convert_to_linformer", "export_onnx")
 
-    classes = [train_mlm.MLMArguments, ConvertArguments]
-    for module in ("finetune_glue", "distill"):
-        try:
-            mod = __import__(module)
-        except ImportError:
-            continue
-        classes += [v for v in vars(mod).values() if isinstance(v, type) and dataclasses.is_dataclass(v)
-                    and issubclass(v, Arguments) and v.__module__ == module]
+
+def script_argument_classes():
+    """Every argument class the scripts' modules define or import, wherever it lives (export_onnx.py's is in
+    linformer_training.onnx_export), down the whole subclass tree of Arguments."""
+    for script in SCRIPTS:
+        __import__(script)
+
+    def below(cls):
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from below(sub)
+
+    classes = sorted({c for c in below(Arguments) if dataclasses.is_dataclass(c) and (
+        c.__module__ in SCRIPTS or c.__module__.startswith("linformer_training."))}, key=lambda c: c.__qualname__)
+    assert {"MLMArguments", "FinetuneArguments", "DistillArguments", "ConvertArguments", "ExportArguments"} <= {
+        c.__name__ for c in classes}
     return classes
 
 

@@ -245,6 +245,7 @@ def test_document_pieces_lie_inside_each_inputs_text():
     mask = torch.ones_like(ids)
     mask[1, 20:] = 0
     starts = distillation.span_starts(ids, mask, 5, 4, 30, torch.Generator().manual_seed(0))
+    assert len(starts) == 2 and [len(row) for row in starts] == [5, 5]  # five pieces from each input
     for row, real in ((0, 40), (1, 20)):
         for start, length in starts[row]:
             assert 1 <= start and start + length <= real - 1 and 1 <= length <= min(30, real - 2)

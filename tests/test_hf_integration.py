@@ -18,7 +18,7 @@ from transformers import (
     pipeline,
 )
 
-from conftest import free_port, run_group, tiny_config
+from conftest import forward_calls, free_port, run_group, tiny_config
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
 
 TESTS = Path(__file__).resolve().parent
@@ -131,8 +131,11 @@ def test_gradient_checkpointing_gives_the_same_gradients(exact_attention_length)
     ids = torch.randint(5, 300, (2, 20))
     mask = torch.ones_like(ids)
     mask[1, 6:] = 0  # 6 <= k real tokens: with the option, an exact row beside a projected one
+    layers = model.linformer.encoder.layer
+    assert forward_calls(layers, lambda: grads(model, ids, mask)) == len(layers)
     plain = grads(model, ids, mask)
     model.activation_checkpointing_enable()
+    assert forward_calls(layers, lambda: grads(model, ids, mask)) == 2 * len(layers)  # each layer recomputed
     checkpointed = grads(model, ids, mask)
     assert "linformer.encoder.projections.shared" in checkpointed
     for name in plain:

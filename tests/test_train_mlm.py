@@ -764,6 +764,27 @@ def test_offline_push_fails_after_the_local_save(tmp_path, micro, monkeypatch):
     assert (tmp_path / "model.safetensors").exists() and (tmp_path / "README.md").exists()
 
 
+@pytest.mark.parametrize("checkpointing_steps", ["4", "0"], ids=["checkpoint", "final_model"])
+def test_non_finite_weights_are_refused_before_any_save(tmp_path, micro, monkeypatch, capsys, checkpointing_steps):
+    """Weights that went NaN in the update before a save (a loss still finite) stop the run at the save, with
+    nothing written: not the checkpoint at step 4, not the final model."""
+    real = loop.train_update
+
+    def poisoned(run, group):
+        result = real(run, group)
+        if run.state.step == 3:  # the update that makes step 4, after its finite loss
+            with torch.no_grad():
+                next(run.model.parameters()).view(-1)[0] = float("nan")
+        return result
+
+    monkeypatch.setattr(loop, "train_update", poisoned)
+    message = error_of(lambda: run(micro, tmp_path, "--max_steps", "4", "--checkpointing_steps", checkpointing_steps,
+                                   "--validation_split_percentage", "0"), capsys)  # no evaluation to see it first
+    where = "checkpoint at step 4" if checkpointing_steps == "4" else "final model"
+    assert message.startswith(f"{where}: weight ") and message.endswith("holds NaN/inf; nothing was saved"), message
+    assert not list(tmp_path.glob("checkpoints/checkpoint_*")) and not (tmp_path / "model.safetensors").exists()
+
+
 # --- never lose work: resume after a kill ----------------------------------------------------------
 
 
