@@ -71,14 +71,18 @@ def t_interval(values, predict=False):
     return statistics.mean(values), stats.t.ppf(0.975, n - 1) * spread
 
 
+def accuracy(r):
+    """A pretraining seed's Rotten Tomatoes accuracy: the mean over its finetuning seeds (None before any)."""
+    return statistics.mean(f["accuracy"] for f in r["finetune"].values()) if r["finetune"] else None
+
+
 def accuracies(runs):
-    """Each pretraining seed's Rotten Tomatoes accuracy: the mean over its finetuning seeds."""
-    return [statistics.mean(f["accuracy"] for f in r["finetune"].values()) for r in runs if r["finetune"]]
+    return [a for r in runs if (a := accuracy(r)) is not None]
 
 
 def rt_cell(r):
     """A run's (or an extended stop's) Rotten Tomatoes accuracy as a cell: percent, mean over finetuning seeds."""
-    return number(100 * accuracies([r])[0] if r and r["finetune"] else None, ".1f")
+    return number(100 * accuracy(r) if r and r["finetune"] else None, ".1f")
 
 
 def losses(runs):
@@ -124,10 +128,6 @@ def paired(ours, theirs, to):
 def by_seed(runs, value):
     """{pretraining seed: value(run)} of the runs that have one (accuracy: finetuned ones)."""
     return {r["seed"]: v for r in runs if (v := value(r)) is not None}
-
-
-def accuracy(r):
-    return next(iter(accuracies([r])), None)
 
 
 def gap(value, reference):  # relative perplexity gap, in percent
