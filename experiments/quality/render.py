@@ -595,19 +595,26 @@ def drawn(curve):
 
 
 def plot(s, path):
-    """Validation perplexity against tokens seen: one panel for each Figure 3 claim, a fourth for the pilots."""
-    archs = compared(s)
+    """Validation perplexity against tokens seen: one panel for each Figure 3 claim, one for the paper's n with a
+    short phase first (issue 47, item 2; its curves read short blocks until the switch), the last for the pilots."""
+    archs, phase = compared(s), study.SHORT_PHASE
+    short = [a for a in s.order if any("short" in r["run"] for r in s.groups.get(a, []))]
     panels = [(f"k (n={N}, layerwise sharing)", archs["k"]),
               (f"sharing (n={N}, k={K})", archs["sharing"] + archs["peer"]),  # dotted: issue 47's peer and conv
               (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", archs["baselines"] + archs["n"]),
+              (f"n={4 * N}: {phase['block_size']}-token blocks until update {phase['steps']:,}, then {4 * N}", short),
               ("pilots (recipes, first validation blocks)", [])]
     references = [] if s.unigram is None else [(s.unigram, "--", f"unigram, no context ({s.unigram:.0f})"),
                                                (0.3 * s.unigram, ":", "0.3 x unigram (target)")]
     if s.neighbours is not None:
         references.append((s.neighbours, "-.", f"two-neighbour count model ({s.neighbours:.0f})"))
-    with figure(path, 1, 4, figsize=(22, 5.5), sharey=True) as (fig, axes):
-        for r in s.pilots:  # the fourth panel: how long each recipe sat on the unigram line
-            axes[3].plot(*drawn(r["curve"]), marker="o", ms=2, label=r["name"])
+    with figure(path, 1, len(panels), figsize=(5.5 * len(panels), 5.5), sharey=True) as (fig, axes):
+        for r in s.pilots:  # the last panel: how long each recipe sat on the unigram line
+            axes[-1].plot(*drawn(r["curve"]), marker="o", ms=2, label=r["name"])
+        switch = [p["tokens_seen"] / 1e6 for a in short for r in s.groups[a] for p in r["curve"]
+                  if p["step"] == phase["steps"]]
+        if switch:  # where the short runs' validation blocks become n tokens long
+            axes[3].axvline(statistics.mean(switch), color="gray", ls="-", lw=0.5, label="switch to n-token blocks")
         for ax, (title, configurations) in zip(axes, panels):
             for arch in [a for a in configurations if s.groups.get(a)]:
                 # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding):
