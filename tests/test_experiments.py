@@ -989,6 +989,32 @@ def test_the_short_phase_choice_is_read_from_the_runs_it_compares(tmp_path):
     assert "read exactly (its run)" in said, said
 
 
+def test_the_short_phase_says_whether_the_judged_runs_were_still_falling_at_their_last_update(tmp_path):
+    """Issue 47, item 2: a target read while its curves still fall is a point on the way, so the short-phase section
+    says how much each run the targets judge fell over its last stretch, and says so differently once one rises;
+    runs no target judges (the resampled k = 128 run) are left out of it."""
+    from experiments.quality import render
+
+    shutil.copytree(REPO / "experiments/quality/results", tmp_path / "results")
+    baseline = tmp_path / "results" / f"{render.LONG_BASELINE}_s0.json"
+    r = json.loads(baseline.read_text())
+    before = r["curve"][-2]["perplexity"]
+    section = render.short_phase(render.load(tmp_path / "results"))
+    assert section["falls"].startswith("\nOver the last 250 updates") and "every run was still falling" in section["falls"]
+    assert section["between"] == "9,250, 9,500, 9,750"
+    row = next(line for line in section["rows"].splitlines() if line.startswith(f"| {r['name']} |"))
+    assert ", ".join(f"{p['perplexity']:.1f}" for p in r["curve"][-4:-1]) in row
+    r["curve"][-1]["perplexity"] = 1.5 * before  # the baseline's seed 0 rises over its last stretch
+    baseline.write_text(json.dumps(r))
+    falls = render.short_phase(render.load(tmp_path / "results"))["falls"]
+    assert "fell by -50.0% to " in falls and "not every run was still falling" in falls, falls
+    resampled = study.name_of(study.short_first(study.linformer(n=4 * study.N, k=4 * study.K), exact=False))
+    r = json.loads((tmp_path / "results" / f"{resampled}_s0.json").read_text())
+    r["curve"][-1]["perplexity"] = 2 * r["curve"][-2]["perplexity"]  # judged by no target: its -100% is not said
+    (tmp_path / "results" / f"{resampled}_s0.json").write_text(json.dumps(r))
+    assert "-100.0%" not in render.short_phase(render.load(tmp_path / "results"))["falls"]
+
+
 def test_a_pilot_point_without_its_own_training_window_gets_its_tokens_from_the_windows_around_it():
     """Evaluation every 250 updates and logging every 20 leave most evaluated updates without a logged token count:
     record_pilot interpolates between the windows around one, and after the last carries on at its rate."""

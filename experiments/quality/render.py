@@ -445,13 +445,23 @@ def short_phase(s):
     if not ran:
         return None
     phase, base = study.SHORT_PHASE, seeds(s, LONG_BASELINE)
+    # A run's evaluations after the switch to n-token blocks and before its last.
+    between = lambda r: [p for p in r["curve"][:-1] if p["step"] > phase["steps"]]  # noqa: E731
+    judged = {LONG_BASELINE, *(arch for arch, *_ in LONG_TARGETS)}
+    falls = [100 * (1 - r["curve"][-1]["perplexity"] / r["curve"][-2]["perplexity"]) for r in ran
+             if arch_of(r["name"]) in judged]
     rows = [[r["name"], left_plateau(s, r), f"{r['short_phase']['perplexity']:.1f}",
              f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
+             ", ".join(f"{p['perplexity']:.1f}" for p in between(r)) or "-",
              f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
              rt_cell(r)] for r in ran]
+    last = ran[0]["curve"]
     return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "choice": short_choice(s),
-            "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows)}
+            "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows),
+            "between": ", ".join(f"{p['step']:,}" for p in between(ran[0])), "falls": falls and words(
+                "short_falls", stretch=last[-1]["step"] - last[-2]["step"], least=f"{min(falls):.1f}",
+                most=f"{max(falls):.1f}", still=words("still_falling" if min(falls) > 0 else "not_all_falling")) or ""}
 
 
 def left_plateau(s, r):
