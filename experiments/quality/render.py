@@ -365,7 +365,7 @@ def answer(s):
             "precision": precision_name(base["mixed_precision"]), "runs": "; ".join(runs), "long": "; ".join(long),
             "last": f"{max(study.EXTENDED_STEPS):,}", "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"],
             "spread": f"{min(baseline):.1f} to {max(baseline):.1f}" if len(baseline) > 1 else "unmeasured",
-            "long_n": 4 * N}
+            "long_n": 4 * N, "long_falls": (short := short_phase(s)) and short["falls"].replace("\n", " ") or ""}
 
 
 def precision_name(mixed_precision):
