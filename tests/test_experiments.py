@@ -148,8 +148,9 @@ def study_copy(tmp_path_factory):
 
 
 def run_script(root, module, *args):
-    """`python -m experiments.quality.<module> ARGS` in the copy, which shadows the real study."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src")}
+    """`python -m experiments.quality.<module> ARGS` in the copy, which shadows the real study, on run_study.py's
+    default of one thread whatever the shell exports (the records name the threads a run was given)."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-m", f"experiments.quality.{module}", *args], cwd=root, env=env,
                           capture_output=True, text=True, timeout=600)
 
