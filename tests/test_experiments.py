@@ -1001,7 +1001,8 @@ def test_the_short_phase_says_whether_the_judged_runs_were_still_falling_at_thei
     r = json.loads(baseline.read_text())
     before = r["curve"][-2]["perplexity"]
     section = render.short_phase(render.load(tmp_path / "results"))
-    assert section["falls"].startswith("\nOver the last 250 updates") and "every run was still falling" in section["falls"]
+    assert section["falls"].startswith("Over the last 250 updates") and "every run was still falling" in section["falls"]
+    assert section["falls"] in render.answer(render.load(tmp_path / "results"))["long_falls"]  # the card says it too
     assert section["between"] == "9,250, 9,500, 9,750"
     row = next(line for line in section["rows"].splitlines() if line.startswith(f"| {r['name']} |"))
     assert ", ".join(f"{p['perplexity']:.1f}" for p in r["curve"][-4:-1]) in row

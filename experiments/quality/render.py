@@ -365,7 +365,7 @@ def answer(s):
             "precision": precision_name(base["mixed_precision"]), "runs": "; ".join(runs), "long": "; ".join(long),
             "last": f"{max(study.EXTENDED_STEPS):,}", "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"],
             "spread": f"{min(baseline):.1f} to {max(baseline):.1f}" if len(baseline) > 1 else "unmeasured",
-            "long_n": 4 * N, "long_falls": (short := short_phase(s)) and short["falls"].replace("\n", " ") or ""}
+            "long_n": 4 * N, "long_falls": (falls := still_falling(s)) and f" {falls}"}
 
 
 def precision_name(mixed_precision):
@@ -447,21 +447,27 @@ def short_phase(s):
     phase, base = study.SHORT_PHASE, seeds(s, LONG_BASELINE)
     # A run's evaluations after the switch to n-token blocks and before its last.
     between = lambda r: [p for p in r["curve"][:-1] if p["step"] > phase["steps"]]  # noqa: E731
-    judged = {LONG_BASELINE, *(arch for arch, *_ in LONG_TARGETS)}
-    falls = [100 * (1 - r["curve"][-1]["perplexity"] / r["curve"][-2]["perplexity"]) for r in ran
-             if arch_of(r["name"]) in judged]
     rows = [[r["name"], left_plateau(s, r), f"{r['short_phase']['perplexity']:.1f}",
              f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
              ", ".join(f"{p['perplexity']:.1f}" for p in between(r)) or "-",
              f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
              number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
              rt_cell(r)] for r in ran]
-    last = ran[0]["curve"]
     return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "choice": short_choice(s),
             "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows),
-            "between": ", ".join(f"{p['step']:,}" for p in between(ran[0])), "falls": falls and words(
-                "short_falls", stretch=last[-1]["step"] - last[-2]["step"], least=f"{min(falls):.1f}",
-                most=f"{max(falls):.1f}", still=words("still_falling" if min(falls) > 0 else "not_all_falling")) or ""}
+            "between": ", ".join(f"{p['step']:,}" for p in between(ran[0])), "falls": still_falling(s)}
+
+
+def still_falling(s):
+    """How much each run the n = 512 targets judge fell over its last stretch between evaluations ("" before any
+    ran): a target read while its curves still fall is a point on the way (the short-phase section and the card)."""
+    judged = [r for arch in (LONG_BASELINE, *(arch for arch, *_ in LONG_TARGETS)) for r in s.groups.get(arch, [])]
+    if not judged:
+        return ""
+    falls = [100 * (1 - r["curve"][-1]["perplexity"] / r["curve"][-2]["perplexity"]) for r in judged]
+    last = judged[0]["curve"]
+    return words("short_falls", stretch=last[-1]["step"] - last[-2]["step"], least=f"{min(falls):.1f}",
+                 most=f"{max(falls):.1f}", still=words("still_falling" if min(falls) > 0 else "not_all_falling"))
 
 
 def left_plateau(s, r):
@@ -623,9 +629,9 @@ def plot(s, path):
             axes[-1].plot(*drawn(r["curve"]), marker="o", ms=2, label=r["name"])
         switch = [p["tokens_seen"] / 1e6 for a in short for r in s.groups[a] for p in r["curve"]
                   if p["step"] == phase["steps"]]
-        if switch:  # where the short runs' validation blocks become n tokens long
-            axes[3].axvline(statistics.mean(switch), color="gray", ls="-", lw=0.5, label="switch to n-token blocks")
         for ax, (title, configurations) in zip(axes, panels):
+            if configurations is short and switch:  # where the short runs' validation blocks become n tokens long
+                ax.axvline(statistics.mean(switch), color="gray", ls="-", lw=0.5, label="switch to n-token blocks")
             for arch in [a for a in configurations if s.groups.get(a)]:
                 # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding):
                 # the x-axis is the seeds' mean tokens seen at each update.
