@@ -16,9 +16,11 @@ def test_defaults_follow_roberta_position_numbering():
 
 def test_round_trip_through_dict_keeps_every_field():
     config = LinformerConfig(projected_dim=[64, 128], num_hidden_layers=2, projection_sharing="headwise",
-                             projection_type="conv", max_seq_length=256)
+                             projection_type="conv", max_seq_length=256, layer_norm_placement="pre",
+                             embedding_layer_norm=False)
     again = LinformerConfig.from_dict(config.to_dict())
-    for field in ("projected_dim", "projection_sharing", "projection_type", "max_seq_length", "auto_map"):
+    for field in ("projected_dim", "projection_sharing", "projection_type", "max_seq_length", "auto_map",
+                  "layer_norm_placement", "embedding_layer_norm"):
         assert getattr(again, field) == getattr(config, field)
 
 
@@ -70,6 +72,8 @@ def test_auto_map_names_every_head():
         (dict(full_attention_short_inputs="yes"), "full_attention_short_inputs"),  # a field of older configs
         (dict(projected_dims=64), "projected_dims"),  # not a field: unknown keys are rejected
         (dict(position_embedding_type="relative_key"), "position_embedding_type"),  # a legacy BERT key
+        (dict(layer_norm_placement="sandwich"), "layer_norm_placement"),
+        (dict(embedding_layer_norm="no"), "embedding_layer_norm"),
     ],
 )
 def test_invalid_values_raise_value_error_naming_the_field(kwargs, field):
@@ -82,6 +86,8 @@ def test_invalid_values_raise_value_error_naming_the_field(kwargs, field):
     (dict(vocab_size=0), r"`vocab_size`=0 is invalid; it must be an integer >= 1\.$"),
     (dict(hidden_dropout_prob=-0.1), r"`hidden_dropout_prob`=-0.1 is invalid; .*0 <= p < 1"),
     (dict(projection_sharing="shared"), r"allowed: one of 'none', 'headwise', 'key_value', 'layerwise'"),
+    (dict(layer_norm_placement="sandwich"), r"`layer_norm_placement`='sandwich' is invalid; allowed: one of 'post', 'pre'"),
+    (dict(embedding_layer_norm="no"), r"`embedding_layer_norm`='no' is invalid; allowed: bool"),
     (dict(projected_dims=64), r"unknown argument `projected_dims` \(did you mean `projected_dim`\?\)"),
     (dict(hiden_size=64, foo=1), r"unknown arguments `foo`, `hiden_size` \(did you mean `hidden_size`\?\)"),
 ])

@@ -246,6 +246,94 @@ def test_identity_projections_reproduce_roberta(sharing):
     assert (model(ids).last_hidden_state - expected).abs().max() <= 1e-5
 
 
+# ---- layer_norm_placement and embedding_layer_norm: the arrangement of pre-LN checkpoints (the Jargon models) ----
+
+
+def pre_norm_reference(model, ids):
+    """A pre-LN Transformer encoder written out in plain torch from `model`'s weights: embeddings summed without a
+    LayerNorm, then per layer x + MHA(LN(x)) and y + FFN(LN(y)), then one final LayerNorm; standard attention."""
+    config = model.config
+    heads, eps = config.num_attention_heads, config.layer_norm_eps
+    real = (ids != config.pad_token_id).long()
+    positions = real.cumsum(1) * real + config.pad_token_id
+    embeddings = model.embeddings
+    x = (embeddings.word_embeddings.weight[ids] + embeddings.position_embeddings.weight[positions]
+         + embeddings.token_type_embeddings.weight[0])
+
+    def norm(t, module):
+        return F.layer_norm(t, t.shape[-1:], module.weight, module.bias, eps)
+
+    for layer in model.encoder.layer:
+        attention = layer.attention.self
+        h = norm(x, layer.attention_layer_norm)
+        q, k, v = (F.linear(h, m.weight, m.bias).unflatten(-1, (heads, -1)).transpose(1, 2)
+                   for m in (attention.query, attention.key, attention.value))
+        attended = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, -1) @ v
+        x = x + layer.attention.output.dense(attended.transpose(1, 2).flatten(2))
+        h = norm(x, layer.feed_forward_layer_norm)
+        x = x + layer.output.dense(layer.intermediate.intermediate_act_fn(layer.intermediate.dense(h)))
+    return norm(x, model.encoder.final_layer_norm)
+
+
+@pytest.mark.parametrize("sharing", SHARING)
+@torch.no_grad()
+def test_pre_norm_layers_without_embedding_layer_norm_are_their_definition(sharing):
+    """`layer_norm_placement="pre"` with `embedding_layer_norm=False`, at k = n with E = F = I (standard attention),
+    is the pre-LN encoder written out by hand (float64, every weight random, LayerNorms included)."""
+    n = 24
+    torch.manual_seed(0)
+    config = tiny_config(max_seq_length=n, projected_dim=n, projection_sharing=sharing, layer_norm_placement="pre",
+                         embedding_layer_norm=False, hidden_act="gelu")
+    model = LinformerModel(config).double().eval()
+    for name, param in model.named_parameters():
+        param.normal_(1.0 if name.endswith("norm.weight") else 0.0, 0.2)
+    for param in model.encoder.projections.parameters():
+        param.copy_(torch.eye(n).expand_as(param))
+    ids = torch.randint(5, 300, (3, n))
+    assert (model(ids).last_hidden_state - pre_norm_reference(model, ids)).abs().max() <= 1e-10
+
+
+def test_the_default_arrangement_is_post_norm_and_adds_nothing():
+    """Defaults keep every existing folder's model: post-LN layers, embeddings with their LayerNorm, no new weights
+    (the computation itself is pinned by tests/test_release.py's stored embeddings of the release)."""
+    from linformer_hf.modeling_linformer import LinformerLayer, LinformerPreNormLayer
+
+    model = LinformerModel(tiny_config())
+    assert all(type(layer) is LinformerLayer for layer in model.encoder.layer)
+    assert isinstance(model.embeddings.LayerNorm, torch.nn.LayerNorm)
+    assert not any("attention_layer_norm" in k or "feed_forward_layer_norm" in k or "final_layer_norm" in k
+                   for k in model.state_dict())
+    pre = LinformerModel(tiny_config(layer_norm_placement="pre", embedding_layer_norm=False))
+    assert all(type(layer) is LinformerPreNormLayer for layer in pre.encoder.layer)
+    added = set(pre.state_dict()) - set(model.state_dict())
+    removed = set(model.state_dict()) - set(pre.state_dict())
+    assert added == {"encoder.final_layer_norm.weight", "encoder.final_layer_norm.bias"} | {
+        f"encoder.layer.{i}.{norm}.{part}" for i in range(2) for norm in ("attention_layer_norm",
+                                                                          "feed_forward_layer_norm")
+        for part in ("weight", "bias")}
+    assert removed == {"embeddings.LayerNorm.weight", "embeddings.LayerNorm.bias"} | {
+        f"encoder.layer.{i}.{block}.LayerNorm.{part}" for i in range(2) for block in ("attention.output", "output")
+        for part in ("weight", "bias")}
+
+
+@pytest.mark.parametrize("sharing", ["none", "layerwise"])
+@pytest.mark.parametrize("impl", ["sdpa", "eager"])
+@torch.no_grad()
+def test_pre_norm_model_is_padding_invariant(sharing, impl):
+    """Each sequence of a padded batch, either side, gets what it gets alone; the last hidden state returned is the
+    final LayerNorm's output, as `last_hidden_state`."""
+    model = model_for(sharing, "linear", impl, layer_norm_placement="pre", embedding_layer_norm=False)
+    generator = torch.Generator().manual_seed(2)
+    sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (1, 7, 20)]
+    alone = [model(seq[None]).last_hidden_state[0] for seq in sequences]
+    for side in ("right", "left"):
+        ids, mask, spans = padded_batch(sequences, 32, side)
+        out = model(ids, attention_mask=mask, output_hidden_states=True)
+        for row, span in enumerate(spans):
+            assert (out.last_hidden_state[row, span] - alone[row]).abs().max() <= 1e-5, (side, row)
+        assert len(out.hidden_states) == 3 and torch.equal(out.hidden_states[-1], out.last_hidden_state)
+
+
 def test_initialisation_is_the_documented_one():
     from transformers import AutoModel
 

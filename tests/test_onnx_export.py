@@ -48,6 +48,7 @@ CASES = {
     "windowed": (LinformerModel, dict(attention_type="windowed", exact_attention_length=16, long_input_adapter_rank=4,
                                       projection_length_scaling="resample")),
     "classifier": (LinformerForSequenceClassification, dict(attention_type="windowed", exact_attention_length=16)),
+    "pre_norm": (LinformerModel, dict(layer_norm_placement="pre", embedding_layer_norm=False)),  # the Jargon models
 }
 
 

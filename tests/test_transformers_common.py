@@ -29,7 +29,8 @@ tests (encoder only: no decoder, cache or cross-attention; GenerationTesterMixin
 too), RoPE, MoE, composite-model and tensor-parallel tests, and those needing a GPU,
 flash attention, kernels or DeepSpeed. NOT_RUN lists the few left out only to keep the runtime short.
 `LinformerShortInputsModelTest` repeats the numerics tests with per-head projections and
-`exact_attention_length=projected_dim`, where random masks make batches that mix exact and projected rows.
+`exact_attention_length=projected_dim`, where random masks make batches that mix exact and projected rows;
+`LinformerPreNormModelTest` repeats the whole mixin on pre-LN layers and embeddings without LayerNorm.
 """
 
 import importlib
@@ -233,3 +234,24 @@ class LinformerShortInputsModelTest(LinformerModelTest):
             self.skipTest("configuration-independent: run once, by LinformerModelTest")
         super().setUp()
         self.model_tester = LinformerModelTester(self, projection_sharing="none", exact_attention_length=4)
+
+
+class LinformerPreNormModelTest(LinformerModelTest):
+    """The whole mixin again on the arrangement of the Jargon checkpoints: pre-LN layers with a final LayerNorm
+    (`layer_norm_placement="pre"`) and embeddings without LayerNorm (`embedding_layer_norm=False`). Only the config
+    tests, which do not build a model, are left to LinformerModelTest."""
+
+    def setUp(self):
+        if self._testMethodName == "test_config":
+            self.skipTest("configuration-independent: run once, by LinformerModelTest")
+        super().setUp()
+        self.model_tester = LinformerModelTester(self, layer_norm_placement="pre", embedding_layer_norm=False)
+
+    def test_reverse_loading_mapping(self):
+        self.model_tester = LinformerModelTester(self, long_input_adapter_rank=2, layer_norm_placement="pre",
+                                                 embedding_layer_norm=False)
+        moe = {"first_k_dense_replace", "moe_layer_start_index", "mlp_only_layers", "num_dense_layers"}
+        to_dict = LinformerConfig.to_dict
+        with mock.patch.object(LinformerConfig, "to_dict",
+                               lambda config: {k: v for k, v in to_dict(config).items() if k not in moe}):
+            super(LinformerModelTest, self).test_reverse_loading_mapping()

@@ -28,6 +28,7 @@ ProjectionInit = Literal["normal", "window_mean"]
 ProjectionLengthScaling = Literal["none", "sqrt", "linear", "resample"]
 ClassifierPooling = Literal["cls", "mean"]
 AttentionType = Literal["projected", "windowed"]
+LayerNormPlacement = Literal["post", "pre"]
 
 # Exponent p of the (n / L)^p factor a learned projection applies to an input of L real tokens.
 # "resample" has none: it stretches E/F's n columns over the L tokens (see `projection_length_scaling`).
@@ -256,6 +257,17 @@ class LinformerConfig(PreTrainedConfig):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
             gives every query the same k keys, so the first token has no privileged view of the sentence.
+        layer_norm_placement (`str`, defaults to `"post"`):
+            Where each layer normalises: `"post"` (RoBERTa's, and every model trained or converted here before this
+            field existed) normalises the sum of each block's input and output; `"pre"` (fairseq's
+            `encoder_normalize_before`, the Jargon models') normalises each block's input and adds the block's
+            output to the un-normalised stream, and one final LayerNorm closes the encoder. A pretrained model's
+            weights only mean something in the placement they were trained in, so this is set by the checkpoint,
+            not chosen for finetuning.
+        embedding_layer_norm (`bool`, defaults to `True`):
+            Whether the embeddings (word + position + token type) pass through a LayerNorm before the first layer,
+            as in RoBERTa. The Jargon models never apply theirs (`False`); a pre-LN stack normalises each layer's
+            input anyway.
     """
 
     model_type = "linformer"
@@ -292,6 +304,8 @@ class LinformerConfig(PreTrainedConfig):
     exact_attention_length: int | list[int] | None = None
     long_input_adapter_rank: int = 0
     classifier_pooling: ClassifierPooling = "cls"
+    layer_norm_placement: LayerNormPlacement = "post"
+    embedding_layer_norm: bool = True
     auto_map: dict | None = None
 
     def __post_init__(self, **kwargs):

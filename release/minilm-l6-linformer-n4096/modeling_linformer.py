@@ -31,6 +31,11 @@ outputs) and `LinformerWindowedSelfAttention` (exact windows plus gated global s
 converted 512-token encoder). `config.long_input_adapter_rank` swaps every linear map of a layer for
 `LinformerLongInputLinear`, whose low-rank update only sequences read through the projections use, so the long
 path can be trained while the short one stays its source, bit for bit.
+
+Layers are RoBERTa's post-LN blocks unless `config.layer_norm_placement="pre"` builds `LinformerPreNormLayer`
+(LayerNorm before each block, one more closing the encoder) and `config.embedding_layer_norm=False` leaves the
+embeddings unnormalised: the arrangement of the only published Linformer weights (the Jargon models, which
+`convert_to_linformer.py` converts). Both are chosen when the model is built; the defaults add no weights.
 """
 
 import math
@@ -614,7 +619,7 @@ class LinformerLayer(GradientCheckpointingLayer):
     ) -> torch.Tensor:
         """`route`: how this layer reads the batch (`LinformerRoute`); its `long` also picks the sequences whose
         maps go through the long-input adapters."""
-        attended = self.attention(hidden_states, route, **kwargs)
+        attended = self.attend(hidden_states, route, **kwargs)
         long = route.long
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
@@ -623,8 +628,38 @@ class LinformerLayer(GradientCheckpointingLayer):
             return torch.cat([self.feed_forward(part, long) for part in attended.split(chunk, dim=1)], 1)
         return self.feed_forward(attended, long)
 
+    def attend(self, hidden_states, route, **kwargs):
+        return self.attention(hidden_states, route, **kwargs)
+
     def feed_forward(self, attended, long=True):
         return self.output(self.intermediate(attended, long), attended, long)
+
+
+class LinformerPreNormLayer(LinformerLayer):
+    """A pre-LN layer (`layer_norm_placement="pre"`): x + Attention(LN(x)), then y + FeedForward(LN(y)).
+
+    fairseq's `encoder_normalize_before` arrangement, which the Jargon models were trained in: the residual stream
+    is never normalised inside the stack, so `LinformerEncoder` closes it with `final_layer_norm`. The blocks keep
+    RoBERTa's modules and names (adapters included); their post-sum LayerNorms are absent (identities, no weights),
+    and each block's input LayerNorm is the layer's own.
+    """
+
+    def __init__(self, config: LinformerConfig, layer_idx: int):
+        super().__init__(config, layer_idx)
+        self.attention.output.LayerNorm = nn.Identity()
+        self.output.LayerNorm = nn.Identity()
+        self.attention_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.feed_forward_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def attend(self, hidden_states, route, **kwargs):
+        attended, _ = self.attention.self(self.attention_layer_norm(hidden_states), route, **kwargs)
+        return self.attention.output(attended, hidden_states, route.long)
+
+    def feed_forward(self, attended, long=True):
+        return self.output(self.intermediate(self.feed_forward_layer_norm(attended), long), attended, long)
+
+
+LINFORMER_LAYER_CLASSES = {"post": LinformerLayer, "pre": LinformerPreNormLayer}
 
 
 def compact_padding(attention_mask):
@@ -676,7 +711,11 @@ class LinformerEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.projections = LinformerProjections(config)
-        self.layer = nn.ModuleList([LinformerLayer(config, i) for i in range(config.num_hidden_layers)])
+        layer_class = LINFORMER_LAYER_CLASSES[config.layer_norm_placement]
+        self.layer = nn.ModuleList([layer_class(config, i) for i in range(config.num_hidden_layers)])
+        # Pre-LN layers leave the residual stream un-normalised: one LayerNorm closes the stack (post-LN: nothing).
+        self.final_layer_norm = (nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+                                 if config.layer_norm_placement == "pre" else nn.Identity())
 
     def forward(
         self,
@@ -690,7 +729,7 @@ class LinformerEncoder(nn.Module):
             proj_key, proj_value = self.projections.for_layer(idx)
             route = LinformerRoute(key_mask, key_index, short, proj_key, proj_value)
             hidden_states = layer(hidden_states, route, **kwargs)
-        return BaseModelOutput(last_hidden_state=hidden_states)
+        return BaseModelOutput(last_hidden_state=self.final_layer_norm(hidden_states))
 
 
 def out_of_range_ids(config, **ids):
@@ -740,7 +779,7 @@ class LinformerPreTrainedModel(PreTrainedModel):
     _supports_flash_attn = False
     _supports_flex_attn = False
     _supports_attention_backend = False
-    _no_split_modules = ["RobertaEmbeddings", "LinformerLayer"]
+    _no_split_modules = ["RobertaEmbeddings", "LinformerLayer", "LinformerPreNormLayer"]
     _can_record_outputs = {"hidden_states": LinformerLayer, "attentions": LinformerSelfAttention}  # and subclasses
     # Heads return batch means and take no `num_items_in_batch`: without this, Trainer would multiply
     # the loss by the number of processes under DDP.
@@ -783,6 +822,8 @@ class LinformerModel(LinformerPreTrainedModel):
     def __init__(self, config: LinformerConfig, add_pooling_layer: bool = True):
         super().__init__(config)
         self.embeddings = RobertaEmbeddings(config)
+        if not config.embedding_layer_norm:  # the Jargon models' embeddings: no LayerNorm, and no weights for one
+            self.embeddings.LayerNorm = nn.Identity()
         self.encoder = LinformerEncoder(config)
         self.pooler = RobertaPooler(config) if add_pooling_layer else None
         self.post_init()
