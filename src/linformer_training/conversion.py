@@ -48,7 +48,7 @@ MAX_SEQ_LENGTH = 8192
 BASE_ARCHITECTURES = tuple(MODEL_MAPPING_NAMES[t] for t in SOURCE_TYPES)
 MLM_ARCHITECTURES = tuple(dict.fromkeys(name for t in SOURCE_TYPES for name in (
     MODEL_FOR_MASKED_LM_MAPPING_NAMES[t], MODEL_FOR_PRETRAINING_MAPPING_NAMES[t])))  # BertForPreTraining too
-SUPPORTED = ", ".join(BASE_ARCHITECTURES + MLM_ARCHITECTURES)
+SUPPORTED = ", ".join(BASE_ARCHITECTURES + MLM_ARCHITECTURES + ("JargonForMaskedLM",))
 # Source config fields that mean the same in LinformerConfig and are copied as they are.
 CARRIED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
                   "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
@@ -193,9 +193,9 @@ def _linformer_config(source_config, args):
         raise UsageError(f"--model_name_or_path {args.model_name_or_path}: {e}") from None
 
 
-def _source_tokenizer(source_config, source, flag):
+def _source_tokenizer(source_config, source, flag, **kwargs):
     """The tokenizer to carry over, refused unless it fits the source's embedding table."""
-    tokenizer = load_tokenizer(source, flag)
+    tokenizer = load_tokenizer(source, flag, **kwargs)
     vocab_size, pad = source_config.vocab_size, source_config.pad_token_id
     # Checkpoints may pad their table to a round number of rows, never by a tenth.
     if not 0.9 * vocab_size <= len(tokenizer) <= vocab_size or tokenizer.pad_token_id != pad:
@@ -402,6 +402,10 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
     args = ConvertArguments(str(model_name_or_path), str(output_dir), **options)
     source, output_dir = args.model_name_or_path, Path(args.output_dir)
     _check_output_dir(output_dir, args.overwrite_output_dir)
+    from . import jargon  # which builds on this module
+
+    if jargon.is_jargon(source):
+        return jargon.convert_jargon(args)
     source_config = _source_config(source)
     config = _linformer_config(source_config, args)
     tokenizer = _source_tokenizer(source_config, args.tokenizer_name or source,
@@ -416,6 +420,22 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
     offset = config.pad_token_id + 1 if roberta_positions else 0
     positions = {"source": source_config.max_position_embeddings - offset, "roberta": roberta_positions}
 
+    def write(staging):
+        target.save_pretrained(staging)
+        tokenizer.model_max_length = args.max_seq_length
+        tokenizer.save_pretrained(staging)
+        _copy_vocabulary_files(args.tokenizer_name or source, staging)
+        sentence_transformers = _copy_sentence_transformers_files(source, staging, args.max_seq_length)
+        return _model_card(source, source_config, config, args.projection_init, positions, sentence_transformers,
+                           type(target).__name__, has_pooler)
+
+    return write_converted_folder(output_dir, args.overwrite_output_dir, write)
+
+
+def write_converted_folder(output_dir, overwrite, write):
+    """Publish the folder `write(staging)` fills (returning its card) at `output_dir`: written under a temporary
+    sibling name and renamed only once complete, so a crash, a full disk or a rights problem never leaves half a
+    model there; such a failure is one line and nothing at `output_dir`."""
     try:
         output_dir.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
@@ -423,16 +443,10 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
         raise UsageError(f"--output_dir {output_dir}: cannot write there ({e.strerror or e}); pick another "
                          f"--output_dir") from None
     try:
-        target.save_pretrained(staging)
-        tokenizer.model_max_length = args.max_seq_length
-        tokenizer.save_pretrained(staging)
-        _copy_vocabulary_files(args.tokenizer_name or source, staging)
-        sentence_transformers = _copy_sentence_transformers_files(source, staging, args.max_seq_length)
-        card = _model_card(source, source_config, config, args.projection_init, positions, sentence_transformers,
-                           type(target).__name__, has_pooler)
+        card = write(staging)
         (staging / "README.md").write_text(card, encoding="utf-8")
         os.chmod(staging, 0o755)
-        _check_output_dir(output_dir, args.overwrite_output_dir)  # someone may have written there meanwhile
+        _check_output_dir(output_dir, overwrite)  # someone may have written there meanwhile
         checkpoints.publish(staging, output_dir, whole=True)
     except (OSError, SafetensorError) as e:  # a full disk, a quota, a folder made read-only meanwhile
         shutil.rmtree(staging, ignore_errors=True)
