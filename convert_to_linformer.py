@@ -10,6 +10,10 @@ The result loads with `AutoModel.from_pretrained(OUT, trust_remote_code=True)` (
 `SentenceTransformer` when the source is a sentence-transformers folder. Inputs of at most k tokens
 give the source's hidden states exactly; what survives on longer ones is measured in
 experiments/conversion/results.md.
+
+A Jargon checkpoint (PantagrueLLM's French Linformers, e.g. PantagrueLLM/jargon-biomed-4096) converts with only
+--model_name_or_path and --output_dir: its n, k and sharing are kept, and the result gives its logits
+(docs/conversion.md, "Jargon").
 """
 
 import dataclasses

@@ -1,6 +1,7 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Turn a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer with the same weights.
+"""Turn a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer with the same weights (a Jargon checkpoint,
+already a Linformer, goes to `jargon.py`).
 
 Everything but the attention carries over name for name (our layers are RoBERTa's). Three things
 need care, and each is chosen so that with k = n and an identity projection the converted model
@@ -70,9 +71,11 @@ BERT_HEAD_NAMES = {
 
 @dataclass
 class ConvertArguments(Arguments):
-    """Convert a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer."""
+    """Convert a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer, or a Jargon model into a linformer-hf
+    folder."""
 
-    model_name_or_path: str = field(metadata={"help": "source checkpoint: a folder or a Hub id (BERT, RoBERTa, XLM-R)"})
+    model_name_or_path: str = field(metadata={"help": "source checkpoint: a folder or a Hub id (BERT, RoBERTa, XLM-R; "
+                                                      "a Jargon model, whose own n, k and sharing are kept)"})
     output_dir: str = field(metadata={"help": "where to write the Linformer (must not exist or be empty)"})
     max_seq_length: int = arg(512, "n: the longest input; beyond the source's positions, its table is repeated")
     projected_dim: int = arg(128, "k: keys and values are projected to this length (at most n)")
