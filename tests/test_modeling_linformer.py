@@ -834,6 +834,14 @@ def test_take_rows_is_a_per_row_gather():
     (lambda: dict(input_ids=[[5, 6, 7]]), r"`input_ids` must be a torch.Tensor, got a list.*torch.tensor\(ids\)"),
     (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.long), attention_mask=[[1, 1, 1], [1, 1, 0]]),
      r"`attention_mask` must be a torch.Tensor, got a list"),
+    (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 1, 0.5], [1, 1, 0]])),
+     r"`attention_mask` must hold 0 \(padding\) and 1 \(real token\) only; it holds 0.5"),
+    (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.long), attention_mask=torch.tensor([[1, 2, 1], [1, 2, 0]])),
+     r"it holds 2 and 1 more entries outside \{0, 1\}"),
+    (lambda: dict(input_ids=torch.ones(2, 3)), r"`input_ids` must hold integer ids.*got torch.float32"),
+    (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.bool)), r"`input_ids` must hold integer ids.*got torch.bool"),
+    (lambda: dict(input_ids=torch.ones(2, 3, dtype=torch.long), token_type_ids=torch.zeros(2, 3)),
+     r"`token_type_ids` must hold integer ids.*got torch.float32"),
 ])
 def test_bad_inputs_are_one_line_errors_naming_the_argument(make_inputs, message):
     model = LinformerForMaskedLM(tiny_config())
@@ -842,22 +850,35 @@ def test_bad_inputs_are_one_line_errors_naming_the_argument(make_inputs, message
     assert "\n" not in str(error.value)
 
 
-def test_an_all_padding_row_is_allowed_and_said(caplog):
+@pytest.mark.parametrize("dtype", [torch.long, torch.float32, torch.bool])
+def test_a_mask_of_zeros_and_ones_is_accepted_in_every_dtype(dtype):
+    """The 0/1 check refuses soft masks only: the same hard mask as long, float or bool gives the same logits."""
+    model = LinformerForMaskedLM(tiny_config()).eval()
+    ids, mask = torch.ones(2, 5, dtype=torch.long) * 7, torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    with torch.no_grad():
+        assert torch.equal(model(ids, attention_mask=mask.to(dtype)).logits, model(ids, attention_mask=mask).logits)
+
+
+def test_an_all_padding_row_is_allowed_and_said_on_every_path_at_every_call(caplog):
     """A mask row of zeros only is allowed (finite outputs: the half-precision tests above cover them) and
-    warned about, naming the row, since its outputs carry nothing."""
+    warned about, naming the row, since its outputs carry nothing: on the exact path (at most k tokens) and the
+    projected one alike, and again at the next call with the same row (a once-per-process warning went silent on
+    the second path a user tried)."""
     from transformers.utils import logging as hf_logging
 
     model = LinformerForMaskedLM(tiny_config()).eval()
-    ids, mask = torch.ones(3, 4, dtype=torch.long) * 7, torch.tensor([[1, 1, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]])
-    hf_logging.get_logger("linformer_hf.modeling_linformer").warning_once.cache_clear()
     hf_logging.enable_propagation()
     try:
-        with caplog.at_level("WARNING"):
-            logits = model(ids, attention_mask=mask).logits
+        for length in (4, 24, 24):  # exact (k = 8), projected, projected again
+            ids, mask = torch.ones(3, length, dtype=torch.long) * 7, torch.ones(3, length, dtype=torch.long)
+            mask[0, 2:], mask[1] = 0, 0
+            caplog.clear()
+            with caplog.at_level("WARNING"):
+                logits = model(ids, attention_mask=mask).logits
+            assert torch.isfinite(logits).all()
+            assert "`attention_mask` row 1 is all zeros" in caplog.text and "carry nothing" in caplog.text, length
     finally:
         hf_logging.disable_propagation()
-    assert torch.isfinite(logits).all()
-    assert "`attention_mask` row 1 is all zeros" in caplog.text and "carry nothing" in caplog.text
 
 
 def test_forward_kwargs_are_typed_for_transformers():
