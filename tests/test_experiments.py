@@ -614,6 +614,32 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
     assert other.returncode == 2 and "only these runs are extended: " + name in other.stderr, other.stderr
 
 
+def test_an_extended_run_that_never_ran_alone_gets_its_study_record_from_its_budget_point(tmp_path):
+    """Issue 66: the convolution's new seeds run only extended. The extension's point at the study's budget is the
+    same updates as the study's run, so it writes that run's record (curve to the budget, checks, finetuning), and
+    --extend_to stops every named run at one point, so several runs advance together."""
+    root = make_study_copy(tmp_path / "repo")
+    tiny = root / "experiments/quality/study.py"
+    name = "linformer_n32_k8_layerwise_conv_s0"
+    tiny.write_text(tiny.read_text() + f"EXTENDED_STEPS, EXTENDED = (4, 6), [{name!r}]\n")
+    refused = run_script(root, "run_study", "--extend_to", "4", "--only", name)
+    assert refused.returncode == 2 and "--extend_to is where --extend stops: pass --extend" in refused.stderr
+    out = run_script(root, "run_study", "--extend", "--extend_to", "4", "--only", name)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
+    alone = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
+    assert list(extended["points"]) == ["4"] and [p["step"] for p in alone["curve"]] == [0, 2, 4]
+    point = extended["points"]["4"]
+    assert alone["pretrain_command"] == point["pretrain_command"] and alone["perplexity"] == point["perplexity"]
+    assert alone["finetune"] == point["finetune"] and list(alone["finetune"]) == ["0"]
+    assert alone["order_check"] == point["order_check"]
+    further = run_script(root, "run_study", "--extend", "--only", name)
+    assert further.returncode == 0, further.stdout[-3000:] + further.stderr[-3000:]
+    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
+    assert list(extended["points"]) == ["4", "6"]
+    assert json.loads((root / f"experiments/quality/results/{name}.json").read_text()) == alone
+
+
 @pytest.mark.parametrize("level, gaps, ppl_30k, said", [
     (80.0, [50.0, 20.0, 5.0], 70.0, "delay: the baseline's 10,000-update perplexity after 30,000 updates"),
     (60.0, [50.0, 20.0, 20.0], 70.0, "ceiling: not within 30,000 updates, and the gap did not shrink over the last stretch"),

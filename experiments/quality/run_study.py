@@ -71,6 +71,9 @@ def make_parser():
                    help=f"train the runs of study.EXTENDED again from their first update, stopping at each of "
                         f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
                         f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
+    p.add_argument("--extend_to", type=int, choices=study.EXTENDED_STEPS,
+                   help="with --extend, stop at this point (default the last): several runs then advance together, each a point at a "
+                        "time, instead of one to the end before the next starts")
     p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                    help=f"the precision of the pretraining and finetuning this invocation runs (default the "
                         f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
@@ -101,6 +104,8 @@ def chosen_runs(args, p):
         runs = [r for r in runs if r["name"] in study.EXTENDED]
         if args.only and len(runs) < len(args.only):
             p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
+    elif args.extend_to:
+        p.error("--extend_to is where --extend stops: pass --extend with it")
     if any(s < 0 for s in args.finetune_seeds):
         p.error("--finetune_seeds must be non-negative")
     return runs
@@ -408,7 +413,7 @@ def extend(state, r, data):
     if result["mixed_precision"] != precision:
         sys.exit(f"run_study.py: {name} was extended with --mixed_precision {result['mixed_precision']}: pass it "
                  f"again to continue (a run mixing precisions would be neither's)")
-    for steps in study.EXTENDED_STEPS:
+    for steps in (steps for steps in study.EXTENDED_STEPS if steps <= (args.extend_to or steps)):
         point, snapshot = result["points"].get(str(steps)), extended_dir / f"{name}_step{steps}"
         if point is None:
             record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)
@@ -421,6 +426,8 @@ def extend(state, r, data):
             result["points"][str(steps)] = {**point, "finetune": {}}
             result.update({key: record[key] for key in ("config", "curve", "train_curve")})
             save(path, result)
+            if steps == study.PRETRAIN["max_steps"] and load(name) is None:
+                save(RESULTS / f"{name}.json", record)  # the study's record of a run that never ran alone
             print(f"{name}: validation perplexity {point['perplexity']:.2f} after {steps} updates", flush=True)
         point = result["points"][str(steps)]
         add_checks(state, r, snapshot, point, path)
@@ -432,6 +439,19 @@ def extend(state, r, data):
                 save(path, result)
                 print(f"{name} at {steps} updates: Rotten Tomatoes validation accuracy "
                       f"{point['finetune'][str(seed)]['accuracy']:.4f} (seed {seed})", flush=True)
+        mirror_budget_point(name, point)
+
+
+def mirror_budget_point(name, point):
+    """Issue 66: a run of study.EXTENDED that never ran alone (the convolution's new seeds) has its study record
+    written from its extension's point at the study's budget, the same updates; that record then takes the point's
+    checks and finetuning as they are made, so the 10k tables read it like any other run."""
+    plain = load(name)
+    if plain is None or plain["pretrain_command"] != point["pretrain_command"]:
+        return
+    done = {key: point[key] for key in ("order_check", "projection_check", "finetune") if key in point}
+    if any(plain.get(key) != value for key, value in done.items()):
+        save(RESULTS / f"{name}.json", {**plain, **done})
 
 
 def reference_tokens(tokenizer, news):

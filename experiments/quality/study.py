@@ -163,6 +163,10 @@ RUNS = [
     # holds both the limit and gaps of over +100%, so neither k = 128 nor k = 256 could be decided on seed 0 alone.
     *[run(short_first(arch), s) for s in (1, 2)
       for arch in (roberta(n=4 * N), linformer(n=4 * N, k=4 * K), linformer(n=4 * N, k=8 * K))],
+    # Issue 66, item 1: the convolution, the largest effect of issue 47 on one seed, with two more seeds at k = 32 and
+    # one at k = 64 (all four extended to 30k, EXTENDED).
+    *[run(linformer(projection="conv"), s) for s in (1, 2)],
+    run(linformer(k=2 * K, projection="conv"), 0),
 ]
 assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 
@@ -173,7 +177,10 @@ assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 # hardware lacks it (a CPU without bf16 instructions): the file records the one used.
 EXTENDED_STEPS = (10_000, 20_000, 30_000)
 EXTENDED = ["roberta_n128_s0", "linformer_n128_k32_layerwise_s0", "linformer_n128_k32_key_value_s0",
-            "linformer_n128_k64_layerwise_s0"]
+            "linformer_n128_k64_layerwise_s0",
+            # Issue 66, item 1: the convolution with seeds and time. A run with no record of its own at the study's
+            # budget gets it from its extension's 10k point (the same updates: run_study.py extend).
+            *[f"linformer_n128_k32_layerwise_conv_s{s}" for s in (1, 2, 0)], "linformer_n128_k64_layerwise_conv_s0"]
 assert set(EXTENDED) <= {r["name"] for r in RUNS}, "every extended run is a run of the study"
 
 
