@@ -178,3 +178,55 @@ def test_the_module_imports_only_what_remote_code_may():
     names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert names and {name.split(".")[0] for name in names} <= allowed, names
+
+
+def test_the_int8_graph_gives_a_text_the_same_embedding_whatever_shares_its_batch(served):
+    """Issue 65: the int8 graph quantizes weights only (products in float32), so a text's embedding is the
+    same alone, in batches of 7 and 32 in shuffled order (padded to other lengths), and from four threads encoding at
+    once. With one scale per activation tensor (ONNX Runtime's dynamic quantization, the releases' first scheme)
+    neighbours and padding moved it: `test_weight_only_int8_is_what_makes_a_text_independent_of_its_batch`."""
+    import random
+    from concurrent.futures import ThreadPoolExecutor
+
+    int8 = load(served, backend="onnx", model_kwargs={**INT8, "provider": "CPUExecutionProvider"})
+    base = texts_of_every_length(int8.tokenizer)
+    texts = [f"{prefix} {text}" for prefix in ("so", "and then", "yet", "still", "once", "but", "now") for text in base]
+    alone = torch.stack([int8.encode(text, convert_to_tensor=True) for text in texts])
+    order = list(range(len(texts)))
+    random.Random(0).shuffle(order)
+    for batch_size in (7, 32):
+        shuffled = int8.encode([texts[i] for i in order], batch_size=batch_size, convert_to_tensor=True)
+        assert cosines(shuffled[torch.tensor(order).argsort()], alone).min() >= 0.9999, batch_size
+    with ThreadPoolExecutor(4) as pool:
+        parts = list(pool.map(lambda i: int8.encode(texts[i::4], batch_size=5, convert_to_tensor=True), range(4)))
+    together = torch.cat(parts)[torch.tensor([i for r in range(4) for i in range(r, len(texts), 4)]).argsort()]
+    assert cosines(together, alone).min() >= 0.9999
+
+
+def test_weight_only_int8_is_what_makes_a_text_independent_of_its_batch(served, tmp_path):
+    """The same fp32 graph quantized with ONNX Runtime's per-tensor activation scales (quantize_dynamic, the first
+    releases' scheme) gives a padded text another output in a batch than alone; quantize_int8's graph (weights in
+    8 bits, products in float32) gives the same, and holds no activation quantizer."""
+    import numpy as np
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from linformer_training.onnx_export import onnx_session, quantize_int8
+
+    per_tensor, weight_only = tmp_path / "per_tensor.onnx", tmp_path / "weight_only.onnx"
+    quantize_dynamic(served / "onnx/model.onnx", per_tensor, weight_type=QuantType.QUInt8, per_channel=True)
+    quantize_int8(served / "onnx/model.onnx", weight_only)
+    ops = {n.op_type for n in onnx.load(weight_only).graph.node}
+    assert "MatMulNBits" in ops and not ops & {"DynamicQuantizeLinear", "MatMulInteger"}
+    tokenizer = load(served).tokenizer
+    batch = tokenizer(texts_of_every_length(tokenizer)[:4], padding=True, return_tensors="np")
+
+    def first_text_moves(path):
+        session = onnx_session(path)
+        together = session.run(None, {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"]})[0]
+        length = int(batch["attention_mask"][0].sum())
+        alone = session.run(None, {"input_ids": batch["input_ids"][:1, :length],
+                                   "attention_mask": batch["attention_mask"][:1, :length]})[0]
+        return float(np.abs(together[0, :length] - alone[0]).max())
+
+    assert first_text_moves(per_tensor) > 1e-3 and first_text_moves(weight_only) < 1e-5

@@ -170,7 +170,8 @@ model = SentenceTransformer("PATH_OR_HUB_ID", backend="onnx", trust_remote_code=
 embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
 ```
 
-`onnx/model_qint8.onnx` is the int8 graph (weight matrices int8 per channel, embedding tables uint8; dynamic batch and length up to {n}; inputs
+`onnx/model_qint8.onnx` is the int8 graph (weight matrices in 8 bits, multiplied in float32, so a text's embedding does not depend on
+what shares its batch; embedding tables uint8; dynamic batch and length up to {n}; inputs
 `input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above, for ONNX Runtime
 called directly). Without `model_kwargs`, `backend="onnx"` serves the fp32 graph `onnx/model.onnx`, which is not
 in the folder: `python export_onnx.py --model_name_or_path PATH --quantize false --overwrite_output_dir true`

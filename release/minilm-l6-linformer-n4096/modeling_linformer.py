@@ -753,10 +753,27 @@ def out_of_range_ids(config, **ids):
     return None
 
 
+def mask_values(attention_mask):
+    """What is wrong with an `attention_mask` holding values other than 0 and 1, or None. The model reads any
+    non-zero entry as a real token, so a soft mask (0.5) would be taken for a hard one without a word. Read only
+    for CPU inputs, as `out_of_range_ids`."""
+    if attention_mask is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
+        return None
+    if attention_mask.device.type != "cpu" or attention_mask.dtype == torch.bool:
+        return None
+    odd = attention_mask[(attention_mask != 0) & (attention_mask != 1)]
+    if odd.numel():
+        return (f"`attention_mask` must hold 0 (padding) and 1 (real token) only; it holds {odd[0].item():g}"
+                f"{f' and {odd.numel() - 1} more entries outside {{0, 1}}' if odd.numel() > 1 else ''}. Linformer "
+                "reads a token as present or absent: there is no partial mask.")
+    return None
+
+
 def empty_rows(attention_mask):
     """A warning for mask rows of zeros only, or None. Such a row is allowed (a batch may be padded with empty
     rows) and gives finite outputs, attention spread evenly over padding, which carry nothing; a caller who did not
-    mean it has lost that sequence, so it is said (once per message). Read only for CPU inputs, as `out_of_range_ids`."""
+    mean it has lost that sequence, so it is said at every call, whatever path (exact or projected) the batch takes.
+    Read only for CPU inputs, as `out_of_range_ids`."""
     if attention_mask is None or torch.compiler.is_compiling() or torch.jit.is_tracing():
         return None
     if attention_mask.device.type != "cpu":
@@ -867,16 +884,19 @@ class LinformerModel(LinformerPreTrainedModel):
         if attention_mask is not None and tuple(attention_mask.shape) != (batch, length):
             fail(f"`attention_mask` must be (batch, sequence) = ({batch}, {length}), one entry per token (1 real, 0 "
                  f"padding); got shape {tuple(attention_mask.shape)}.")
-        for name, ids in (("token_type_ids", token_type_ids), ("position_ids", position_ids)):
-            if ids is not None and ids.shape[-1] != length:
+        for name, ids in (("input_ids", input_ids), ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+            if ids is not None and (ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool):
+                fail(f"`{name}` must hold integer ids (torch.long or torch.int); got {ids.dtype}. Tokenizers give "
+                     "torch.long; a mask or float tensor passed as ids is a mix-up.")
+            if name != "input_ids" and ids is not None and ids.shape[-1] != length:
                 fail(f"`{name}` has shape {tuple(ids.shape)} but the input has {length} tokens per sequence.")
         problem = out_of_range_ids(self.config, input_ids=input_ids, token_type_ids=token_type_ids,
-                                   position_ids=position_ids)
+                                   position_ids=position_ids) or mask_values(attention_mask)
         if problem:
             fail(problem)
         empty = empty_rows(attention_mask)
         if empty:
-            logger.warning_once(f"LinformerModel: {empty}")
+            logger.warning(f"LinformerModel: {empty}")
 
     @merge_with_config_defaults
     @capture_outputs
