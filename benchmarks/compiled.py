@@ -14,10 +14,16 @@ installed) are encoder stacks without embeddings: they are fed the same random h
 the embedding lookup the three transformers models do (a few microseconds of one gather).
 
     python -m benchmarks.compiled --device cuda --n 512,4096 --k 128,256 --dtype bf16
+
+Compiling takes most of such a run (tens of seconds a model, mostly one CPU thread's Python), so runs of one
+machine may compile side by side: --timing-lock FILE holds an exclusive lock on FILE while timing (the warm-up
+calls after the first and the interleaved calls), so that each run times its models with the GPU to itself.
     python -m benchmarks.compiled --n 512 --threads 1 --dtype bf16      # CPU: no CUDA graphs there (inductor's C++)
 """
 
 import argparse
+import contextlib
+import fcntl
 import os
 import time
 
@@ -34,6 +40,11 @@ def parse_args(argv=None):
     p.add_argument("--baselines", default="sdpa,modernbert", help="as inference.py's: eager, sdpa, modernbert")
     p.add_argument("--peers", default="linformer,linformer-pytorch",
                    help="PyPI Linformers beside ours (comma-separated; empty: none)")
+    p.add_argument("--peer-k", type=int, default=128, help="the peers' projected length (one, to bound compiling)")
+    p.add_argument("--timing-lock", default=None, metavar="FILE",
+                   help="time only while holding an exclusive lock on FILE (runs compiling side by side)")
+    p.add_argument("--backend", default="inductor",
+                   help="torch.compile's backend (eager: dynamo alone, the graph breaks without compiling: tests)")
     p.add_argument("--mode", default="reduce-overhead",
                    help="torch.compile's mode for every model (default, reduce-overhead, max-autotune, ...)")
     harness.add_run_args(p, repeats=20, tag_help="output file prefix (default: compiled)")
@@ -47,9 +58,8 @@ def parse_args(argv=None):
     wanted = [name for name in args.peers.split(",") if name]
     if set(wanted) - set(PEERS):
         p.error(f"--peers: each must be one of {', '.join(PEERS)}, got {args.peers!r}")
-    if args.repeats < 1 or args.warmup < 2:
-        p.error(f"--repeats must be >= 1 and --warmup >= 2 (the first compiles, the second checks a recompile), "
-                f"got {args.repeats}, {args.warmup}")
+    if args.repeats < 1 or args.warmup < 1:
+        p.error(f"--repeats and --warmup must be >= 1 (the first warm-up compiles), got {args.repeats}, {args.warmup}")
     device, dtype, dims = harness.setup_run(args, p)
     return args, ns, ks, baselines, wanted, device, dtype, dims
 
@@ -71,7 +81,7 @@ def candidates(n, ks, baselines, wanted, found, args, dims, device):
     hidden = torch.randn(1, n, dims["hidden_size"], generator=torch.Generator().manual_seed(0))
     hidden = hidden.to(device, models.DTYPES[args.dtype])
     for package, label in (PEERS[name] for name in wanted if PEERS[name][0] in found):
-        for k in (k for k in ks if k <= n // 2):
+        for k in (k for k in [args.peer_k] if k <= n // 2):
             module, _ = peers.peer_model(package, found[package], n, k, "model", dims)
             out[f"{label}-k{k}"] = (module.to(device=device, dtype=models.DTYPES[args.dtype]).eval(), hidden)
     return out
@@ -93,21 +103,38 @@ def forward(module, x):
     return call
 
 
+@contextlib.contextmanager
+def holding(path):
+    """An exclusive lock on `path` (none without one)."""
+    if path is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def measure_n(n, cands, args, device, bar):
-    """Rows of one n: each model eager and compiled, timed interleaved after the compiled one's warm-up."""
+    """Rows of one n: each model compiled (its first call), then, holding the timing lock, the compiled warm-ups
+    (a recompile shows there) and every model eager and compiled timed interleaved."""
     fns, info = {}, {}
     for name, (module, x) in cands.items():
         fns[f"{name}|eager"] = forward(module, x)
-        compiled = torch.compile(module, mode=args.mode, dynamic=False)
-        call = forward(compiled, x)
+        options = dict(mode=args.mode) if args.backend == "inductor" else {}  # modes are inductor's
+        fns[f"{name}|compiled"] = forward(torch.compile(module, backend=args.backend, dynamic=False, **options), x)
         start = time.perf_counter()
-        graphs = graphs_of(call)  # the first call compiles
+        graphs = graphs_of(fns[f"{name}|compiled"])  # the first call compiles
         measure.sync(device)
-        info[name] = dict(compile_s=time.perf_counter() - start, graphs=graphs,
-                          recompiled=sum(graphs_of(call) for _ in range(args.warmup - 1)) > 0)
-        fns[f"{name}|compiled"] = call
+        info[name] = dict(compile_s=time.perf_counter() - start, graphs=graphs)
         bar.update(1)
-    times = measure.time_interleaved(fns, device, 1, args.repeats)
+    with holding(args.timing_lock):
+        for name in cands:
+            calls = max(args.warmup - 1, 1)  # at least one call after the first: does it compile again?
+            info[name]["recompiled"] = sum(graphs_of(fns[f"{name}|compiled"]) for _ in range(calls)) > 0
+        times = measure.time_interleaved(fns, device, 1, args.repeats)
     rows = []
     for name, (module, x) in cands.items():
         kind, _, k = name.rpartition("-k") if "-k" in name else (name, "", "")
@@ -127,7 +154,8 @@ def measure_n(n, cands, args, device, bar):
 
 
 def render(args, command, info, rows):
-    md = [f"# Batch 1, eager and `torch.compile(mode={args.mode!r}, dynamic=False)`, {args.dtype}", "",
+    how = f"mode={args.mode!r}" if args.backend == "inductor" else f"backend={args.backend!r}"
+    md = [f"# Batch 1, eager and `torch.compile({how}, dynamic=False)`, {args.dtype}", "",
           f"Command: `{command}`", "",
           f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. Median of "
           f"{args.repeats} interleaved calls of every model eager and compiled, after {args.warmup} compiled warm-up "

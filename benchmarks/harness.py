@@ -38,6 +38,18 @@ def int_list(text):
     return values
 
 
+def dims_from(text):
+    """'hidden_size=128,num_hidden_layers=2,...' -> a model size: RoBERTa-base's, with the fields given replaced."""
+    dims = dict(BASE)
+    for item in (i for i in text.split(",") if i.strip()):
+        key, eq, value = item.partition("=")
+        if not eq or key.strip() not in (*BASE, "vocab_size") or not value.strip().isdigit():
+            raise ValueError(f"--dims: expected FIELD=INTEGER,... with FIELD one of {', '.join((*BASE, 'vocab_size'))}, "
+                             f"got {item!r}")
+        dims[key.strip()] = int(value)
+    return dims
+
+
 def pick_device(name):
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"

@@ -65,6 +65,12 @@ def parse_args(argv=None):
                    help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default "
                         "attention")
     p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
+    p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"],
+                   help="Linformer's projection sharing")
+    p.add_argument("--dims", default=None, metavar="FIELD=VALUE,...",
+                   help="the model size instead of RoBERTa-base's (--tiny: 2 layers, hidden 64), e.g. the quality "
+                        "study's body: hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512,"
+                        "vocab_size=8192")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing on every layer of every model (recomputed in the backward)")
     p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
@@ -104,6 +110,11 @@ def parse_args(argv=None):
     for n, k in pairs:
         grid.setdefault(n, []).append(k)
     device, dtype, dims = harness.setup_run(args, p)
+    if args.dims:
+        try:
+            dims = harness.dims_from(args.dims)
+        except ValueError as e:
+            p.error(str(e))
     return args, grid, baselines, device, dtype, dims
 
 
@@ -113,13 +124,13 @@ def step_flops(spec, args, bound=False, recompute=True):
     activation checkpointing (recompute=False: not, the model FLOPs of MFU). None where the forward is not counted;
     bound: then full attention, an upper bound."""
     n, dims, batch = spec["n"], spec["dims"], spec["batch"]
-    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch)
+    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch, spec.get("sharing", "layerwise"))
     if fwd is None and bound:
         fwd = flop_counts.flops_modernbert(n, dims, batch)
     if fwd is None:
         return None
     positions = batch * n * (MASK_PROB if args.sparse_head else 1)
-    head = 2 * positions * dims["hidden_size"] * (dims["hidden_size"] + models.VOCAB)
+    head = 2 * positions * dims["hidden_size"] * (dims["hidden_size"] + dims.get("vocab_size", models.VOCAB))
     return 3 * (fwd + head) + (fwd if args.checkpointing and recompute else 0)
 
 
@@ -139,6 +150,7 @@ def specs_at(n, ks, args, baselines, dims, amp):
         s["batch"] = batch
         chunk = 0 if s["model"].startswith("modernbert") else args.chunk_ff  # ModernBERT's MLP has no chunking
         s.update(dims=dims, dtype="float32", amp=amp, head="mlm", chunk_ff=chunk, checkpointing=args.checkpointing,
+                 sharing=args.sharing,
                  sparse_head=args.sparse_head, name=f"{s['model']}-k{s['k']}" if s["k"] else s["model"])
     return specs
 
@@ -173,7 +185,7 @@ def built_step(s, args, device):
     batch is halved until it does (down to 1), and the spec keeps the batch that fitted."""
     while True:
         try:
-            ids = models.random_ids(s["batch"], s["n"], device)
+            ids = models.random_ids(s["batch"], s["n"], device, vocab=s["dims"].get("vocab_size", models.VOCAB))
             step = models.training_step(models.build(s, device), ids, amp=s["amp"], sparse_head=s["sparse_head"])
             if fits(step, device, s):
                 return step
