@@ -178,3 +178,16 @@ def test_the_module_imports_only_what_remote_code_may():
     names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     names |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert names and {name.split(".")[0] for name in names} <= allowed, names
+
+
+def test_compile_is_one_argument_and_keeps_the_embeddings(served, reference):
+    """model_kwargs={"compile": ...} compiles the model (dynamo alone here, backend "eager": the graph, whole) and
+    pads each batch to a power of two, which the masks make invisible: the embeddings of every route stay."""
+    texts, want = reference
+    compiled = load(served, model_kwargs={"compile": {"backend": "eager", "fullgraph": True}})
+    features = compiled[0].preprocess(texts[:2])
+    assert features["input_ids"].shape[1] == 16  # 14 tokens at most, padded to the bucket
+    got = compiled.encode(texts, convert_to_tensor=True)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    with pytest.raises(ValueError, match="model_kwargs compile: torch.compile compiles the PyTorch model"):
+        load(served, backend="onnx", model_kwargs={"compile": True})
