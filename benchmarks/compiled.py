@@ -50,11 +50,7 @@ def parse_args(argv=None):
     harness.add_run_args(p, repeats=20, tag_help="output file prefix (default: compiled)")
     p.set_defaults(warmup=3)
     args = p.parse_args(argv)
-    try:
-        ns, ks = harness.int_list(args.n), harness.int_list(args.k)
-        baselines = models.baseline_models(args.baselines)
-    except ValueError as e:
-        p.error(str(e))
+    ns, ks, baselines = harness.parse_grid(p, args)
     wanted = [name for name in args.peers.split(",") if name]
     if set(wanted) - set(PEERS):
         p.error(f"--peers: each must be one of {', '.join(PEERS)}, got {args.peers!r}")

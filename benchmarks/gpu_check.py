@@ -8,6 +8,15 @@ settle are collected here, sized to run on one 80 GB GPU in at most ten minutes 
 still leaves the most important results: the results file (`gpu_check.json` and its rendering `gpu_check.md`,
 beside the benchmark tables' own files in `--out`) is rewritten after every step.
 
+0. Issue 67's steps, benchmarks/README.md's block "Training and compiled batch 1 on a GPU", run first:
+   `training_cuda_bf16` (one train_mlm.py update of Linformer k = 128, 256, RoBERTa-sdpa and ModernBERT at n = 512,
+   4,096, 16,384, each at the largest tokens per update that fits up to 65,536: tokens/s, peak memory, MFU, where
+   the time goes), `training_cuda_bf16_study*` (seconds per update of the quality study's configurations, for the
+   GPU time to reach standard attention's quality), `compiled_cuda` (batch 1 eager and compiled alike, fp16 and
+   bf16, n = 512 and 4,096, four runs compiling side by side), `training_cuda_bf16_ckpt` (n = 65,536, activation
+   checkpointing on every model). The steps below ran on an H200 and are committed: `--skip_committed` (what
+   `make gpu-check` passes) leaves them out and carries their entries into the new results file; `--archive`
+   packs every result file into one .tar.gz (a loan returns at most 8 files).
 1. `inference_cuda_{fp16,bf16}_b1`: inference time and peak memory at batch 1, Linformer k = 128, 256 against
    RoBERTa-sdpa (the sdpa kernel it picked recorded), RoBERTa-eager (the paper's baseline, where it fits) and
    ModernBERT at n = 512 to 65536, and `max_batch_cuda_fp16`: the paper's Table 3 form, the largest batch each
@@ -27,7 +36,8 @@ runs in its own process group, stopped at CAP_FACTOR times its estimate and neve
 stopped so is recorded as cut, and the next one runs. A failed step is recorded with its error; the command
 exits non-zero at the end if any step did not finish. Each run's full output is in `--work_dir`/logs.
 
-    python -m benchmarks.gpu_check --out benchmarks/results/gpu   # one GPU (what `make gpu-check` runs)
+    python -m benchmarks.gpu_check --out benchmarks/results/gpu --skip_committed --archive $OUT/gpu_check.tar.gz
+                                                                  # one GPU (what `make gpu-check` runs)
     python -m benchmarks.gpu_check --plan                         # the steps and their estimated seconds
     python -m benchmarks.gpu_check --dry_run                      # CPU, tiny model, a few steps: what the tests run
 
