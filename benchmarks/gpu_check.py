@@ -109,6 +109,7 @@ SAVE_S = 10               # train_mlm.py's evaluation and final save
 LAUNCHER_S = 15           # accelerate launch's own start (torchrun, a second interpreter)
 INSTALL_S = 30            # pip installing the wheelhouse (--target, --no-deps, no compile)
 CAP_FACTOR = 1.5          # a step is stopped at this many times its estimate (and never past the budget)
+MARGIN_S = 30             # kept from the steps: a command past the loan's 600 s is killed with its results unwritten
 MIN_STEP_S = 20           # a step that would get less than this is not started
 DRY_RUN_CAP_S = 300       # each step of the CPU dry run
 MLM_STEPS, FSDP_STEPS = 300, 40
@@ -506,13 +507,17 @@ def run_step(results, plan, step, cap_s):
     results["steps"][name] = entry
     print(f"gpu_check: {name}: {entry['status']} ({entry['seconds']:.0f} s)" +
           (f"\n{entry['error']}" if entry["status"] != "ok" else ""), flush=True)
-    save(results, plan["out"])
+    save(results, plan["out"], plan.get("archive"))
 
 
-def save(results, out):
+def save(results, out, archive=None):
+    """The results file and its rendering; and the archive, rewritten too, so that a loan ending mid-check (its
+    command killed at its limit) still returns every step finished so far."""
     harness.save_json(os.path.join(out, "gpu_check.json"), results)
     with open(os.path.join(out, "gpu_check.md"), "w") as f:
         f.write(render(results))
+    if archive:
+        pack(out, archive)
 
 
 def render(results):
@@ -574,8 +579,9 @@ def main(argv=None):
     p.add_argument("--dry_run", action="store_true", help="CPU, tiny model, a few steps (what the tests run)")
     p.add_argument("--plan", action="store_true", help="print the GPU plan with each step's estimated seconds; run nothing")
     p.add_argument("--mlm_steps", type=int, default=MLM_STEPS, help="updates of each MLM run on the GPU")
-    p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S,
-                   help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate)")
+    p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S - MARGIN_S,
+                   help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate and {MARGIN_S} s for "
+                        "the loan's own start and the transfers)")
     p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files (default: "
                                                "outputs/benchmarks, git-ignored; dry run: --work_dir)")
     p.add_argument("--work_dir", default=None, help="runs and logs (default: runs/gpu_check, runs/gpu_check_dry)")
@@ -583,7 +589,8 @@ def main(argv=None):
                    help="leave out the first check's steps whose results benchmarks/results/gpu holds (ok); their "
                         "entries are carried into the new results file")
     p.add_argument("--archive", default=None, metavar="FILE.tar.gz",
-                   help="at the end, every file of --out in one archive (a GPU loan returns a few files only)")
+                   help="every file of --out in one archive, rewritten after each step (a GPU loan returns a few "
+                        "files only)")
     args = p.parse_args(argv)
     if args.mlm_steps < 2:
         p.error(f"--mlm_steps must be at least 2, got {args.mlm_steps}")
@@ -606,6 +613,7 @@ def main(argv=None):
             dst.writelines(src.readlines()[:15])
     plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
     plan["end"] = started + (float("inf") if plan["dry_run"] else args.budget_s)
+    plan["archive"] = args.archive
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
     results = dict(command=command.strip(), dry_run=plan["dry_run"], plan=planned, estimated_total_s=round(total),
                    machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")),
@@ -613,12 +621,12 @@ def main(argv=None):
     for step in gpu_steps(plan, skip=committed):
         run_step(results, plan, step, DRY_RUN_CAP_S if plan["dry_run"] else CAP_FACTOR * step[2])
     results["steps"].update(committed)
-    save(results, plan["out"])
+    save(results, plan["out"], args.archive)
     unfinished = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]
     print(f"wrote {os.path.join(plan['out'], 'gpu_check')}.{{json,md}}" +
           (f"; not finished: {', '.join(unfinished)}" if unfinished else ""))
     if args.archive:
-        print(f"wrote {pack(plan['out'], args.archive)}")
+        print(f"wrote {args.archive}")
     return 1 if unfinished else 0
 
 
@@ -628,11 +636,14 @@ def pack(folder, archive):
     there."""
     import tarfile
 
-    os.makedirs(os.path.dirname(os.path.abspath(archive)), exist_ok=True)
-    with tarfile.open(archive, "w:gz") as tar:
+    archive = os.path.abspath(archive)
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    with tarfile.open(archive + ".part", "w:gz") as tar:  # then renamed: a kill mid-write leaves the last whole one
         for name in sorted(os.listdir(folder)):
-            if os.path.isfile(os.path.join(folder, name)):
-                tar.add(os.path.join(folder, name), arcname=name)
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not path.startswith(archive):
+                tar.add(path, arcname=name)
+    os.replace(archive + ".part", archive)
     return archive
 
 

@@ -246,7 +246,7 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     with tarfile.open(archive) as tar:  # one file back from the loan, which unpacks into benchmarks/results/gpu
         assert {"gpu_check.json", "gpu_check.md"} <= set(tar.getnames())
     assert all(step["status"] == "ok" for step in steps.values()), steps
-    assert "| total |" in results["plan"] and results["estimated_total_s"] <= gpu_check.BUDGET_S
+    assert "| total |" in results["plan"]  # every step planned (the loan's plan, --skip_committed: the plan test)
     assert results["packages"]["transformers"] == importlib.metadata.version("transformers")
     for name in ("mlm_fp16", "mlm_bf16"):  # CPU refuses fp16 training: the dry run says it ran bf16
         mlm = steps[name]
