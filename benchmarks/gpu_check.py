@@ -203,7 +203,7 @@ def estimate_training(argv):
     for n, ks in grid.items():
         for spec in training.specs_at(n, ks, args, baselines, harness.dims_from(flag(argv, "--dims", "")), None):
             flops = training.step_flops(spec, args, bound=True)
-            seconds += BUILD_S + (2 + args.warmup + args.repeats + args.profile) * (flops / rate + UPDATE_OVERHEAD_S)
+            seconds += BUILD_S + (2 + args.warmup + args.repeats + 2 * args.profile) * (flops / rate + UPDATE_OVERHEAD_S)
     return seconds
 
 

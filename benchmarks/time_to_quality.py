@@ -47,11 +47,13 @@ def rows(study_results, race=None, s=None):
     for name, r, at, last in runs:
         ratio = at / budget if at else None
         lin = step_of(study_results, r["run"]["n"], r["run"]["k"], r["run"]["sharing"])
-        gpu = ratio * lin / base_step if ratio and lin and base_step else None
+        steps = lin / base_step if lin and base_step else None
+        gpu = ratio * steps if ratio and steps else None
         if gpu and (best is None or gpu < best[0]):
             best = (gpu, r["run"]["n"], r["run"]["k"])
-        out.append(dict(n=r["run"]["n"], what=name, updates=at, last=last, update_ratio=ratio,
-                        step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level, projected=False))
+        out.append(dict(n=r["run"]["n"], what=name, updates=at, last=last, update_ratio=ratio, at_least=last / budget,
+                        step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level, projected=False,
+                        gpu_at_least=last / budget * steps if steps and not at else None))
     ratios = [row["update_ratio"] for row in out if row["update_ratio"]]
     for n in (4096, 16384):
         for k in (128, 256):
@@ -61,7 +63,8 @@ def rows(study_results, race=None, s=None):
             # per token: the two may run at different batches (each the largest that fits)
             per_token = base["tokens_per_s"] / lin["tokens_per_s"] if lin and base else None
             gpu = min(ratios) * per_token if ratios and per_token else None
-            out.append(dict(n=n, what=f"RoBERTa-base size, k = {k}", updates=None, last=None,
+            out.append(dict(n=n, what=f"RoBERTa-base size, k = {k}", updates=None, last=None, at_least=None,
+                            gpu_at_least=None,
                             update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
                             base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level, projected=True))
     return out, best

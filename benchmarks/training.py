@@ -34,8 +34,8 @@ model FLOP utilisation: 3 x (encoder forward + MLM head) matmul FLOPs (flop_coun
 recomputed forward not counted, as MFU is usually stated) per second, over the bf16/fp16/fp32 rate of a large
 square matmul timed in the same run (measure.probe_size). On CUDA a step's peak memory is read in the timing
 process (max_memory_allocated), as inference.py does: fresh processes would cost a GPU loan seconds each.
---profile runs one more step of each model under torch.profiler and keeps where its time went (the top
-operators by self time), which is what a missed goal is read against.
+--profile runs two more steps of each model under torch.profiler and keeps where its time went (the top
+operators by self time), which is what a missed goal is read against, and the sdpa kernel it ran.
 
     python -m benchmarks.training --device cuda --n 512,4096,16384 --k 128,256 --baselines sdpa,modernbert \
         --dtype bf16 --tokens-per-update 65536 --profile
@@ -212,10 +212,11 @@ def time_steps(specs, args, device, skips):
         return {}
     with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"training steps n={specs[0]['n']}") as bar:
         times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar)
-    if args.profile:
+    if args.profile:  # and the sdpa kernel each model ran (a timing means little without it)
         for s in specs:
             if s["name"] in fns:
                 s["profile"] = measure.where_time_goes(fns[s["name"]], device)
+                s["sdpa_kernels"] = measure.sdpa_kernels(fns[s["name"]])
     del fns, step
     gc.collect()
     return times
@@ -262,7 +263,7 @@ def run(args, grid, baselines, device, dtype, dims):
                        mfu=model_flops and model_flops / st["median"] / rate,
                        timed="interleaved" if args.repeats else "fresh process, one step", samples=times[s["name"]])
             if "profile" in s:
-                row["profile"] = s["profile"]
+                row.update(profile=s["profile"], sdpa_kernels=s["sdpa_kernels"])
             if "memory" in s:
                 m = s["memory"]
                 row.update(step_peak_bytes=m["peak_bytes"], resident_bytes=m["resident_bytes"],

@@ -420,6 +420,8 @@ def test_commands_in_the_results_index_rebuild_each_result():
     results = report.load(harness.RESULTS)
     scripts = dict(inference=inference, training=training, peers=peers)
     for tag, script in report.SWEEPS.items():
+        if tag in report.CPU_RACE and tag not in results:  # not measured yet: its table says so
+            continue
         line = report.command(results[tag], script)
         assert line.startswith(f"python -m benchmarks.{script} ") and line.endswith("--out benchmarks/results"), tag
         if script in scripts and "command" not in results[tag]:
@@ -513,6 +515,7 @@ def test_training_at_tokens_per_update_with_mfu_profile_and_the_study_body(tmp_p
     assert result["dims"]["vocab_size"] == 300 and result["matmul_flop_per_s"] > 0
     assert all(0 < r["mfu"] and r["profile"] and sum(op["share"] for op in r["profile"]) <= 1.0001
                for r in result["rows"])
+    assert result["rows"][0]["sdpa_kernels"] == ["flash_attention_for_cpu"], result["rows"][0]  # RoBERTa-sdpa's
     assert "Where one step's time goes, n=64 linformer-sdpa k=16" in open(tmp_path / "t.md").read()
     bad = run_script("benchmarks.training", "--dims", "hidden=3", "--out", str(tmp_path))
     assert bad.returncode == 2 and "--dims: expected FIELD=INTEGER,..." in bad.stderr
