@@ -26,7 +26,7 @@ SWEEPS = {tag: tag.split("_")[0] for tag in (
     "inference", "inference_chunked_ff", "inference_cpu_fp32_b1", "inference_cpu_bf16_b1", "inference_cpu_fp32_b4",
     "inference_cpu_bf16_b4", "inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s", "training_cpu_fp32",
     "training_cpu_bf16", "training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768", "peers",
-    "spectrum", "theorem", "serving", "training_cpu_fp32_race", "compiled_cpu_fp32")}
+    "spectrum", "theorem", "serving", "training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")}
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer", "lucidrains-linformer": "lucidrains' linformer",
          "tatp22-linformer-pytorch": "linformer-pytorch"}
@@ -40,7 +40,7 @@ words = partial(prose, TEMPLATE)  # a part of the template, filled
 
 
 # Issue 67's CPU counterparts: their tables say "not measured yet" while their results are not committed
-CPU_RACE = ("training_cpu_fp32_race", "compiled_cpu_fp32")
+CPU_RACE = ("training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")
 
 
 def load(results_dir):
@@ -259,16 +259,30 @@ def gpu_result(pattern):
     return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(GPU_RESULTS, pattern + ".json")))]
 
 
+def latest(results):
+    """Each n's rows from the last of `results` that measured that n (a rerun of one n replaces that n only)."""
+    last = {row["n"]: i for i, r in enumerate(results) for row in r["rows"]}
+    return [dict(r, rows=[row for row in r["rows"] if last[row["n"]] == i]) for i, r in enumerate(results)]
+
+
+def mfu_cell(row):
+    """MFU as a share; above 100% the run's matmul probe ran at a slower moment than the steps (a shared CPU):
+    not a figure."""
+    mfu = row.get("mfu")
+    return "-" if mfu is None else f"{mfu:.0%}" if mfu <= 1 else "n/a (the probe ran slower than the steps)"
+
+
 def race_training(results):
-    """Training side by side (issue 67, item 1): every row of the results, then each goal met or missed, and where
-    a missed one's time went (the profile of its step)."""
+    """Training side by side (issue 67, item 1): every row of the results (each n from the last result that ran
+    it), then each goal met or missed, and where a missed one's time went (the profile of its step)."""
     rows, goals = [], []
+    results = latest(results)
     for r in results:
-        for row in r["rows"]:
+        for row in sorted(r["rows"], key=lambda row: row["n"]):
             base = find(r, row["n"], "roberta-sdpa")
             rows.append([row["n"], NAMES.get(row["model"], row["model"]), row["k"] or "-", row["batch"] * row["n"],
                          f"{row['tokens_per_s']:,.0f}", harness.fmt_bytes(row["process_peak_bytes"])
-                         if "process_peak_bytes" in row else "-", number(row.get("mfu"), ".0%"),
+                         if "process_peak_bytes" in row else "-", mfu_cell(row),
                          ratio(row["tokens_per_s"] / base["tokens_per_s"]) if base and row["k"] else "-",
                          "every layer" if row["checkpointing"] else "off"])
     lin = [(r, row) for r in results for row in r["rows"] if row["k"] and not row["checkpointing"]]
@@ -277,13 +291,18 @@ def race_training(results):
             got = row["tokens_per_s"] / find(r, n, "roberta-sdpa")["tokens_per_s"]
             goals.append(words("race_goal", what=f">= {goal:g}x RoBERTa-sdpa's training tokens/s at n = {n}",
                                k=row["k"], got=ratio(got), status=status(got >= goal), where=where(row, got >= goal)))
-    for r, row in ((r, row) for r, row in lin if row["n"] == 512):
+    for r, row in ((r, row) for r, row in lin if row["n"] == 512 and (row.get("mfu") or 0) <= 1):
         goals.append(words("race_goal", what=f"the step at >= {MFU_GOAL:.0%} of the matmul rate at n = 512",
-                           k=row["k"], got=number(row.get("mfu"), ".0%"), status=status((row.get("mfu") or 0) >= MFU_GOAL),
+                           k=row["k"], got=mfu_cell(row), status=status((row.get("mfu") or 0) >= MFU_GOAL),
                            where=where(row, (row.get("mfu") or 0) >= MFU_GOAL)))
     kernel = next((", ".join(x.get("sdpa_kernels") or []) for r in results for x in r["rows"]
                    if x["model"] == "roberta-sdpa" and x.get("sdpa_kernels")), "")
-    return words("race_training", machine=machine_of(results[0]), rate=f"{results[0]['matmul_flop_per_s'] / 1e12:.3g}",
+    args = results[-1]["args"]
+    return words("race_training", machine=machine_of(results[-1]),
+                 precision={"float32": "fp32", "bfloat16": "bf16 autocast", "float16": "fp16 autocast"}[args["dtype"]],
+                 batch=f"each model at the largest tokens per update that fits, up to {args['tokens_per_update']:,}"
+                 if args.get("tokens_per_update") else f"batch {args['batch']}",
+                 rate=" and ".join(f"{r['matmul_flop_per_s'] / 1e12:.3g}" for r in results),
                  commands="; ".join(f"`{r['command']}`" for r in results), rows=body(rows), goals="\n".join(goals),
                  kernel=f" RoBERTa-sdpa's attention kernel: {kernel}." if kernel else "")
 
@@ -345,7 +364,7 @@ def race_block(res):
     level = quality[0]["level"] if quality else None
     return "\n\n".join([
         race_training(training) if training else words("race_not_run", what="Training side by side"),
-        race_training([res["training_cpu_fp32_race"]]) if "training_cpu_fp32_race" in res else
+        race_training([res[tag] for tag in CPU_RACE[:2] if tag in res]) if "training_cpu_fp32_race" in res else
         words("race_cpu_not_run", what="Training side by side", tag="training_cpu_fp32_race"),
         race_compiled(compiled) if compiled else words("race_not_run", what="Compiled batch 1"),
         race_compiled([res["compiled_cpu_fp32"]]) if "compiled_cpu_fp32" in res else
