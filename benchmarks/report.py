@@ -54,7 +54,10 @@ def command(result, script):
     line = result.get("command") or f"python -m benchmarks.{script} " + " ".join(
         f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}")
         for key, value in result["args"].items() if key != "out" and value is not None and value is not False)
-    return line if " --out " in line else line + " --out benchmarks/results"
+    if " --out " not in line:
+        return line + " --out benchmarks/results"
+    # as run, with the folder last (the flags' order means nothing to argparse): each command of the index ends so
+    return line.replace(" --out benchmarks/results", "") + " --out benchmarks/results"
 
 
 def seconds(s):

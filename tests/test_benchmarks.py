@@ -323,7 +323,7 @@ def test_importing_a_benchmark_starts_nothing():
                          env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert (out.returncode, out.stderr) == (0, "")
     no_main = ["benchmarks.flop_counts", "benchmarks.harness", "benchmarks.measure", "benchmarks.models",
-               "benchmarks.reporting"]
+               "benchmarks.reporting", "benchmarks.time_to_quality"]
     assert out.stdout == repr(no_main)  # the shared modules have none; every script has one
 
 
@@ -515,7 +515,7 @@ def test_training_at_tokens_per_update_with_mfu_profile_and_the_study_body(tmp_p
     assert result["dims"]["vocab_size"] == 300 and result["matmul_flop_per_s"] > 0
     assert all(0 < r["mfu"] and r["profile"] and sum(op["share"] for op in r["profile"]) <= 1.0001
                for r in result["rows"])
-    assert result["rows"][0]["sdpa_kernels"] == ["flash_attention_for_cpu"], result["rows"][0]  # RoBERTa-sdpa's
+    assert "flash_attention_for_cpu" in result["rows"][0]["sdpa_kernels"], result["rows"][0]  # RoBERTa-sdpa's
     assert "Where one step's time goes, n=64 linformer-sdpa k=16" in open(tmp_path / "t.md").read()
     bad = run_script("benchmarks.training", "--dims", "hidden=3", "--out", str(tmp_path))
     assert bad.returncode == 2 and "--dims: expected FIELD=INTEGER,..." in bad.stderr
@@ -561,7 +561,7 @@ def race_results(folder, linformer_tokens_per_s, mfu, compiled_ratio):
                                                         checkpointing=False, mfu=mfu, **more)
     profile = [dict(op="aten::mm", share=0.6, ms=1.0), dict(op="aten::bmm", share=0.2, ms=0.3)]
     harness.save_json(os.path.join(folder, "training_cuda_bf16.json"), dict(
-        command="python -m benchmarks.training x", matmul_flop_per_s=7.9e14, machine=dict(gpu="H200", torch="2.11", threads=16),
+        command="python -m benchmarks.training x", matmul_flop_per_s=7.9e14, args=dict(dtype="bfloat16", tokens_per_update=65536), machine=dict(gpu="H200", torch="2.11", threads=16),
         rows=[row("roberta-sdpa", None, 1000.0, sdpa_kernels=["cudnn_attention"]),
               row("linformer-sdpa", 128, linformer_tokens_per_s, profile=profile),
               row("roberta-sdpa", None, 1000.0, n=512), row("linformer-sdpa", 128, 1100.0, n=512, profile=profile)]))
