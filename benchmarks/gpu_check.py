@@ -8,6 +8,15 @@ settle are collected here, sized to run on one 80 GB GPU in at most ten minutes 
 still leaves the most important results: the results file (`gpu_check.json` and its rendering `gpu_check.md`,
 beside the benchmark tables' own files in `--out`) is rewritten after every step.
 
+0. Issue 67's steps, benchmarks/README.md's block "Training and compiled batch 1 on a GPU", run first:
+   `training_cuda_bf16` (one train_mlm.py update of Linformer k = 128, 256, RoBERTa-sdpa and ModernBERT at n = 512,
+   4,096, 16,384, each at the largest tokens per update that fits up to 65,536: tokens/s, peak memory, MFU, where
+   the time goes), `training_cuda_bf16_study*` (seconds per update of the quality study's configurations, for the
+   GPU time to reach standard attention's quality), `compiled_cuda` (batch 1 eager and compiled alike, fp16 and
+   bf16, n = 512 and 4,096, four runs compiling side by side), `training_cuda_bf16_ckpt` (n = 65,536, activation
+   checkpointing on every model). The steps below ran on an H200 and are committed: `--skip_committed` (what
+   `make gpu-check` passes) leaves them out and carries their entries into the new results file; `--archive`
+   packs every result file into one .tar.gz (a loan returns at most 8 files).
 1. `inference_cuda_{fp16,bf16}_b1`: inference time and peak memory at batch 1, Linformer k = 128, 256 against
    RoBERTa-sdpa (the sdpa kernel it picked recorded), RoBERTa-eager (the paper's baseline, where it fits) and
    ModernBERT at n = 512 to 65536, and `max_batch_cuda_fp16`: the paper's Table 3 form, the largest batch each
@@ -27,7 +36,8 @@ runs in its own process group, stopped at CAP_FACTOR times its estimate and neve
 stopped so is recorded as cut, and the next one runs. A failed step is recorded with its error; the command
 exits non-zero at the end if any step did not finish. Each run's full output is in `--work_dir`/logs.
 
-    python -m benchmarks.gpu_check --out benchmarks/results/gpu   # one GPU (what `make gpu-check` runs)
+    python -m benchmarks.gpu_check --out benchmarks/results/gpu --skip_committed --archive $OUT/gpu_check.tar.gz
+                                                                  # one GPU (what `make gpu-check` runs)
     python -m benchmarks.gpu_check --plan                         # the steps and their estimated seconds
     python -m benchmarks.gpu_check --dry_run                      # CPU, tiny model, a few steps: what the tests run
 
@@ -72,8 +82,13 @@ FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "fals
 RESUME_RTOL = 1e-3
 # Values that shrink a GPU command of benchmarks/README.md to seconds on CPU; every flag it names stays.
 CPU_STAND_INS = {"--device": "cpu", "--n": "64,128", "--k": "16,32", "--pairs": "64:16,128:32", "--repeats": "1",
-                 "--warmup": "1", "--mem-gib": "0.05", "--dtype": {"fp16": "bf16", "float16": "bf16"}}
-CPU_FLAGS = {"benchmarks.inference": ["--no-memory"], "benchmarks.training": ["--no-memory"]}
+                 "--warmup": "1", "--mem-gib": "0.05", "--dtype": {"fp16": "bf16", "float16": "bf16"},
+                 "--tokens-per-update": "64", "--peer-k": "16"}
+# compiled.py on CPU: dynamo alone (backend eager), since inductor's C++ takes tens of seconds a model on CPU
+CPU_FLAGS = {"benchmarks.inference": ["--no-memory"], "benchmarks.training": ["--no-memory"],
+             "benchmarks.compiled": ["--backend", "eager"]}
+RACE = "Training and compiled batch 1 on a GPU"  # the README block of issue 67's steps, run first
+OLD = "On a GPU"  # the first check's block
 
 # ---------------------------------------------------------------- the time budget (see the module's docstring)
 BUDGET_S = 600            # the loan: install and every step
@@ -88,10 +103,13 @@ PLOTS_S = 5               # inference.py's three figures (matplotlib)
 TRAIN_START_S = 30        # train_mlm.py to its first update: imports, tokenizer trained on Moby Dick, packing, model
                           # built, first evaluation (CPU machine, one thread: 31 s, most of it a base-size evaluation)
 UPDATE_OVERHEAD_S = 0.05  # per update beyond its FLOPs: optimizer step, clipping, data, logging
+COMPILE_S = 45            # torch.compile of one model (dynamo, inductor, CUDA graphs), an assumption: tiny models took
+                          # 8-31 s each with inductor's C++ backend on the CPU machine's one slow thread
 SAVE_S = 10               # train_mlm.py's evaluation and final save
 LAUNCHER_S = 15           # accelerate launch's own start (torchrun, a second interpreter)
 INSTALL_S = 30            # pip installing the wheelhouse (--target, --no-deps, no compile)
 CAP_FACTOR = 1.5          # a step is stopped at this many times its estimate (and never past the budget)
+MARGIN_S = 30             # kept from the steps: a command past the loan's 600 s is killed with its results unwritten
 MIN_STEP_S = 20           # a step that would get less than this is not started
 DRY_RUN_CAP_S = 300       # each step of the CPU dry run
 MLM_STEPS, FSDP_STEPS = 300, 40
@@ -175,6 +193,34 @@ def estimate_max_batch(argv):
     return seconds
 
 
+def estimate_training(argv):
+    """training.py's command: per n and model a build, then two steps for fitting and memory, the warm-ups, the
+    repeats and the profiled step, each at --tokens-per-update (its matmul FLOPs at USABLE of the peak)."""
+    from benchmarks import training
+
+    args, grid, baselines, *_ = training.parse_args([*argv, "--device", "cpu"])
+    rate, seconds = USABLE * MATMUL_PEAK, PROCESS_S
+    for n, ks in grid.items():
+        for spec in training.specs_at(n, ks, args, baselines, harness.dims_from(flag(argv, "--dims", "")), None):
+            flops = training.step_flops(spec, args, bound=True)
+            seconds += BUILD_S + (2 + args.warmup + args.repeats + 2 * args.profile) * (flops / rate + UPDATE_OVERHEAD_S)
+    return seconds
+
+
+def estimate_compiled(argv):
+    """compiled.py's command: COMPILE_S per model (the three transformers models and Linformer's k's, the peers
+    at one k), then warm-ups and repeats eager and compiled (forwards at batch 1)."""
+    ns, ks = harness.int_list(flag(argv, "--n", "512,4096")), harness.int_list(flag(argv, "--k", "128,256"))
+    baselines = [m for _, m in models.baseline_models(flag(argv, "--baselines", "sdpa,modernbert"))]
+    peers = len([p for p in flag(argv, "--peers", "linformer,linformer-pytorch").split(",") if p])
+    rounds = int(flag(argv, "--warmup", 3)) + 2 * int(flag(argv, "--repeats", 20))
+    seconds = PROCESS_S
+    for n in ns:
+        named = [(m, None) for m in baselines] + [("linformer-sdpa", k) for k in ks] + [("linformer-sdpa", min(ks))] * peers
+        seconds += sum(BUILD_S + COMPILE_S + rounds * forward_s(m, n, k, 1) for m, k in named)
+    return seconds
+
+
 def update_s(plan, steps, checkpointing=False):
     """train_mlm.py's updates: 3 x the forward's FLOPs (4 x with activation checkpointing), the MLM head's
     vocabulary logits at every position included, plus the per-update overhead."""
@@ -185,13 +231,23 @@ def update_s(plan, steps, checkpointing=False):
     return steps * ((4 if checkpointing else 3) * forward / (USABLE * MATMUL_PEAK) + UPDATE_OVERHEAD_S)
 
 
-def gpu_steps(plan):
-    """[(name, what, estimated seconds, function, arguments)] in order of value: the README's GPU commands,
-    then the MLM runs, then FSDP2 and its resume."""
+ESTIMATES = {"benchmarks.max_batch": estimate_max_batch, "benchmarks.inference": estimate_inference,
+             "benchmarks.training": estimate_training, "benchmarks.compiled": estimate_compiled}
+# The first check's steps, whose results are committed (benchmarks/results/gpu): --skip_committed leaves them out
+OLD_STEPS = ("inference_cuda_fp16_b1", "inference_cuda_bf16_b1", "max_batch_cuda_fp16", "mlm_fp16", "mlm_bf16",
+             "fsdp2_resume")
+
+
+def gpu_steps(plan, skip=()):
+    """[(name, what, estimated seconds, function, arguments)] in order of value: issue 67's README block (training
+    side by side, the quality study's step times, compiled batch 1: its commands run side by side are one step),
+    then the first check's (its README block, the MLM runs, FSDP2 and its resume), less those in `skip`."""
     steps = []
-    for argv in readme_gpu_commands():
-        estimate = estimate_max_batch if argv[2] == "benchmarks.max_batch" else estimate_inference
-        steps.append((flag(argv, "--tag"), shlex.join(argv), estimate(argv[3:]), benchmark_table, (argv,)))
+    for group in readme_gpu_commands(RACE, grouped=True) + [[argv] for argv in readme_gpu_commands(OLD)]:
+        tags = [flag(argv, "--tag") for argv in group]
+        name = tags[0] if len(group) == 1 else os.path.commonprefix(tags).rstrip("_")
+        estimate = max(ESTIMATES[argv[2]](argv[3:]) for argv in group)  # side by side: the longest
+        steps.append((name, " & ".join(map(shlex.join, group)), estimate, benchmark_table, tuple(group)))
     mlm = TRAIN_START_S + SAVE_S + update_s(plan, plan["mlm_steps"])
     for precision in ("fp16", "bf16"):
         steps.append((f"mlm_{precision}", f"{plan['mlm_steps']} train_mlm.py updates at RoBERTa-base size, {precision}",
@@ -199,7 +255,17 @@ def gpu_steps(plan):
     fsdp = 2 * (LAUNCHER_S + TRAIN_START_S + SAVE_S) + update_s(plan, plan["fsdp_steps"] * 3 // 2, checkpointing=True)
     steps.append(("fsdp2_resume", f"{plan['fsdp_steps']} updates under FSDP2 through accelerate launch, then the "
                   "second half again from the middle checkpoint", fsdp, fsdp2_resume, ()))
-    return steps
+    return [step for step in steps if step[0] not in skip]
+
+
+def committed_steps(folder):
+    """{name: entry} of the first check's steps that ran ok in the committed results (`folder`/gpu_check.json)."""
+    path = os.path.join(folder, "gpu_check.json")
+    if not os.path.isfile(path):
+        return {}
+    check = json.load(open(path))
+    return {name: dict(entry, committed_from=check["machine"].get("git_head", "?"))
+            for name, entry in check["steps"].items() if name in OLD_STEPS and entry["status"] == "ok"}
 
 
 def plan_table(steps):
@@ -217,36 +283,50 @@ def plan_table(steps):
 # ---------------------------------------------------------------- running things
 
 def run_logged(plan, name, command):
-    """Run `command` from the repository root in its own process group, its output in logs/<name>.log, until
-    the step's deadline; a failure is StepFailed with the command and the end of its output, which is where
-    train_mlm.py and the launcher say why; passing the deadline is StepCut (the whole group is stopped: the
-    launcher's workers too, which would otherwise hold the GPU)."""
-    log = os.path.join(plan["work"], "logs", name + ".log")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
+    """run_together with one command."""
+    return run_together(plan, {name: command})[name]
+
+
+def run_together(plan, commands):
+    """Run {name: command} side by side from the repository root, each in its own process group, its output in
+    logs/<name>.log, until the step's deadline; a failure is StepFailed with the command and the end of its
+    output, which is where train_mlm.py and the launcher say why; passing the deadline is StepCut (every group is
+    stopped: the launcher's workers too, which would otherwise hold the GPU). Returns {name: what ran}."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **plan["env"]}
-    start = time.perf_counter()
-    with open(log, "w") as f:
-        f.write("$ " + shlex.join(command) + "\n")
-        f.flush()
-        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = proc.wait(timeout=max(plan["deadline"] - time.monotonic(), 1))
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-            code = None
+    start, procs = time.perf_counter(), {}
+    os.makedirs(os.path.join(plan["work"], "logs"), exist_ok=True)
+    for name, command in commands.items():
+        log = os.path.join(plan["work"], "logs", name + ".log")
+        with open(log, "w") as f:
+            f.write("$ " + shlex.join(command) + "\n")
+            f.flush()
+            procs[name] = (subprocess.Popen(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+                                            start_new_session=True), log)
+    codes = {}
+    try:
+        for name, (proc, _) in procs.items():
+            codes[name] = proc.wait(timeout=max(plan["deadline"] - time.monotonic(), 1))
+    except subprocess.TimeoutExpired:
+        for name, (proc, _) in procs.items():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                codes[name] = None
     seconds = time.perf_counter() - start
-    if code != 0:
-        with open(log) as f:
-            lines = f.readlines()[1:]
-        # the launcher's own report comes last and names no cause: the lines that say "error" come first
-        said = [line for line in lines[:-15] if "error" in line.lower()][-5:]
-        tail = "".join(said + lines[-15:])
-        if code is None:
-            raise StepCut(f"`{shlex.join(command)}` passed the step's cap and was stopped after {seconds:.0f} s; "
-                          f"from {log}:\n{tail}")
-        raise StepFailed(f"`{shlex.join(command)}` ended with {code} after {seconds:.0f} s; from {log}:\n{tail}")
-    return dict(command=shlex.join(command), seconds=round(seconds, 1), log=log)
+    for name, code in codes.items():
+        if code != 0:
+            command, log = commands[name], procs[name][1]
+            with open(log) as f:
+                lines = f.readlines()[1:]
+            # the launcher's own report comes last and names no cause: the lines that say "error" come first
+            said = [line for line in lines[:-15] if "error" in line.lower()][-5:]
+            tail = "".join(said + lines[-15:])
+            if code is None:
+                raise StepCut(f"`{shlex.join(command)}` passed the step's cap and was stopped after {seconds:.0f} s; "
+                              f"from {log}:\n{tail}")
+            raise StepFailed(f"`{shlex.join(command)}` ended with {code} after {seconds:.0f} s; from {log}:\n{tail}")
+    return {name: dict(command=shlex.join(commands[name]), seconds=round(seconds, 1), log=procs[name][1])
+            for name in commands}
 
 
 def train_mlm_flags(plan, output_dir, steps, logging_steps, checkpointing_steps=0):
@@ -342,15 +422,17 @@ def fsdp2_resume(plan):
     return result
 
 
-def readme_gpu_commands(heading="On a GPU"):
+def readme_gpu_commands(heading=OLD, grouped=False):
     """The commands of a block of benchmarks/README.md (the paragraph starting with `heading`, then its first
-    ```bash block), as argv lists, with $GPU-style variables expanded."""
+    ```bash block), as argv lists, with $GPU-style variables expanded; `grouped`: as lists of the commands that run
+    side by side (each ending in `&`, up to the `wait`), one list for each other command."""
     text = open(os.path.join(harness.HERE, "README.md")).read()
     block = text.split("\n" + heading, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
-    shell_vars, commands = {}, []
+    shell_vars, commands, groups, together = {}, [], [], False
     for line in block.replace("\\\n", " ").splitlines():
         line = line.split("#", 1)[0].strip()
-        if not line:
+        if not line or line == "wait":
+            together = False
             continue
         name, eq, value = line.partition("=")
         if eq and name.isidentifier():  # GPU="..."; a command line has a space before any "="
@@ -358,8 +440,14 @@ def readme_gpu_commands(heading="On a GPU"):
             continue
         for name, value in shell_vars.items():
             line = line.replace("$" + name, value)
-        commands.append(shlex.split(line))
-    return commands
+        argv = shlex.split(line.removesuffix("&"))
+        commands.append(argv)
+        if together and line.endswith("&"):
+            groups[-1].append(argv)
+        else:
+            groups.append([argv])
+        together = line.endswith("&")
+    return groups if grouped else commands
 
 
 def on_cpu(module, args, out):
@@ -374,20 +462,25 @@ def on_cpu(module, args, out):
     return args + ["--tiny", "--threads", "1", *CPU_FLAGS.get(module, []), "--out", out]
 
 
-def benchmark_table(plan, argv):
-    """One command of the README's GPU block, as written there (dry run: shrunk to CPU)."""
-    if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
-        raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
-    if plan["dry_run"]:
-        args = on_cpu(argv[2], argv[3:], os.path.join(plan["work"], "benchmarks"))
-    else:
-        args = [*argv[3:], "--out", plan["out"]]
-    tag = flag(args, "--tag")
-    ran = run_logged(plan, tag, [sys.executable, "-m", argv[2], *args])
-    base = os.path.join(flag(args, "--out"), tag)
-    result = json.load(open(base + ".json"))
-    return dict(ran, readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
-                skipped=result.get("skipped", []), table=open(base + ".md").read())
+def benchmark_table(plan, *argvs):
+    """Commands of a README GPU block, as written there (dry run: shrunk to CPU), side by side: each's result."""
+    commands = {}
+    for argv in argvs:
+        if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
+            raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
+        if plan["dry_run"]:
+            args = on_cpu(argv[2], argv[3:], os.path.join(plan["work"], "benchmarks"))
+        else:
+            args = [*argv[3:], "--out", plan["out"]]
+        commands[flag(args, "--tag")] = (argv, [sys.executable, "-m", argv[2], *args])
+    ran = run_together(plan, {tag: command for tag, (_, command) in commands.items()})
+    results = []
+    for tag, (argv, command) in commands.items():
+        base = os.path.join(flag(command, "--out"), tag)
+        result = json.load(open(base + ".json"))
+        results.append(dict(ran[tag], readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
+                            skipped=result.get("skipped", []), table=open(base + ".md").read()))
+    return results[0] if len(results) == 1 else dict(command=" & ".join(r["command"] for r in results), runs=results)
 
 
 # ---------------------------------------------------------------- results
@@ -414,13 +507,17 @@ def run_step(results, plan, step, cap_s):
     results["steps"][name] = entry
     print(f"gpu_check: {name}: {entry['status']} ({entry['seconds']:.0f} s)" +
           (f"\n{entry['error']}" if entry["status"] != "ok" else ""), flush=True)
-    save(results, plan["out"])
+    save(results, plan["out"], plan.get("archive"))
 
 
-def save(results, out):
+def save(results, out, archive=None):
+    """The results file and its rendering; and the archive, rewritten too, so that a loan ending mid-check (its
+    command killed at its limit) still returns every step finished so far."""
     harness.save_json(os.path.join(out, "gpu_check.json"), results)
     with open(os.path.join(out, "gpu_check.md"), "w") as f:
         f.write(render(results))
+    if archive:
+        pack(out, archive)
 
 
 def render(results):
@@ -455,10 +552,13 @@ def render(results):
                    f"(relative), weights by at most {entry['max_abs_weight_difference']:.2g} "
                    f"({'bit-identical' if entry['bit_exact'] else 'not bit-identical'}).", ""]
             md += [f"`{c['command']}`" for c in entry["commands"]] + [""]
+        elif "committed_from" in entry:
+            md += [f"Not run again (--skip_committed): the committed result of commit {entry['committed_from']}.", ""]
         else:
-            # the script's headings one level below this step's
-            lines = ["##" + line if line.startswith("#") else line for line in entry["table"].rstrip().splitlines()]
-            md += [f"`{entry['command']}`", "", *lines, ""]
+            for run in entry.get("runs", [entry]):
+                # the script's headings one level below this step's
+                lines = ["##" + line if line.startswith("#") else line for line in run["table"].rstrip().splitlines()]
+                md += [f"`{run['command']}`", "", *lines, ""]
     return "\n".join(md) + "\n"
 
 
@@ -479,17 +579,27 @@ def main(argv=None):
     p.add_argument("--dry_run", action="store_true", help="CPU, tiny model, a few steps (what the tests run)")
     p.add_argument("--plan", action="store_true", help="print the GPU plan with each step's estimated seconds; run nothing")
     p.add_argument("--mlm_steps", type=int, default=MLM_STEPS, help="updates of each MLM run on the GPU")
-    p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S,
-                   help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate)")
+    p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S - MARGIN_S,
+                   help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate and {MARGIN_S} s for "
+                        "the loan's own start and the transfers)")
     p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files (default: "
                                                "outputs/benchmarks, git-ignored; dry run: --work_dir)")
     p.add_argument("--work_dir", default=None, help="runs and logs (default: runs/gpu_check, runs/gpu_check_dry)")
+    p.add_argument("--skip_committed", action="store_true",
+                   help="leave out the first check's steps whose results benchmarks/results/gpu holds (ok); their "
+                        "entries are carried into the new results file")
+    p.add_argument("--archive", default=None, metavar="FILE.tar.gz",
+                   help="every file of --out in one archive, rewritten after each step (a GPU loan returns a few "
+                        "files only)")
     args = p.parse_args(argv)
     if args.mlm_steps < 2:
         p.error(f"--mlm_steps must be at least 2, got {args.mlm_steps}")
     if args.budget_s <= 0:
         p.error(f"--budget_s must be positive, got {args.budget_s}")
-    gpu = gpu_steps(plan_for(argparse.Namespace(**{**vars(args), "dry_run": False})))
+    if args.archive and not args.archive.endswith(".tar.gz"):
+        p.error(f"--archive must name a .tar.gz file, got {args.archive!r}")
+    committed = committed_steps(os.path.join(harness.RESULTS, "gpu")) if args.skip_committed else {}
+    gpu = gpu_steps(plan_for(argparse.Namespace(**{**vars(args), "dry_run": False})), skip=committed)
     planned, total = plan_table(gpu)
     print(f"gpu_check: the plan on one GPU (estimated seconds; stopped at the cap):\n{planned}", flush=True)
     if args.plan:
@@ -503,16 +613,38 @@ def main(argv=None):
             dst.writelines(src.readlines()[:15])
     plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
     plan["end"] = started + (float("inf") if plan["dry_run"] else args.budget_s)
+    plan["archive"] = args.archive
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
     results = dict(command=command.strip(), dry_run=plan["dry_run"], plan=planned, estimated_total_s=round(total),
                    machine=harness.machine_info(torch.device("cpu" if plan["dry_run"] else "cuda")),
                    packages=packages(), steps={})
-    for step in gpu_steps(plan):
+    for step in gpu_steps(plan, skip=committed):
         run_step(results, plan, step, DRY_RUN_CAP_S if plan["dry_run"] else CAP_FACTOR * step[2])
+    results["steps"].update(committed)
+    save(results, plan["out"], args.archive)
     unfinished = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]
     print(f"wrote {os.path.join(plan['out'], 'gpu_check')}.{{json,md}}" +
           (f"; not finished: {', '.join(unfinished)}" if unfinished else ""))
+    if args.archive:
+        print(f"wrote {args.archive}")
     return 1 if unfinished else 0
+
+
+def pack(folder, archive):
+    """Every file directly in `folder` (the results: tables, JSON, plots, gpu_check.{json,md}) in one .tar.gz,
+    named as they lie in benchmarks/results/gpu, so that `tar -xzf ARCHIVE -C benchmarks/results/gpu` puts them
+    there."""
+    import tarfile
+
+    archive = os.path.abspath(archive)
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    with tarfile.open(archive + ".part", "w:gz") as tar:  # then renamed: a kill mid-write leaves the last whole one
+        for name in sorted(os.listdir(folder)):
+            path = os.path.join(folder, name)
+            if os.path.isfile(path) and not path.startswith(archive):
+                tar.add(path, arcname=name)
+    os.replace(archive + ".part", archive)
+    return archive
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from benchmarks.models import BASE, DTYPES, TINY
+from benchmarks.models import BASE, DTYPES, TINY, baseline_models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -36,6 +36,27 @@ def int_list(text):
     if not values or min(values) < 1:
         raise ValueError(f"expected positive integers, got {text!r}")
     return values
+
+
+def parse_grid(parser, args):
+    """--n and --k as lists of integers and --baselines as [(label, model)] (models.baseline_models), or the
+    parser's one-line error naming the flag."""
+    try:
+        return int_list(args.n), int_list(args.k), baseline_models(args.baselines)
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def dims_from(text):
+    """'hidden_size=128,num_hidden_layers=2,...' -> a model size: RoBERTa-base's, with the fields given replaced."""
+    dims = dict(BASE)
+    for item in (i for i in text.split(",") if i.strip()):
+        key, eq, value = item.partition("=")
+        if not eq or key.strip() not in (*BASE, "vocab_size") or not value.strip().isdigit():
+            raise ValueError(f"--dims: expected FIELD=INTEGER,... with FIELD one of {', '.join((*BASE, 'vocab_size'))}, "
+                             f"got {item!r}")
+        dims[key.strip()] = int(value)
+    return dims
 
 
 def pick_device(name):

@@ -70,11 +70,7 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.quick:
         args.n, args.k = "512,2048", "128,256"
-    try:
-        ns, ks = harness.int_list(args.n), harness.int_list(args.k)
-        baselines = models.baseline_models(args.baselines)  # [(label, model)], e.g. ("modernbert", "modernbert-sdpa")
-    except ValueError as e:
-        p.error(str(e))
+    ns, ks, baselines = harness.parse_grid(p, args)
     if args.batch < 1 or args.repeats < 1 or args.warmup < 0:
         p.error("--batch and --repeats must be >= 1, --warmup >= 0")
     if args.chunk_ff and any(m.startswith("modernbert") for _, m in baselines):

@@ -36,11 +36,7 @@ def parse_args(argv=None):
                    help="run a smaller batch where a forward at the largest is estimated to take longer")
     harness.add_run_args(p, repeats=2, tag_help="output file prefix (default: max_batch)")
     args = p.parse_args(argv)
-    try:
-        ns, ks = harness.int_list(args.n), harness.int_list(args.k)
-        baselines = models.baseline_models(args.baselines)
-    except ValueError as e:
-        p.error(str(e))
+    ns, ks, baselines = harness.parse_grid(p, args)
     if args.repeats < 1 or args.max_forward_s <= 0 or (args.mem_gib is not None and args.mem_gib <= 0):
         p.error("--repeats must be >= 1, --max-forward-s and --mem-gib > 0")
     device, dtype, dims = harness.setup_run(args, p)

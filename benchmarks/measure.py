@@ -105,6 +105,21 @@ def sdpa_kernels(fn):
     return sorted({e.key.removeprefix(prefix) for e in prof.key_averages() if e.key.startswith(prefix)})
 
 
+def where_time_goes(fn, device, top=8):
+    """Where one call of fn() spends its time: the `top` operators by self time (device time on CUDA, CPU time on
+    CPU), each with its share of the whole, read off torch.profiler. What a missed speed goal is explained by."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = torch.device(device).type == "cuda"
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
+        fn()
+        sync(device)
+    key = "self_device_time_total" if cuda else "self_cpu_time_total"
+    events = sorted((e for e in prof.key_averages() if getattr(e, key) > 0), key=lambda e: -getattr(e, key))
+    total = sum(getattr(e, key) for e in events) or 1
+    return [dict(op=e.key, ms=getattr(e, key) / 1e3, share=getattr(e, key) / total) for e in events[:top]]
+
+
 # ---------------------------------------------------------------- memory
 
 def status_kb(field):

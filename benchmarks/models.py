@@ -7,7 +7,7 @@ import torch
 
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
-VOCAB = 50265
+VOCAB = 50265  # dims may name another vocab_size (the quality study's body: 8192)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -18,8 +18,8 @@ def build_roberta(n, dims=BASE, attn="sdpa", dtype=torch.float32, device="cpu", 
 
     if attn not in ("eager", "sdpa"):
         raise ValueError(f"attention must be eager or sdpa, got {attn!r}")
-    config = RobertaConfig(vocab_size=VOCAB, max_position_embeddings=n + 2, hidden_dropout_prob=0.0,
-                           attention_probs_dropout_prob=0.0, chunk_size_feed_forward=chunk_ff, **dims)
+    config = RobertaConfig(**{"vocab_size": VOCAB, "max_position_embeddings": n + 2, "hidden_dropout_prob": 0.0,
+                              "attention_probs_dropout_prob": 0.0, "chunk_size_feed_forward": chunk_ff, **dims})
     return _instantiate(RobertaForMaskedLM if head == "mlm" else RobertaModel, config, attn, dtype, device, seed)
 
 
@@ -49,9 +49,9 @@ def build_modernbert(n, dims=BASE, attn=None, dtype=torch.float32, device="cpu",
     pad id 50283 would not). attn=None: transformers' default kernel, recorded by the caller."""
     from transformers import ModernBertConfig, ModernBertForMaskedLM, ModernBertModel
 
-    config = ModernBertConfig(vocab_size=VOCAB, max_position_embeddings=n, pad_token_id=1, bos_token_id=0,
-                              cls_token_id=0, eos_token_id=2, sep_token_id=2, embedding_dropout=0.0,
-                              attention_dropout=0.0, mlp_dropout=0.0, **dims)
+    config = ModernBertConfig(**{"vocab_size": VOCAB, "max_position_embeddings": n, "pad_token_id": 1,
+                                 "bos_token_id": 0, "cls_token_id": 0, "eos_token_id": 2, "sep_token_id": 2,
+                                 "embedding_dropout": 0.0, "attention_dropout": 0.0, "mlp_dropout": 0.0, **dims})
     return _instantiate(ModernBertForMaskedLM if head == "mlm" else ModernBertModel, config, attn, dtype, device, seed)
 
 
@@ -84,9 +84,9 @@ def build_linformer(n, k, dims=BASE, attn="sdpa", dtype=torch.float32, device="c
     """Our Linformer of the given size, n = max_seq_length, k = projected_dim."""
     from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
 
-    config = LinformerConfig(vocab_size=VOCAB, max_seq_length=n, projected_dim=k, projection_sharing=sharing,
-                             projection_type=projection, hidden_dropout_prob=0.0,
-                             attention_probs_dropout_prob=0.0, chunk_size_feed_forward=chunk_ff, **dims)
+    config = LinformerConfig(**{"vocab_size": VOCAB, "max_seq_length": n, "projected_dim": k,
+                                "projection_sharing": sharing, "projection_type": projection, "hidden_dropout_prob": 0.0,
+                                "attention_probs_dropout_prob": 0.0, "chunk_size_feed_forward": chunk_ff, **dims})
     return _instantiate(LinformerForMaskedLM if head == "mlm" else LinformerModel, config, attn, dtype, device, seed)
 
 

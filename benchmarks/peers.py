@@ -67,7 +67,6 @@ def load_peers():
 
 def candidates(n, k, level, peers, dims, dtype, device):
     """{name: (module, call)} for one configuration; every module in eval mode on the device."""
-    D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
     out = {}
     for attn in ("sdpa", "eager"):
         ours = models.build_linformer(n, k, dims, attn, dtype, device)
@@ -78,23 +77,26 @@ def candidates(n, k, level, peers, dims, dtype, device):
         else:
             out[f"ours ({attn})"] = (ours, lambda x, m=ours: m.encoder(x).last_hidden_state)
     torch.manual_seed(0)
-    if "lucidrains/linformer" in peers:
-        lucidrains = peers["lucidrains/linformer"]
-        if level == "layer":
-            m = lucidrains.LinformerSelfAttention(D, n, k=k, heads=H, share_kv=False)
-        else:
-            m = lucidrains.Linformer(D, n, L, k=k, heads=H, share_kv=False)
-        out["lucidrains/linformer"] = (m, m)
-    if "tatp22/linformer-pytorch" in peers:
-        tatp22 = peers["tatp22/linformer-pytorch"]
-        if level == "layer":
-            E = tatp22.get_EF(n, k, "learnable", D // H)
-            m = tatp22.MHAttention(n, D // H, D, k, H, 0.0, "C0", "layerwise", E, E, False, None)
-        else:
-            m = tatp22.Linformer(n, D, k, dim_ff=I, nhead=H, depth=L, dropout=0.0, dropout_ff=0.0,
-                                 parameter_sharing="layerwise")
-        out["tatp22/linformer-pytorch"] = (m, m)
+    for name, package in peers.items():
+        out[name] = peer_model(name, package, n, k, level, dims)
     return {name: (mod.to(device=device, dtype=dtype).eval(), call) for name, (mod, call) in out.items()}
+
+
+def peer_model(name, package, n, k, level, dims):
+    """(module, call) of one peer package at our size: its attention layer, or its encoder stack (`level`)."""
+    D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
+    if name == "lucidrains/linformer":
+        if level == "layer":
+            m = package.LinformerSelfAttention(D, n, k=k, heads=H, share_kv=False)
+        else:
+            m = package.Linformer(D, n, L, k=k, heads=H, share_kv=False)
+    elif level == "layer":
+        E = package.get_EF(n, k, "learnable", D // H)
+        m = package.MHAttention(n, D // H, D, k, H, 0.0, "C0", "layerwise", E, E, False, None)
+    else:
+        m = package.Linformer(n, D, k, dim_ff=I, nhead=H, depth=L, dropout=0.0, dropout_ff=0.0,
+                              parameter_sharing="layerwise")
+    return m, m
 
 
 def measure_one(cands, x, args, device, label):

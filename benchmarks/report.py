@@ -26,15 +26,26 @@ SWEEPS = {tag: tag.split("_")[0] for tag in (
     "inference", "inference_chunked_ff", "inference_cpu_fp32_b1", "inference_cpu_bf16_b1", "inference_cpu_fp32_b4",
     "inference_cpu_bf16_b4", "inference_cpu_fp32_b1_far_1800s", "inference_cpu_bf16_b1_far_1800s", "training_cpu_fp32",
     "training_cpu_bf16", "training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768", "peers",
-    "spectrum", "theorem", "serving")}
+    "spectrum", "theorem", "serving", "training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")}
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
-         "linformer-sdpa": "Linformer"}
+         "linformer-sdpa": "Linformer", "lucidrains-linformer": "lucidrains' linformer",
+         "tatp22-linformer-pytorch": "linformer-pytorch"}
+README = os.path.join(harness.ROOT, "README.md")
+CARD = os.path.join(harness.ROOT, "model_card.md")
+# Issue 67's goals: Linformer's training tokens/s over RoBERTa-sdpa's at n; its MFU at 512; its compiled batch-1
+# speed over RoBERTa-sdpa's compiled one at n
+TRAINING_GOALS, MFU_GOAL, COMPILED_GOALS = {4096: 2.0, 16384: 4.0}, 0.35, {512: 1.0, 4096: 1.5}
 ratio = harness.fmt_ratio
 words = partial(prose, TEMPLATE)  # a part of the template, filled
 
 
+# Issue 67's CPU counterparts: their tables say "not measured yet" while their results are not committed
+CPU_RACE = ("training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")
+
+
 def load(results_dir):
-    return {tag: json.load(open(os.path.join(results_dir, tag + ".json"))) for tag in SWEEPS}
+    return {tag: json.load(open(os.path.join(results_dir, tag + ".json"))) for tag in SWEEPS
+            if tag not in CPU_RACE or os.path.isfile(os.path.join(results_dir, tag + ".json"))}
 
 
 def command(result, script):
@@ -43,7 +54,10 @@ def command(result, script):
     line = result.get("command") or f"python -m benchmarks.{script} " + " ".join(
         f"--{key.replace('_', '-')}" + ("" if value is True else f" {value}")
         for key, value in result["args"].items() if key != "out" and value is not None and value is not False)
-    return line if " --out " in line else line + " --out benchmarks/results"
+    if " --out " not in line:
+        return line + " --out benchmarks/results"
+    # as run, with the folder last (the flags' order means nothing to argparse): each command of the index ends so
+    return line.replace(" --out benchmarks/results", "") + " --out benchmarks/results"
 
 
 def seconds(s):
@@ -241,6 +255,148 @@ def gpu_max_batch_table(r):
                  command=r["command"], rows=body(rows))
 
 
+def gpu_result(pattern):
+    """The GPU results whose tag matches `pattern` (glob), in tag order: none before a GPU ran them."""
+    import glob
+
+    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(GPU_RESULTS, pattern + ".json")))]
+
+
+def latest(results):
+    """Each n's rows from the last of `results` that measured that n (a rerun of one n replaces that n only)."""
+    last = {row["n"]: i for i, r in enumerate(results) for row in r["rows"]}
+    return [dict(r, rows=[row for row in r["rows"] if last[row["n"]] == i]) for i, r in enumerate(results)]
+
+
+def mfu_cell(row):
+    """MFU as a share; above 100% the run's matmul probe ran at a slower moment than the steps (a shared CPU):
+    not a figure."""
+    mfu = row.get("mfu")
+    return "-" if mfu is None else f"{mfu:.0%}" if mfu <= 1 else "n/a (the probe ran slower than the steps)"
+
+
+def race_training(results):
+    """Training side by side (issue 67, item 1): every row of the results (each n from the last result that ran
+    it), then each goal met or missed, and where a missed one's time went (the profile of its step)."""
+    rows, goals = [], []
+    results = latest(results)
+    for r in results:
+        for row in sorted(r["rows"], key=lambda row: row["n"]):
+            base = find(r, row["n"], "roberta-sdpa")
+            rows.append([row["n"], NAMES.get(row["model"], row["model"]), row["k"] or "-", row["batch"] * row["n"],
+                         f"{row['tokens_per_s']:,.0f}", harness.fmt_bytes(row["process_peak_bytes"])
+                         if "process_peak_bytes" in row else "-", mfu_cell(row),
+                         ratio(row["tokens_per_s"] / base["tokens_per_s"]) if base and row["k"] else "-",
+                         "every layer" if row["checkpointing"] else "off"])
+    lin = [(r, row) for r in results for row in r["rows"] if row["k"] and not row["checkpointing"]]
+    for n, goal in TRAINING_GOALS.items():
+        for r, row in ((r, row) for r, row in lin if row["n"] == n and find(r, n, "roberta-sdpa")):
+            got = row["tokens_per_s"] / find(r, n, "roberta-sdpa")["tokens_per_s"]
+            goals.append(words("race_goal", what=f">= {goal:g}x RoBERTa-sdpa's training tokens/s at n = {n}",
+                               k=row["k"], got=ratio(got), status=status(got >= goal), where=where(row, got >= goal)))
+    for r, row in ((r, row) for r, row in lin if row["n"] == 512 and (row.get("mfu") or 0) <= 1):
+        goals.append(words("race_goal", what=f"the step at >= {MFU_GOAL:.0%} of the matmul rate at n = 512",
+                           k=row["k"], got=mfu_cell(row), status=status((row.get("mfu") or 0) >= MFU_GOAL),
+                           where=where(row, (row.get("mfu") or 0) >= MFU_GOAL)))
+    kernel = next((", ".join(x.get("sdpa_kernels") or []) for r in results for x in r["rows"]
+                   if x["model"] == "roberta-sdpa" and x.get("sdpa_kernels")), "")
+    args = results[-1]["args"]
+    return words("race_training", machine=machine_of(results[-1]),
+                 precision={"float32": "fp32", "bfloat16": "bf16 autocast", "float16": "fp16 autocast"}[args["dtype"]],
+                 batch=f"each model at the largest tokens per update that fits, up to {args['tokens_per_update']:,}"
+                 if args.get("tokens_per_update") else f"batch {args['batch']}",
+                 rate=" and ".join(f"{r['matmul_flop_per_s'] / 1e12:.3g}" for r in results),
+                 commands="; ".join(f"`{r['command']}`" for r in results), rows=body(rows), goals="\n".join(goals),
+                 kernel=f" RoBERTa-sdpa's attention kernel: {kernel}." if kernel else "")
+
+
+def where(row, met):
+    """Where a step's time went, from its profile (for a missed goal; "" for a met one or without a profile)."""
+    if met or not row.get("profile"):
+        return ""
+    return "; where its step's time goes: " + ", ".join(f"{op['op']} {op['share']:.0%}" for op in row["profile"][:4])
+
+
+def machine_of(result):
+    m = result["machine"]
+    return f"{m.get('gpu') or m.get('cpu')}, torch {m['torch']}, {m['threads']} thread(s), commit {m.get('git_head', '?')}"
+
+
+def race_compiled(results):
+    """Batch 1 eager and compiled alike (issue 67, item 2): every row, then each goal met or missed."""
+    rows, goals = [], []
+    for r in results:
+        for row in r["rows"]:
+            rows.append([row["n"], precision(r), NAMES.get(row["model"], row["model"]), row["k"] or "-",
+                         seconds(row["eager_s"]), seconds(row["compiled_s"]),
+                         " / ".join(ratio(row.get(f"saved_vs_sdpa_{how}")) for how in ("eager", "compiled"))
+                         if "saved_vs_sdpa_eager" in row else "-", row["graphs"], "yes" if row["recompiled"] else "no"])
+            if row["model"] == "linformer-sdpa" and row["n"] in COMPILED_GOALS and "saved_vs_sdpa_compiled" in row:
+                goal, got = COMPILED_GOALS[row["n"]], row["saved_vs_sdpa_compiled"]
+                goals.append(words("race_goal", what=f">= {goal:g}x RoBERTa-sdpa at n = {row['n']}, compiled against "
+                                   f"compiled, {precision(r)}", k=row["k"], got=ratio(got), status=status(got >= goal),
+                                   where=""))
+    how = results[0]["args"]
+    return words("race_compiled", machine=machine_of(results[0]), mode=how.get("mode"), backend=how.get("backend", "inductor"),
+                 commands="; ".join(f"`{r['command']}`" for r in results), rows=body(rows), goals="\n".join(goals))
+
+
+def race_block(res):
+    """docs/benchmarks.md's issue 67 tables: training side by side, compiled batch 1, the GPU time to reach standard
+    attention's quality; on the GPU where its results exist ("not run yet" where not), and their CPU counterparts."""
+    from benchmarks import time_to_quality
+
+    training = gpu_result("training_cuda_bf16") + gpu_result("training_cuda_bf16_ckpt")
+    compiled = gpu_result("compiled_cuda_*")
+    study_times = gpu_result("training_cuda_bf16_study*")
+    quality, best = time_to_quality.rows(study_times, training[0] if training else None)
+    def gpu_cell(q):
+        if q["gpu_ratio"]:
+            return f"{q['gpu_ratio']:.2f}x"
+        return f"more than {q['gpu_at_least']:.2f}x" if q["gpu_at_least"] else "not run yet"
+
+    def step_cell(value, projected):
+        if not value:
+            return "not run yet"
+        return f"{value * 1e6:.3g} us/token" if projected else seconds(value)
+
+    cells = [[q["n"], q["what"], f"{q['updates']:,}" if q["updates"] else "-" if q["projected"] else
+              f"more than {q['last']:,}", f"{q['update_ratio']:.2f}x" if q["update_ratio"] else f"> {q['at_least']:g}x",
+              step_cell(q["step_s"], q["projected"]), step_cell(q["base_step_s"], q["projected"]), gpu_cell(q)]
+             for q in quality]
+    level = quality[0]["level"] if quality else None
+    return "\n\n".join([
+        race_training(training) if training else words("race_not_run", what="Training side by side"),
+        race_training([res[tag] for tag in CPU_RACE[:2] if tag in res]) if "training_cpu_fp32_race" in res else
+        words("race_cpu_not_run", what="Training side by side", tag="training_cpu_fp32_race"),
+        race_compiled(compiled) if compiled else words("race_not_run", what="Compiled batch 1"),
+        race_compiled([res["compiled_cpu_fp32"]]) if "compiled_cpu_fp32" in res else
+        words("race_cpu_not_run", what="Compiled batch 1", tag="compiled_cpu_fp32"),
+        words("race_quality", level=f"{level:.1f}" if level else "-", rows=body(cells),
+              projection=time_to_quality.PROJECTION, falls=" " + still_falls())])
+
+
+def still_falls():
+    """Why the study's n = 512 runs are not in the time-to-quality table: its own sentence on their last stretch."""
+    from experiments.quality import render
+
+    return render.still_falling(render.load())
+
+
+def answer(res):
+    """The one-sentence practical answer (README's speed line and the model card): the GPU time a Linformer needs
+    to reach standard attention's quality, where a GPU measured it; else that it is not measured yet."""
+    from benchmarks import time_to_quality
+
+    quality, best = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"))
+    if best is None:
+        fewest = min((q for q in quality if q["update_ratio"] and not q["projected"]), key=lambda q: q["update_ratio"])
+        run = next(r for name, r, *_ in time_to_quality.updates_to_reach()[0] if name == fewest["what"])["run"]
+        return words("answer_not_run", k=run["k"], n=run["n"], updates=f"{fewest['update_ratio']:.2f}")
+    gpu, n, k = best
+    return words("answer_gpu", n=n, k=k, times=f"{gpu:.2f}")
+
+
 BLOCKS = {"targets": targets_block,
           "baselines": lambda res: speedups_block(res, ("inference_cpu_fp32_b1", "inference_cpu_bf16_b1"), times=True),
           "batch4": lambda res: speedups_block(res, ("inference_cpu_fp32_b4", "inference_cpu_bf16_b4"), times=False),
@@ -250,7 +406,8 @@ BLOCKS = {"targets": targets_block,
           "far-training": lambda res: far_block(
               res, ("training_cpu_fp32_far", "training_cpu_bf16_far", "training_cpu_bf16_far_32768"),
               lambda r: f"{seconds(r['step_s'])} ({harness.fmt_bytes(r['process_peak_bytes'])} process peak)"),
-          "training": training_block, "serving": serving_block, "gpu": lambda res: gpu_block(GPU_RESULTS)}
+          "training": training_block, "serving": serving_block, "gpu": lambda res: gpu_block(GPU_RESULTS),
+          "race": race_block}
 
 
 def fill(page, res):
@@ -273,7 +430,7 @@ def index(res, results_dir):
         raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add "
                          "the sweep, or delete an older run of one (git keeps it)")
     sections = [words("index")]
-    for tag, script in SWEEPS.items():
+    for tag, script in ((tag, script) for tag, script in SWEEPS.items() if tag in res):
         machine = res[tag].get("machine")
         taken = words("taken", **machine, on=machine.get("cpu", machine.get("gpu", "?"))) if machine else words("none")
         sections.append(words("sweep", tag=tag, what=words(tag), taken=taken, command=command(res[tag], script),
@@ -286,7 +443,8 @@ def main(argv=None):
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs from the results")
     args = p.parse_args(argv)
     res = load(harness.RESULTS)
-    pages = {INDEX: index(res, harness.RESULTS), DOC: fill(open(DOC).read(), res)}
+    pages = {INDEX: index(res, harness.RESULTS), DOC: fill(open(DOC).read(), res),
+             **{path: splice(open(path).read(), "python -m benchmarks.report: answer", answer(res)) for path in (README, CARD)}}
     stale = {path: text for path, text in pages.items() if not os.path.isfile(path) or open(path).read() != text}
     if args.check:
         for path in stale:

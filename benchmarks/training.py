@@ -27,6 +27,18 @@ steps of minutes.
 
 On CUDA a model that runs out of memory at some n is listed as skipped and the others go on, so a
 long --n list finds the largest n that trains.
+
+At batches a real run uses (the GPU comparison of issue 67): --tokens-per-update T gives each model at each n the
+batch T // n, halved on CUDA until one step fits (each model its own largest, recorded per row), and each row's
+model FLOP utilisation: 3 x (encoder forward + MLM head) matmul FLOPs (flop_counts; activation checkpointing's
+recomputed forward not counted, as MFU is usually stated) per second, over the bf16/fp16/fp32 rate of a large
+square matmul timed in the same run (measure.probe_size). On CUDA a step's peak memory is read in the timing
+process (max_memory_allocated), as inference.py does: fresh processes would cost a GPU loan seconds each.
+--profile runs two more steps of each model under torch.profiler and keeps where its time went (the top
+operators by self time), which is what a missed goal is read against, and the sdpa kernel it ran.
+
+    python -m benchmarks.training --device cuda --n 512,4096,16384 --k 128,256 --baselines sdpa,modernbert \
+        --dtype bf16 --tokens-per-update 65536 --profile
 """
 
 import argparse
@@ -53,6 +65,12 @@ def parse_args(argv=None):
                    help="eager,sdpa: RoBERTa's attention kernels; modernbert: ModernBERT, transformers' default "
                         "attention")
     p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
+    p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"],
+                   help="Linformer's projection sharing")
+    p.add_argument("--dims", default=None, metavar="FIELD=VALUE,...",
+                   help="the model size instead of RoBERTa-base's (--tiny: 2 layers, hidden 64), e.g. the quality "
+                        "study's body: hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512,"
+                        "vocab_size=8192")
     p.add_argument("--checkpointing", action="store_true",
                    help="activation checkpointing on every layer of every model (recomputed in the backward)")
     p.add_argument("--chunk-ff", type=int, default=0, metavar="TOKENS",
@@ -65,13 +83,17 @@ def parse_args(argv=None):
     p.add_argument("--max-step-s", type=float, default=None, metavar="SECONDS",
                    help="a model whose step runs longer is past the cap (default: no cap)")
     harness.add_run_args(p, repeats=3)
+    p.add_argument("--tokens-per-update", type=int, default=0, metavar="TOKENS",
+                   help="batch TOKENS // n at each n (at least 1), halved on CUDA until a step fits; 0: --batch")
+    p.add_argument("--profile", action="store_true",
+                   help="one more step of each model under torch.profiler: where its time goes (top operators)")
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--quick", action="store_true", help="n=512 only")
     args = p.parse_args(argv)
     if args.quick:
         args.n = "512"
-    if args.batch < 1 or args.repeats < 0 or args.warmup < 0 or args.chunk_ff < 0:
-        p.error("--batch must be >= 1; --repeats, --warmup and --chunk-ff >= 0")
+    if args.batch < 1 or args.repeats < 0 or args.warmup < 0 or args.chunk_ff < 0 or args.tokens_per_update < 0:
+        p.error("--batch must be >= 1; --repeats, --warmup, --chunk-ff and --tokens-per-update >= 0")
     if args.repeats == 0 and args.no_memory:
         p.error("--repeats 0 takes each step's time from the memory probe: leave out --no-memory")
     try:
@@ -88,22 +110,28 @@ def parse_args(argv=None):
     for n, k in pairs:
         grid.setdefault(n, []).append(k)
     device, dtype, dims = harness.setup_run(args, p)
+    if args.dims:
+        try:
+            dims = harness.dims_from(args.dims)
+        except ValueError as e:
+            p.error(str(e))
     return args, grid, baselines, device, dtype, dims
 
 
-def step_flops(spec, args, bound=False):
+def step_flops(spec, args, bound=False, recompute=True):
     """~Matmul FLOPs of one update: forward and backward (two matmuls per matmul) of encoder and MLM head (at
     every position, or the labelled ones with --sparse-head), plus the encoder's forward again under
-    activation checkpointing. None where the forward is not counted; bound: then full attention, an upper bound."""
-    n, dims, batch = spec["n"], spec["dims"], args.batch
-    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch)
+    activation checkpointing (recompute=False: not, the model FLOPs of MFU). None where the forward is not counted;
+    bound: then full attention, an upper bound."""
+    n, dims, batch = spec["n"], spec["dims"], spec["batch"]
+    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch, spec.get("sharing", "layerwise"))
     if fwd is None and bound:
         fwd = flop_counts.flops_modernbert(n, dims, batch)
     if fwd is None:
         return None
     positions = batch * n * (MASK_PROB if args.sparse_head else 1)
-    head = 2 * positions * dims["hidden_size"] * (dims["hidden_size"] + models.VOCAB)
-    return 3 * (fwd + head) + (fwd if args.checkpointing else 0)
+    head = 2 * positions * dims["hidden_size"] * (dims["hidden_size"] + dims.get("vocab_size", models.VOCAB))
+    return 3 * (fwd + head) + (fwd if args.checkpointing and recompute else 0)
 
 
 def memory_limit(args, device):
@@ -117,9 +145,12 @@ def memory_limit(args, device):
 def specs_at(n, ks, args, baselines, dims, amp):
     specs = [dict(model=m, n=n, k=None) for _, m in baselines]
     specs += [dict(model=f"linformer-{args.linformer_attn}", n=n, k=k) for k in ks]
+    batch = max(1, args.tokens_per_update // n) if args.tokens_per_update else args.batch
     for s in specs:
+        s["batch"] = batch
         chunk = 0 if s["model"].startswith("modernbert") else args.chunk_ff  # ModernBERT's MLP has no chunking
         s.update(dims=dims, dtype="float32", amp=amp, head="mlm", chunk_ff=chunk, checkpointing=args.checkpointing,
+                 sharing=args.sharing,
                  sparse_head=args.sparse_head, name=f"{s['model']}-k{s['k']}" if s["k"] else s["model"])
     return specs
 
@@ -134,40 +165,58 @@ def why_not(spec, args, rate):
     return None
 
 
-def fits(step, device):
-    """On CUDA, whether one step runs without running out of memory (it is not timed); on CPU the kernel
-    would kill the process instead: there the memory probe (run first) or --n keeps it within the machine."""
+def fits(step, device, spec):
+    """On CUDA, whether one step runs without running out of memory (not timed; it creates the gradients and
+    the optimizer state), then the peak memory of a second step in this process (spec["memory"]); on CPU the
+    kernel would kill the process instead: there the memory probe (run first) or --n keeps it within the machine."""
     if device.type != "cuda":
         return True
     try:
         step()
-        measure.sync(device)
+        resident = torch.cuda.memory_allocated(device)
+        spec["memory"] = dict(peak_bytes=measure.peak_memory(step, device), resident_bytes=resident)
         return True
     except torch.OutOfMemoryError:
         return False
 
 
+def built_step(s, args, device):
+    """The training step of a spec at its batch, or None where it does not fit; with --tokens-per-update, the
+    batch is halved until it does (down to 1), and the spec keeps the batch that fitted."""
+    while True:
+        try:
+            ids = models.random_ids(s["batch"], s["n"], device, vocab=s["dims"].get("vocab_size", models.VOCAB))
+            step = models.training_step(models.build(s, device), ids, amp=s["amp"], sparse_head=s["sparse_head"])
+            if fits(step, device, s):
+                return step
+        except torch.OutOfMemoryError:
+            pass
+        step = None
+        gc.collect()
+        torch.cuda.empty_cache()
+        if not args.tokens_per_update or s["batch"] == 1:
+            return None
+        s["batch"] //= 2
+
+
 def time_steps(specs, args, device, skips):
     """{name: [seconds]} of the specs that fit, interleaved; those that do not go to `skips`."""
-    ids = models.random_ids(args.batch, specs[0]["n"], device)
     fns = {}
     for s in specs:
-        try:
-            step = models.training_step(models.build(s, device), ids, amp=s["amp"], sparse_head=s["sparse_head"])
-            ok = fits(step, device)
-        except torch.OutOfMemoryError:
-            ok = False
-        if ok:
-            fns[s["name"]] = step
+        step = built_step(s, args, device)
+        if step is None:
+            skips.add(s, f"did not fit: out of memory at batch {s['batch']}")
         else:
-            step = None
-            gc.collect()
-            torch.cuda.empty_cache()
-            skips.add(s, f"did not fit: out of memory at batch {args.batch}")
+            fns[s["name"]] = step
     if not fns:
         return {}
     with tqdm(total=len(fns) * (args.warmup + args.repeats), desc=f"training steps n={specs[0]['n']}") as bar:
         times = measure.time_interleaved(fns, device, args.warmup, args.repeats, progress=bar)
+    if args.profile:  # and the sdpa kernel each model ran (a timing means little without it)
+        for s in specs:
+            if s["name"] in fns:
+                s["profile"] = measure.where_time_goes(fns[s["name"]], device)
+                s["sdpa_kernels"] = measure.sdpa_kernels(fns[s["name"]])
     del fns, step
     gc.collect()
     return times
@@ -177,7 +226,7 @@ def run(args, grid, baselines, device, dtype, dims):
     """The rows (one per model and n that trained) and the skipped models with their reasons."""
     amp = None if args.dtype == "float32" else args.dtype  # fp32 weights (Accelerate's master weights), autocast
     limit = memory_limit(args, device)
-    rate = measure.matmul_rate(device, dtype, measure.probe_size(device, args.tiny)) if args.max_step_s else None
+    rate = measure.matmul_rate(device, dtype, measure.probe_size(device, args.tiny))
     rows, skips = [], measure.Skips()
     for n, ks in grid.items():
         specs = []
@@ -187,9 +236,9 @@ def run(args, grid, baselines, device, dtype, dims):
                 skips.add(s, reason, measured=False)
             else:
                 specs.append(s)
-        if not args.no_memory:
+        if not args.no_memory and device.type != "cuda":  # CUDA: in the timing process (fits)
             for s in list(specs):
-                m = measure.probe_memory(dict(s, mode="train", batch=args.batch, device=device.type,
+                m = measure.probe_memory(dict(s, mode="train", device=device.type,
                                               threads=torch.get_num_threads(), mem_limit_bytes=limit,
                                               cap_s=args.max_step_s),
                                          timeout=3 * args.max_step_s + 600 if args.max_step_s else 3600)
@@ -206,12 +255,15 @@ def run(args, grid, baselines, device, dtype, dims):
             times = {s["name"]: [s["memory"]["step_s"]] for s in specs}
         for s in (s for s in specs if s["name"] in times):
             st = measure.stats(times[s["name"]])
-            flops = step_flops(s, args)
-            row = dict(n=n, model=s["model"], k=s["k"], batch=args.batch, dtype=args.dtype, chunk_ff=s["chunk_ff"],
+            flops, model_flops = step_flops(s, args), step_flops(s, args, recompute=False)
+            row = dict(n=n, model=s["model"], k=s["k"], batch=s["batch"], dtype=args.dtype, chunk_ff=s["chunk_ff"],
                        checkpointing=args.checkpointing, sparse_head=args.sparse_head, step_s=st["median"],
-                       step_q1=st["q1"], step_q3=st["q3"], tokens_per_s=args.batch * n / st["median"],
+                       step_q1=st["q1"], step_q3=st["q3"], tokens_per_s=s["batch"] * n / st["median"],
                        approx_tflops=flops and flops / 1e12, gflop_per_s=flops and flops / st["median"] / 1e9,
+                       mfu=model_flops and model_flops / st["median"] / rate,
                        timed="interleaved" if args.repeats else "fresh process, one step", samples=times[s["name"]])
+            if "profile" in s:
+                row.update(profile=s["profile"], sdpa_kernels=s["sdpa_kernels"])
             if "memory" in s:
                 m = s["memory"]
                 row.update(step_peak_bytes=m["peak_bytes"], resident_bytes=m["resident_bytes"],
@@ -223,23 +275,27 @@ def run(args, grid, baselines, device, dtype, dims):
         for b, model in baselines:
             base = next((x for x in rows if x["n"] == r["n"] and x["model"] == model), None)
             if base:
-                r[f"speedup_vs_{b}"] = base["step_s"] / r["step_s"]
+                r[f"speedup_vs_{b}"] = r["tokens_per_s"] / base["tokens_per_s"]  # batches may differ
                 if "step_peak_bytes" in r:
                     r[f"mem_saved_vs_{b}"] = base["step_peak_bytes"] / r["step_peak_bytes"]
-    return rows, skips.skipped, limit
+    return rows, skips.skipped, limit, rate
 
 
-def render(args, command, info, dims, baselines, rows, skipped, limit):
+def render(args, command, info, dims, baselines, rows, skipped, limit, rate):
     labels = [b for b, _ in baselines]
     precision = f"autocast {args.dtype}, fp32 weights" if args.dtype != "float32" else "float32"
     timing = (f"Median of {args.repeats} interleaved steps after {args.warmup} warm-up" if args.repeats else
               "One step per model, timed alone in the fresh process that measured its memory, after a first step")
     md = [f"# Training step (MLM, AdamW): Linformer vs {', '.join(m for _, m in baselines)}, "
-          f"{dims['num_hidden_layers']} layers, hidden {dims['hidden_size']}, batch {args.batch}, {precision}", "",
+          f"{dims['num_hidden_layers']} layers, hidden {dims['hidden_size']}, "
+          + (f"up to {args.tokens_per_update} tokens per update" if args.tokens_per_update else f"batch {args.batch}")
+          + f", {precision}", "",
           f"Command: `{command}`", "",
           f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. {timing}. "
           "One step = one train_mlm.py update (clip 1.0, AdamW). Step peak = memory one step adds on top of weights "
-          "+ gradients + Adam state (resident); process peak = both.", "",
+          "+ gradients + Adam state (resident); process peak = both. Speed-up: tokens/s over the baseline's. MFU: "
+          "3 x (encoder forward + MLM head) matmul FLOPs per second over the matmul rate measured in this run "
+          f"({rate / 1e12:.3g} TFLOP/s, a {measure.probe_size(info['device'], args.tiny)}^3 matmul).", "",
           f"Activation checkpointing: {'every layer' if args.checkpointing else 'off'}. Chunked feed-forward: "
           + (f"{args.chunk_ff} tokens (RoBERTa and Linformer; ModernBERT has none)" if args.chunk_ff else "off")
           + ". MLM logits: " + ("at the labelled positions only" if args.sparse_head else "at every position")
@@ -247,22 +303,28 @@ def render(args, command, info, dims, baselines, rows, skipped, limit):
           + (f" (--mem-limit {args.mem_limit:g} GiB, at most the memory available at the start)"
              if args.mem_limit and info["device"] == "cpu" else "")
           + ". Time cap: " + (f"{args.max_step_s:g} s per step" if args.max_step_s else "none") + ".", "",
-          "| n | model | k | step (median) | IQR | tokens/s | ~GFLOP/s | speed-up vs " + " / ".join(labels)
+          "| n | model | k | batch | step (median) | IQR | tokens/s | ~GFLOP/s | MFU | speed-up vs " + " / ".join(labels)
           + " | step peak | resident | process peak | memory saved vs " + " / ".join(labels) + " |",
-          "|---" * 11 + "|"]
+          "|---" * 13 + "|"]
     for r in rows:
         sp = " / ".join(harness.fmt_ratio(r.get(f"speedup_vs_{b}")) for b in labels) if r["k"] else "-"
         ms = " / ".join(harness.fmt_ratio(r.get(f"mem_saved_vs_{b}")) for b in labels) if r["k"] else "-"
         mem = [harness.fmt_bytes(r[key]) if key in r else "-"
                for key in ("step_peak_bytes", "resident_bytes", "process_peak_bytes")]
-        rate = "n/a" if r["gflop_per_s"] is None else f"{r['gflop_per_s']:.0f}"
-        md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['step_s']:.2f} s | {r['step_q1']:.2f}-"
-                  f"{r['step_q3']:.2f} s | {r['tokens_per_s']:.0f} | {rate} | {sp} | {' | '.join(mem)} | {ms} |")
+        achieved = "n/a" if r["gflop_per_s"] is None else f"{r['gflop_per_s']:.0f}"
+        mfu = "n/a" if r.get("mfu") is None else f"{r['mfu']:.0%}"
+        md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {r['batch']} | {r['step_s']:.3g} s | "
+                  f"{r['step_q1']:.3g}-{r['step_q3']:.3g} s | {r['tokens_per_s']:.0f} | {achieved} | {mfu} | {sp} | "
+                  f"{' | '.join(mem)} | {ms} |")
     for k in sorted({r["k"] for r in rows if r["k"]}):
         rs = sorted((r for r in rows if r["k"] == k), key=lambda r: r["n"])
         if len(rs) > 1:
             md += ["", f"Linformer k={k}: time per token at n={rs[-1]['n']} over n={rs[0]['n']}: "
                    f"{rs[0]['tokens_per_s'] / rs[-1]['tokens_per_s']:.2f}x (linear cost: 1.0x)."]
+    for r in (r for r in rows if "profile" in r):
+        md += ["", f"Where one step's time goes, n={r['n']} {r['model']}" + (f" k={r['k']}" if r["k"] else "")
+               + " (torch.profiler, operators by self time): "
+               + "; ".join(f"{op['op']} {op['share']:.0%}" for op in r["profile"])]
     if skipped:
         md += ["", "**Skipped**", ""] + [f"- n={s['n']} {s['model']} k={s['k']}: {s['reason']}" for s in skipped]
     return "\n".join(md) + "\n"
@@ -271,14 +333,15 @@ def render(args, command, info, dims, baselines, rows, skipped, limit):
 def main(argv=None):
     args, grid, baselines, device, dtype, dims = parse_args(argv)
     command = harness.command_line("benchmarks.training", argv)
-    rows, skipped, limit = run(args, grid, baselines, device, dtype, dims)
-    info = harness.machine_info(device)
-    md = render(args, command, info, dims, baselines, rows, skipped, limit)
+    rows, skipped, limit, rate = run(args, grid, baselines, device, dtype, dims)
+    info = dict(harness.machine_info(device), matmul_probe_size=measure.probe_size(device, args.tiny))
+    md = render(args, command, info, dims, baselines, rows, skipped, limit, rate)
     print("\n" + md)
     base_path = os.path.join(args.out, args.tag or ("training_quick" if args.quick else "training"))
-    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
+    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "profile")} for r in rows])
     harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims,
-                                                mem_limit_bytes=limit, rows=rows, skipped=skipped))
+                                                mem_limit_bytes=limit, matmul_flop_per_s=rate, rows=rows,
+                                                skipped=skipped))
     with open(base_path + ".md", "w") as f:
         f.write(md)
     print(f"wrote {base_path}.{{csv,json,md}}")

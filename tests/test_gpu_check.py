@@ -21,7 +21,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIRST_PARTY = {"benchmarks", "experiments", "linformer_hf", "linformer_training", "train_mlm", "finetune_glue"}
 # What the GPU check runs: itself, the scripts it starts, the installer that runs first.
 CHECK_FILES = ["benchmarks/gpu_check.py", "benchmarks/inference.py", "benchmarks/max_batch.py",
-               "benchmarks/memory_probe.py", "benchmarks/wheelhouse.py", "train_mlm.py"]
+               "benchmarks/memory_probe.py", "benchmarks/wheelhouse.py", "benchmarks/training.py",
+               "benchmarks/compiled.py", "train_mlm.py"]
 LAUNCHED = {"accelerate"}  # `python -m accelerate.commands.launch`: the FSDP2 step
 
 
@@ -140,19 +141,32 @@ def test_wheelhouse_install_warns_of_unmet_requirements_and_stops_on_a_stale_pac
         wheelhouse.main(install)
 
 
-def test_the_plan_fits_the_loan(capsys):
-    """`--plan` runs nothing and prints every step, in order of value, with estimated seconds that sum, with
-    the install, to at most the loan (it needs no GPU)."""
-    assert gpu_check.main(["--plan"]) == 0
+RACE_STEPS = ["training_cuda_bf16", "training_cuda_bf16_study", "training_cuda_bf16_study_key_value", "compiled_cuda",
+              "training_cuda_bf16_ckpt"]
+
+
+def planned(capsys, *flags):
+    assert gpu_check.main(["--plan", *flags]) == 0
     printed = capsys.readouterr().out
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in printed.splitlines()
             if line.startswith("| ")][1:]
-    names = [row[0] for row in rows]
-    assert names == ["install", "start", "inference_cuda_fp16_b1", "inference_cuda_bf16_b1", "max_batch_cuda_fp16",
-                     "mlm_fp16", "mlm_bf16", "fsdp2_resume", "total"]
     total = float(rows[-1][2].split(" of ")[0])
     assert total == pytest.approx(sum(float(row[2]) for row in rows[:-1]), abs=len(rows))
-    assert total <= gpu_check.BUDGET_S
+    return [row[0] for row in rows], total
+
+
+def test_the_plan_fits_the_loan(capsys):
+    """`--plan` runs nothing and prints every step, in order of value, with estimated seconds: issue 67's steps
+    first, then the first check's; `make gpu-check` leaves out those whose results are committed (--skip_committed),
+    and what it runs sums, with the install, to at most the loan (it needs no GPU)."""
+    names, total = planned(capsys)
+    assert names == ["install", "start", *RACE_STEPS, *gpu_check.OLD_STEPS, "total"]
+    names, total = planned(capsys, "--skip_committed")
+    assert names == ["install", "start", *RACE_STEPS, "total"] and total <= gpu_check.BUDGET_S
+    assert "--skip_committed" in open(os.path.join(ROOT, "Makefile")).read()
+    [compiled] = [group for group in gpu_check.readme_gpu_commands(gpu_check.RACE, grouped=True) if len(group) > 1]
+    assert [flag for argv in compiled for flag in argv if flag.startswith("compiled_cuda")] == [
+        "compiled_cuda_bf16_512", "compiled_cuda_bf16_4096", "compiled_cuda_fp16_512", "compiled_cuda_fp16_4096"]
 
 
 def alive(pid):
@@ -198,7 +212,7 @@ def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     fails here, not there. The check's own three commands run in the dry run below, as the check runs them (in
     processes of their own); these run each module's main() in this process, which has paid the imports."""
     check, longer = gpu_check.readme_gpu_commands(), gpu_check.readme_gpu_commands("On a longer GPU loan")
-    assert (len(check), len(longer)) == (3, 5)  # a lost command fails here
+    assert (len(check), len(longer), len(gpu_check.readme_gpu_commands(gpu_check.RACE))) == (3, 5, 8)  # a lost command fails here
     for argv in longer:
         assert argv[:2] == ["python", "-m"] and argv[2].startswith("benchmarks.") and "cuda" in argv, argv
         args = gpu_check.on_cpu(argv[2], argv[3:], str(tmp_path))
@@ -215,15 +229,24 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     README's benchmark commands, MLM runs with throughput, an FSDP2 run resumed from its middle checkpoint, one
     results file with the plan."""
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1")
-    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry_run", "--work_dir", str(tmp_path)],
-                         capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
+    archive = tmp_path / "back" / "gpu_check.tar.gz"
+    out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry_run", "--work_dir", str(tmp_path),
+                          "--archive", str(archive)], capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     results = json.load(open(tmp_path / "gpu_check.json"))
     steps = results["steps"]
-    assert results["dry_run"] and list(steps) == ["inference_cuda_fp16_b1", "inference_cuda_bf16_b1",
-                                                  "max_batch_cuda_fp16", "mlm_fp16", "mlm_bf16", "fsdp2_resume"]
+    assert results["dry_run"] and list(steps) == [*RACE_STEPS, *gpu_check.OLD_STEPS]
+    race = {name: steps.pop(name) for name in RACE_STEPS}
+    assert all(step["status"] == "ok" for step in race.values()), race
+    assert [run["readme_command"].split()[-1] for run in race["compiled_cuda"]["runs"]] == [
+        "compiled_cuda_bf16_512", "compiled_cuda_bf16_4096", "compiled_cuda_fp16_512", "compiled_cuda_fp16_4096"]
+    trained = json.load(open(race["training_cuda_bf16"]["result"]))
+    assert trained["matmul_flop_per_s"] > 0 and all(row["profile"] for row in trained["rows"])
+    import tarfile
+    with tarfile.open(archive) as tar:  # one file back from the loan, which unpacks into benchmarks/results/gpu
+        assert {"gpu_check.json", "gpu_check.md"} <= set(tar.getnames())
     assert all(step["status"] == "ok" for step in steps.values()), steps
-    assert "| total |" in results["plan"] and results["estimated_total_s"] <= gpu_check.BUDGET_S
+    assert "| total |" in results["plan"]  # every step planned (the loan's plan, --skip_committed: the plan test)
     assert results["packages"]["transformers"] == importlib.metadata.version("transformers")
     for name in ("mlm_fp16", "mlm_bf16"):  # CPU refuses fp16 training: the dry run says it ran bf16
         mlm = steps[name]
@@ -240,7 +263,7 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     kernels = {r["model"]: r["sdpa_kernels"] for r in json.load(open(tables[0]["result"]))["rows"]}
     assert kernels["roberta-sdpa"] and kernels["roberta-eager"] == [], kernels
     md = open(tmp_path / "gpu_check.md").read()
-    assert md.startswith("# GPU check (dry run") and md.count(": ok (") == 6 and "| total |" in md
+    assert md.startswith("# GPU check (dry run") and md.count(": ok (") == 11 and "| total |" in md
 
 
 def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, monkeypatch, capsys):
@@ -251,10 +274,10 @@ def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, mo
     ran = []
     monkeypatch.setattr(gpu_check, "mlm_updates", fails)
     monkeypatch.setattr(gpu_check, "fsdp2_resume", lambda plan: 1 / 0)
-    monkeypatch.setattr(gpu_check, "benchmark_table", lambda plan, argv: ran.append(plan["dry_run"]) or dict(command="python -m benchmarks.x", table=""))
+    monkeypatch.setattr(gpu_check, "benchmark_table", lambda plan, *argvs: ran.append(plan["dry_run"]) or dict(command="python -m benchmarks.x", table=""))
     assert gpu_check.main(["--dry_run", "--work_dir", str(tmp_path)]) == 1
     steps = json.load(open(tmp_path / "gpu_check.json"))["steps"]
-    assert [s["status"] for s in steps.values()] == ["ok", "ok", "ok", "failed", "failed", "failed"] and ran == [True] * 3
+    assert [s["status"] for s in steps.values()] == ["ok"] * 8 + ["failed"] * 3 and ran == [True] * 8
     assert steps["mlm_bf16"]["error"].endswith("train_mlm.py: error: no such file")
     assert "ZeroDivisionError" in steps["fsdp2_resume"]["error"]  # an unexpected error keeps its traceback
     assert "train_mlm.py: error: no such file" in open(tmp_path / "gpu_check.md").read()

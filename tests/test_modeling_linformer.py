@@ -1053,3 +1053,52 @@ def test_forward_and_loss_read_nothing_back_from_the_device(overrides):
     assert out.logits.shape == (3, 24, 300) and out.loss.device.type == "meta"
     with pytest.raises(Exception, match="meta"):
         mask.sum().item()  # the premise: a read on meta fails
+
+
+RELEASES = ["minilm-l6-linformer-n4096", "minilm-l6-linformer-mlm-n4096"]
+
+
+def tiny_release(name):
+    """A released configuration at a tiny size: its attention type, exact and windowed lengths and adapter as
+    released, every length divided by 32 (n = 128), the width and depth shrunk."""
+    import json
+    import os
+
+    from linformer_hf import LinformerConfig
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "release", name, "config.json")
+    fields = {k: v for k, v in json.load(open(path)).items()
+              if k not in ("auto_map", "architectures", "transformers_version", "dtype")}
+    for key in ("max_seq_length", "projected_dim", "short_input_max_length", "local_attention_window",
+                "exact_attention_length"):
+        if fields.get(key):
+            fields[key] //= 32
+    fields.update(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2, vocab_size=100,
+                  max_position_embeddings=fields["max_seq_length"] + 1,
+                  long_input_adapter_rank=min(fields.get("long_input_adapter_rank", 0), 4))
+    config = LinformerConfig(**fields)
+    return (LinformerForMaskedLM if "mlm" in name else LinformerModel)(config).eval()
+
+
+@pytest.mark.parametrize("name", RELEASES)
+def test_released_configurations_compile_whole(name):
+    """torch.compile(fullgraph=True) takes each released configuration whole (no graph break, no host read of a
+    tensor) and compiles it once per shape: calls of one shape with other tokens and with padding reuse the graph
+    (no recompile), and give the eager model's outputs exactly (dynamo alone, backend "eager": the graph, not
+    inductor's kernels). Short inputs (the exact path) and inputs past the exact length both."""
+    from torch._dynamo.utils import counters
+
+    model = tiny_release(name)
+    for n in (12, model.config.max_seq_length):
+        torch._dynamo.reset()
+        counters.clear()
+        compiled = torch.compile(model, backend="eager", fullgraph=True, dynamic=False)
+        for call in range(3):
+            ids = torch.randint(3, 100, (2, n), generator=torch.Generator().manual_seed(call))
+            mask = torch.ones_like(ids)
+            if call == 2:  # the third call pads its second input
+                mask[1, n // 2:] = 0
+            with torch.no_grad():
+                out, want = compiled(input_ids=ids, attention_mask=mask)[0], model(input_ids=ids, attention_mask=mask)[0]
+            assert torch.equal(out, want), (name, n, call)
+        assert counters["stats"]["unique_graphs"] == 1, (name, n, dict(counters["stats"]))

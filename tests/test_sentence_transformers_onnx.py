@@ -230,3 +230,16 @@ def test_weight_only_int8_is_what_makes_a_text_independent_of_its_batch(served, 
         return float(np.abs(together[0, :length] - alone[0]).max())
 
     assert first_text_moves(per_tensor) > 1e-3 and first_text_moves(weight_only) < 1e-5
+
+
+def test_compile_is_one_argument_and_keeps_the_embeddings(served, reference):
+    """model_kwargs={"compile": ...} compiles the model (dynamo alone here, backend "eager": the graph, whole) and
+    pads each batch to a power of two, which the masks make invisible: the embeddings of every route stay."""
+    texts, want = reference
+    compiled = load(served, model_kwargs={"compile": {"backend": "eager", "fullgraph": True}})
+    features = compiled[0].preprocess(texts[:2])
+    assert features["input_ids"].shape[1] == 16  # 14 tokens at most, padded to the bucket
+    got = compiled.encode(texts, convert_to_tensor=True)
+    assert torch.allclose(got, want, atol=1e-5), (got - want).abs().max()
+    with pytest.raises(ValueError, match="model_kwargs compile: torch.compile compiles the PyTorch model"):
+        load(served, backend="onnx", model_kwargs={"compile": True})

@@ -1,0 +1,70 @@
+"""The GPU time a Linformer needs to reach standard attention's quality (issue 67, item 3), from measured parts.
+
+updates: the quality study's extended runs (experiments/quality/results/extended/), each the first evaluated update
+whose validation perplexity is at or below the standard-attention baseline's after the study's budget (its 10,000
+updates, read off the baseline's own extended run), or "more than" its last update where it never got there;
+seconds per update: the same bodies and tokens per update timed on a GPU (`gpu_check`'s `training_cuda_bf16_study*`
+results), each model alone on the GPU and interleaved with the baseline. Their product over the baseline's is the GPU
+time ratio. Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one
+assumption PROJECTION states. The study's n = 512 runs are left out while its curves still fall (render.still_falling).
+"""
+
+from experiments.quality import render, study
+
+PROJECTION = ("Projected: the fewest updates any of the study's Linformers needed, as a multiple of standard "
+              "attention's, is assumed to hold for k = 128 and 256 at RoBERTa-base size and n = 4,096 and 16,384 alike, "
+              "which the study did not measure (it trained 2 layers x hidden 128 at n = 128).")
+
+
+def updates_to_reach(s=None):
+    """[(run name, record, updates or None, last evaluated update)] of the extended Linformers, the baseline's
+    perplexity at the budget they are read against, and the budget (the baseline's updates)."""
+    s = s or render.load()
+    base, level = render.extended_baseline(s)
+    runs = [(name, r, render.reached(r, level), r["curve"][-1]["step"])
+            for name, r in s.extended.items() if r is not base] if level is not None else []
+    return runs, level, study.PRETRAIN["max_steps"]
+
+
+def step_of(results, n, k=None, sharing="layerwise"):
+    """Seconds per update of one model in the study's step-time results (None: not measured)."""
+    for r in results:
+        if k is not None and r["args"].get("sharing", "layerwise") != sharing:
+            continue
+        row = next((x for x in r["rows"] if x["n"] == n and x["k"] == k and
+                    x["model"] == ("roberta-sdpa" if k is None else "linformer-sdpa")), None)
+        if row:
+            return row["step_s"]
+    return None
+
+
+def rows(study_results, race=None, s=None):
+    """The table's rows: measured (n = 128) then projected (RoBERTa-base size), and the smallest GPU time ratio
+    (None where no GPU result is there yet)."""
+    runs, level, budget = updates_to_reach(s)
+    base_step = step_of(study_results, study.N)
+    out, best = [], None
+    for name, r, at, last in runs:
+        ratio = at / budget if at else None
+        lin = step_of(study_results, r["run"]["n"], r["run"]["k"], r["run"]["sharing"])
+        steps = lin / base_step if lin and base_step else None
+        gpu = ratio * steps if ratio and steps else None
+        if gpu and (best is None or gpu < best[0]):
+            best = (gpu, r["run"]["n"], r["run"]["k"])
+        out.append(dict(n=r["run"]["n"], what=name, updates=at, last=last, update_ratio=ratio, at_least=last / budget,
+                        step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level, projected=False,
+                        gpu_at_least=last / budget * steps if steps and not at else None))
+    ratios = [row["update_ratio"] for row in out if row["update_ratio"]]
+    for n in (4096, 16384):
+        for k in (128, 256):
+            lin, base = (next((x for x in (race or {}).get("rows", []) if x["n"] == n and x["k"] == kk
+                               and x["model"] == model), None) for kk, model in ((k, "linformer-sdpa"),
+                                                                                  (None, "roberta-sdpa")))
+            # per token: the two may run at different batches (each the largest that fits)
+            per_token = base["tokens_per_s"] / lin["tokens_per_s"] if lin and base else None
+            gpu = min(ratios) * per_token if ratios and per_token else None
+            out.append(dict(n=n, what=f"RoBERTa-base size, k = {k}", updates=None, last=None, at_least=None,
+                            gpu_at_least=None,
+                            update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
+                            base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level, projected=True))
+    return out, best
