@@ -5,6 +5,11 @@ modeling_linformer.py; modules.json names it): the same module, plus
 
 - one warning per call when inputs are longer than `max_seq_length`. sentence-transformers cuts such inputs to fit
   without a word, and a model that reads long documents is exactly where a user expects the whole text to count;
+- `model_kwargs={"compile": True}` (or a `torch.compile` mode such as `"reduce-overhead"`, or a dict of its
+  keywords): the model compiled with `torch.compile`, which takes it whole (no graph break). sentence-transformers
+  pads each batch to its longest input, so every new length would compile (and record CUDA graphs) once more: a
+  compiled module pads each batch further, to the next power of two (at most `max_seq_length`), which the model's
+  masks make invisible, so a whole corpus meets a handful of shapes;
 - `backend="onnx"` served by ONNX Runtime directly. The stock loader goes through optimum, whose releases pin
   transformers below 5, so that path cannot be installed beside this model. This module always uses its own
   loader, optimum installed or not: it serves the graph `export_onnx.py` wrote and checked against PyTorch,
@@ -44,7 +49,21 @@ ONNX_KEYS = {"file_name", "provider", "provider_options", "session_options", "ex
 class LinformerTransformer(Transformer):
     def preprocess(self, inputs, prompt=None, **kwargs):
         self.warn_truncation(inputs, prompt)
-        return super().preprocess(inputs, prompt=prompt, **kwargs)
+        features = super().preprocess(inputs, prompt=prompt, **kwargs)
+        return self.pad_to_bucket(features) if getattr(self, "compiled", False) else features
+
+    def pad_to_bucket(self, features):
+        """The batch padded to the next power of two of its length (at most max_seq_length): few shapes to compile."""
+        ids = features.get("input_ids")
+        if ids is None or ids.dim() != 2:
+            return features
+        length = ids.shape[1]
+        bucket = min(max(1 << (length - 1).bit_length(), 16), max(self.max_seq_length or length, length))
+        fill = {"input_ids": self.tokenizer.pad_token_id or 0}
+        for key in ("input_ids", "attention_mask", "token_type_ids"):
+            if key in features and bucket > length:
+                features[key] = torch.nn.functional.pad(features[key], (0, bucket - length), value=fill.get(key, 0))
+        return features
 
     def warn_truncation(self, inputs, prompt=None):
         """Count the tokens the tokenizer's truncation to `max_seq_length` drops (text inputs; a prompt is read
@@ -62,10 +81,21 @@ class LinformerTransformer(Transformer):
                 f"Split longer documents, or embed them in parts.")
 
     def _load_model(self, model_name_or_path, transformer_task, config, backend, is_peft_model, **model_kwargs):
-        if backend != "onnx" or not SERVES_ONNX:
-            return super()._load_model(model_name_or_path, transformer_task, config, backend, is_peft_model,
-                                       **model_kwargs)
-        return OnnxModel.load(model_name_or_path, config, transformer_task, **model_kwargs)
+        how = model_kwargs.pop("compile", None)
+        if backend == "onnx" and SERVES_ONNX:
+            if how:
+                raise ValueError("model_kwargs compile: torch.compile compiles the PyTorch model; backend='onnx' "
+                                 "serves a graph already (leave out one or the other)")
+            return OnnxModel.load(model_name_or_path, config, transformer_task, **model_kwargs)
+        model = super()._load_model(model_name_or_path, transformer_task, config, backend, is_peft_model,
+                                    **model_kwargs)
+        if how:
+            if not isinstance(how, (bool, str, dict)):
+                raise ValueError(f"model_kwargs compile: True, a torch.compile mode or a dict of its keywords, got "
+                                 f"{how!r}")
+            model.compile(**(how if isinstance(how, dict) else {} if how is True else {"mode": how}))
+        self.compiled = bool(how)
+        return model
 
 
 class OnnxModel(torch.nn.Module):
