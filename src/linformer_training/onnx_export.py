@@ -1,7 +1,7 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Export a Linformer folder to ONNX, where ONNX Runtime serves it without PyTorch, plus a dynamically quantized
-int8 copy.
+"""Export a Linformer folder to ONNX, where ONNX Runtime serves it without PyTorch, plus an int8 copy (weights in 8
+bits, products in float32).
 
 One graph serves every batch size and every length up to n: under `torch.compiler.is_exporting()` the model
 prepares both the exact and the projected keys and picks per sequence, and reads windows over n positions, so
@@ -28,6 +28,7 @@ TASKS = {"feature-extraction": "AutoModel", "sequence-classification": "AutoMode
 ONNX_NAME, INT8_NAME = "model.onnx", "model_qint8.onnx"
 STAGING_PREFIX = ".onnx-export-"  # + the exporting process's id: a folder whose process is gone was cut short
 TOLERANCE = 1e-4  # max abs difference of the outputs against PyTorch fp32
+INT8_BLOCK = 128  # input channels per weight scale of the int8 copy
 
 
 @dataclass
@@ -39,7 +40,8 @@ class ExportArguments(Arguments):
                                        "sentence-transformers looks)")
     task: Literal["auto", "feature-extraction", "sequence-classification", "fill-mask"] = arg(
         "auto", "which head to export (auto: from the folder's architectures)")
-    quantize: bool = arg(True, "also write a dynamically quantized 8-bit copy (weights uint8, per channel)")
+    quantize: bool = arg(True, "also write an 8-bit copy (weight matrices in 8 bits, products in float32, "
+                                     "embedding tables uint8)")
     max_batch_size: int = arg(64, "largest batch the graph accepts")
     overwrite_output_dir: bool = arg(False, "replace existing ONNX files; in a folder with a manifest.json (a "
                                             "release), also write files it does not list and update it")
@@ -224,8 +226,6 @@ def quantize_int8(source, destination):
     finally:
         weights_only.unlink(missing_ok=True)
 
-
-INT8_BLOCK = 128
 
 
 def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True, max_batch_size=64,
