@@ -413,7 +413,7 @@ def extend(state, r, data):
     if result["mixed_precision"] != precision:
         sys.exit(f"run_study.py: {name} was extended with --mixed_precision {result['mixed_precision']}: pass it "
                  f"again to continue (a run mixing precisions would be neither's)")
-    for steps in (steps for steps in study.EXTENDED_STEPS if steps <= (args.extend_to or steps)):
+    for steps in study.EXTENDED_STEPS[:study.EXTENDED_STEPS.index(args.extend_to) + 1 if args.extend_to else None]:
         point, snapshot = result["points"].get(str(steps)), extended_dir / f"{name}_step{steps}"
         if point is None:
             record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)

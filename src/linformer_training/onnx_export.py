@@ -210,7 +210,7 @@ def quantize_int8(source, destination):
     quantization (the first releases' scheme) gives each activation tensor one scale from its range over the whole
     batch, padding included, and a text's embedding moved with its neighbours (least cosine 0.988 between batch sizes
     1 and 8 on held-out texts). It also avoids the signed-weight integer kernel that saturates on x86 CPUs without
-    VNNI. What it costs in speed against the schemes tried: docs/serving.md."""
+    VNNI. Its price is speed (float32 products, weights unpacked on the way): docs/serving.md."""
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
