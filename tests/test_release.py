@@ -382,5 +382,7 @@ def test_committed_int8_graph_meets_its_bar_here_whatever_its_batch():
         reference.append(pooled(model(**b).last_hidden_state.numpy(), b["attention_mask"].numpy()))
     fidelity = torch.nn.functional.cosine_similarity(alone, torch.cat(reference))
     assert fidelity.min() >= 0.99, fidelity
-    together = int8(texts[::-1]).flip(0)
-    assert torch.nn.functional.cosine_similarity(together, alone).min() >= 0.9999
+    # the passages up to 1,000 tokens in one batch, in reverse order, padded to the longest: on the projected path
+    # (over 512 tokens) like the 4,096-token one, at a quarter of the cost of padding all five to 4,096
+    together = int8(texts[-2::-1]).flip(0)
+    assert torch.nn.functional.cosine_similarity(together, alone[:-1]).min() >= 0.9999
