@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Batch-1 latency, eager and compiled alike: Linformer against RoBERTa-sdpa, ModernBERT and the two PyPI Linformers.
 
 At batch 1 below long n a forward is too small to keep a GPU busy: every model is launch-bound there, and the

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Analytic matmul FLOP counts (2*m*n*k each) of one forward pass of each model, and torch's own count as
 a check on them."""
 

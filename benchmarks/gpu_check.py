@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Everything that needs a GPU, in one command sized to a ten-minute GPU loan (`make gpu-check`).
 
 GPU time comes to this project rarely, in loans of minutes, on machines with no network: a previous loan, an H200,

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What every benchmark script shares around its measurements: the common flags (device, dtype, threads,
 model size, where results go), the machine and commit a result was taken on, and writing and formatting
 results."""

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Inference time and memory: Linformer vs a RoBERTa of identical size (the paper's Table 3), and vs ModernBERT.
 
 For every sequence length n, RoBERTa with eager attention (what the paper compared against) and with

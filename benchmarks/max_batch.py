@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The paper's Table 3 in its own form: the largest batch of n-token sequences each model fits in memory, and its
 time per token at that batch.
 

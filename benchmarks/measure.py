@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Measuring: interleaved timing (CUDA events on GPU, perf_counter on CPU), medians and spread, the
 machine's matmul peak timed in the same loop, and peak activation memory (max_memory_allocated on CUDA,
 the peak resident set of a fresh process on CPU)."""

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The models the benchmarks compare, built from random weights at identical size: Linformer (ours), RoBERTa
 and ModernBERT (transformers'); the token ids they are fed; one inference step and one masked-LM update."""
 

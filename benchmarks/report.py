@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The committed benchmark results as the docs show them: one index of the current result of each sweep
 (benchmarks/results/RESULTS.md) and the tables of docs/benchmarks.md, both written from the JSON files (the prose
 is report.template.md's). A figure in the docs is never typed by hand: re-running a sweep into benchmarks/results

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Serving on CPU: documents per second of a Linformer model folder (the release by default) in PyTorch fp32 and
 bf16 (where the CPU multiplies bf16 natively: --bf16) and in ONNX Runtime fp32 and int8, beside its teacher
 reading the same documents in 512-token windows run the same ways (its own ONNX export), at 1 and 2 threads. The

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Is self-attention low rank? The paper's Figure 1 on a real pretrained encoder and real text.
 
 For windows of n tokens of real text, every attention matrix P (layer x head, n x n; n x k for a

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Check an inference.py result against the project's targets (12 layers / 768 / 12 heads, batch 1, k=256).
 
     python -m benchmarks.targets benchmarks/results/inference_cpu_fp32_b1.json

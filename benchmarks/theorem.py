@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Theorems 1-2 of the paper, numerically: random projections of real attention inputs as k grows.
 
 On real text, the queries, keys and values of every layer and head of a pretrained encoder (default:

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The GPU time a Linformer needs to reach standard attention's quality (issue 67, item 3), from measured parts.
 
 updates: the quality study's extended runs (experiments/quality/results/extended/), each the first evaluated update

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Training step: Linformer vs a RoBERTa of identical size, tokens/s and peak memory.
 
 One step = one train_mlm.py update: masked-LM forward (15% of positions labelled) + backward + gradient

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The wheels the GPU check needs beyond the GPU machine's image, for a machine with no network.
 
 GPU loans here are short and offline: the machine has a CUDA PyTorch image (`gpu_image.txt`: what it holds) and no

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What the masked-LM runs left, as plain data in results/runs.json, so that results.md renders from committed files
 alone (report.py --collect calls it; the runs folder lives outside the work tree and is not committed)."""
 

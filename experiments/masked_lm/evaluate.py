@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Masked-LM quality of experiments.masked_lm.run's models on held-out news, every model on the same masked tokens.
 
     python -m experiments.masked_lm.evaluate                      # every model of --runs_dir that exists

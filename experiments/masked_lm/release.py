@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Turn the n = 4096 continued run into release/minilm-l6-linformer-mlm-n4096: LinformerForMaskedLM in fp16, its
 tokenizer, remote code, float32 as the load dtype, and a card with results.md's goals and commands.
 

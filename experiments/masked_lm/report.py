@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """results.md of the masked-LM experiment, from the committed results files only.
 
     python -m experiments.masked_lm.report --collect      # first copy what the runs left (curves, finetuning)

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The first Linformer masked-LM weights: every step from all-MiniLM-L6-v2 to the n = 4096 release, one at a time.
 
     python -m experiments.masked_lm.run                 # every step not yet done, in order; resumes the cut one

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Does a masked-LM read word order? Its validation perplexity on news blocks as written and with the tokens of each
 block shuffled (the same permutation for inputs and targets, the masked positions moving with their tokens), every
 masked token replaced by <mask>. A model that only knows which words occur together (a bag of words) scores the

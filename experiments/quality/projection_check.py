@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Has a Linformer's learned E/F found where the words are? For each k x n projection of a pretrained model, how its
 slots read the n positions: a slot that mixes every position with random signs (as E/F start) carries no word order;
 one that averages a short stretch of neighbouring positions can (the mean-pooling projection is that by design).

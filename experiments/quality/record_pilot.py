@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Record one pilot run (a train_mlm.py output folder) as results/pilots/NAME.json for render.py: what it tried, its
 command (rebuilt from the train_config.yaml the run wrote), validation perplexity against tokens seen, tokens per
 second. Pilots choose the study's recipe; they are not part of its tables.

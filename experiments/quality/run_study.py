@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Run the quality study: pretrain each run of experiments/quality/study.py with train_mlm.py, then finetune it
 on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/quality/results/NAME.json
 (config, commands, validation perplexity curve, final perplexity, finetuning accuracies, order_check.py's and

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Every run of the small-scale quality study: one table, read by run_study.py and report.py.
 
 Each run is pretrained with train_mlm.py on the news corpus under an identical budget (same tokenizer,
