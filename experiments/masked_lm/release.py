@@ -13,18 +13,20 @@ the manifest. The folder appears only when complete (written beside it, then ren
 """
 
 import argparse
+import importlib
 import json
 import shutil
 from pathlib import Path
 
 import torch
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.long_documents.release import results_section
 from experiments.masked_lm.report import HERE
 from experiments.masked_lm.run import RELEASE, RUNS_DIR
 from linformer_training import outputs
 from linformer_training.arguments import UsageError
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 RUN = "continue_n4096_windowed"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"

@@ -10,6 +10,7 @@ same on both; one that reads the words around a mask scores far better on the bl
 """
 
 import argparse
+import importlib
 import json
 import math
 from pathlib import Path
@@ -17,10 +18,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.quality import study
 from linformer_training.corpus import load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 
 def make_parser():

@@ -24,8 +24,7 @@ import math
 import torch
 from transformers import AutoModelForMaskedLM
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_hf.modeling_linformer import LinformerProjections
+from linformer_hf.modeling_linformer import LinformerProjections  # and linformer_hf registers with the Auto classes
 
 
 def describe(matrix):

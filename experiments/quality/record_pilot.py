@@ -82,7 +82,8 @@ def between(tokens_at, step):
 def pilot_record(args, p):
     """The record of the pilot in args.run (and its finetunes), against the unigram reference."""
     config = yaml.safe_load((args.run / "train_config.yaml").read_text())
-    log = [json.loads(line) for line in open(args.run / "metrics.jsonl")]
+    with (args.run / "metrics.jsonl").open() as f:
+        log = [json.loads(line) for line in f]
     train = [m for m in log if "train_loss" in m]
     evals = [m for m in log if "eval_perplexity" in m]
     if not train or not evals:
