@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Batch-1 latency, eager and compiled alike: Linformer against RoBERTa-sdpa, ModernBERT and the two PyPI Linformers.
 
 At batch 1 below long n a forward is too small to keep a GPU busy: every model is launch-bound there, and the
@@ -24,8 +27,8 @@ calls after the first and the interleaved calls), so that each run times its mod
 import argparse
 import contextlib
 import fcntl
-import os
 import time
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -105,7 +108,7 @@ def holding(path):
     if path is None:
         yield
         return
-    with open(path, "a") as f:
+    with Path(path).open("a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -132,7 +135,7 @@ def measure_n(n, cands, args, device, bar):
             info[name]["recompiled"] = sum(graphs_of(fns[f"{name}|compiled"]) for _ in range(calls)) > 0
         times = measure.time_interleaved(fns, device, 1, args.repeats)
     rows = []
-    for name, (module, x) in cands.items():
+    for name, (_, x) in cands.items():
         kind, _, k = name.rpartition("-k") if "-k" in name else (name, "", "")
         eager, compiled = (measure.stats(times[f"{name}|{how}"]) for how in ("eager", "compiled"))
         rows.append(dict(n=n, model=kind, k=int(k) if k else None, dtype=args.dtype, mode=args.mode,
@@ -181,13 +184,12 @@ def main(argv=None):
     info = harness.machine_info(device)
     md = render(args, command, info, rows)
     print("\n" + md)
-    base_path = os.path.join(args.out, args.tag or "compiled")
-    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if not k.startswith("samples")} for r in rows])
-    harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims,
+    out, tag = Path(args.out), args.tag or "compiled"
+    harness.save_csv(out / f"{tag}.csv", [{k: v for k, v in r.items() if not k.startswith("samples")} for r in rows])
+    harness.save_json(out / f"{tag}.json", dict(args=vars(args), command=command, machine=info, dims=dims,
                                                 peers=sorted(found), rows=rows))
-    with open(base_path + ".md", "w") as f:
-        f.write(md)
-    print(f"wrote {base_path}.{{csv,json,md}}")
+    (out / f"{tag}.md").write_text(md)
+    print(f"wrote {out / tag}.{{csv,json,md}}")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Analytic matmul FLOP counts (2*m*n*k each) of one forward pass of each model, and torch's own count as
 a check on them."""
 
@@ -5,8 +8,8 @@ from benchmarks.models import BASE
 
 
 def flops_roberta(n, dims=BASE, batch=1):
-    D, L, I = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"]
-    per_layer = 2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * I * 2  # QKV+out, QK^T+PV, FFN
+    D, L, inner = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"]
+    per_layer = 2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * inner * 2  # QKV+out, QK^T+PV, FFN
     return batch * L * per_layer
 
 
@@ -20,8 +23,9 @@ def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="l
     first (n x D x D each) and projecting after (k x n x D each) - the model picks the cheaper order.
     Pooling projections do no matmul; "conv" kernels are counted as their matmul.
     """
-    D, L, I, H = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"], dims["num_attention_heads"]
-    per_layer = 2 * n * D * D * 2 + 2 * n * D * I * 2 + 2 * n * k * D * 2
+    D, L, H = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"]
+    inner = dims["intermediate_size"]
+    per_layer = 2 * n * D * D * 2 + 2 * n * D * inner * 2 + 2 * n * k * D * 2
     shared_kv = sharing in ("key_value", "layerwise")
     groups = H if sharing == "none" else 1
     if projection == "linear":
@@ -44,15 +48,15 @@ def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="l
 def flops_modernbert(n, dims=BASE, batch=1, attn="sdpa"):
     """Matmul FLOPs of ModernBertModel's forward on n tokens, or None where we cannot count them.
 
-    Per layer: Wqkv (n x D x 3D), Wo (n x D x D), the GLU MLP (Wi: n x D x 2I, Wo: n x I x D) and
+    Per layer: Wqkv (n x D x 3D), Wo (n x D x D), the GLU MLP (Wi: n x D x 2 inner, Wo: n x inner x D) and
     Q K^T, P V. With eager and sdpa attention the local window of 2 layers in 3 is a mask over the full
     n x n scores: nothing outside the window is skipped (sdpa with that mask is even a little slower than
     without), so the executed count is full attention on every layer. Kernels that do skip outside the
     window (flash attention, flex) do a count we do not model: None, reported as n/a."""
     if attn not in ("eager", "sdpa"):
         return None
-    D, L, I = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"]
-    per_layer = 2 * n * D * (3 * D + D) + 2 * n * n * D * 2 + 2 * n * D * (2 * I + I)
+    D, L, inner = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"]
+    per_layer = 2 * n * D * (3 * D + D) + 2 * n * n * D * 2 + 2 * n * D * (2 * inner + inner)
     return batch * L * per_layer
 
 

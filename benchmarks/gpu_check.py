@@ -1,12 +1,15 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Everything that needs a GPU, in one command sized to a ten-minute GPU loan (`make gpu-check`).
 
 GPU time comes to this project rarely, in loans of minutes, on machines with no network: a previous loan, an H200,
 trained ten of the quality study's runs and part of an eleventh (the `hardware` field of
-experiments/quality/results/*.json), and an H200 ran this check once (benchmarks/results/gpu, docs/benchmarks.md "On a GPU"). The claims only a GPU can
-settle are collected here, sized to run on one 80 GB GPU in at most ten minutes with the offline install
-(`make gpu-check WHEELHOUSE=wheelhouse`, benchmarks/wheelhouse.py), in order of value, so that a run cut short
-still leaves the most important results: the results file (`gpu_check.json` and its rendering `gpu_check.md`,
-beside the benchmark tables' own files in `--out`) is rewritten after every step.
+experiments/quality/results/*.json), and an H200 ran this check once (benchmarks/results/gpu, docs/benchmarks.md
+"On a GPU"). The claims only a GPU can settle are collected here, sized to run on one 80 GB GPU in at most ten
+minutes with the offline install (`make gpu-check WHEELHOUSE=wheelhouse`, benchmarks/wheelhouse.py), in order of
+value, so that a run cut short still leaves the most important results: the results file (`gpu_check.json` and its
+rendering `gpu_check.md`, beside the benchmark tables' own files in `--out`) is rewritten after every step.
 
 0. Issue 67's steps, benchmarks/README.md's block "Training and compiled batch 1 on a GPU", run first:
    `training_cuda_bf16` (one train_mlm.py update of Linformer k = 128, 256, RoBERTa-sdpa and ModernBERT at n = 512,
@@ -62,17 +65,17 @@ import sys
 import time
 import traceback
 import types
+from pathlib import Path
 
 import torch
-from linformer_training.arguments import format_overrides, read_recipe
-from linformer_training.tracking import read_jsonl
 
 from benchmarks import flop_counts, harness, inference, measure, models
 from benchmarks.reporting import table
+from linformer_training.arguments import format_overrides, read_recipe
+from linformer_training.tracking import read_jsonl
 
-ROOT = os.path.dirname(harness.HERE)
-RECIPE = os.path.join(ROOT, "configs", "linformer_base_n512_k256_layerwise.yaml")
-MOBY_DICK = os.path.join(ROOT, "data", "moby_dick", "chapters.jsonl")
+RECIPE = harness.ROOT / "configs" / "linformer_base_n512_k256_layerwise.yaml"
+MOBY_DICK = harness.ROOT / "data" / "moby_dick" / "chapters.jsonl"
 FSDP2 = ["--use_fsdp", "--fsdp_version", "2", "--fsdp_sync_module_states", "false",
          "--fsdp_activation_checkpointing", "true", "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
          "--fsdp_transformer_layer_cls_to_wrap", "LinformerLayer"]
@@ -126,13 +129,15 @@ class StepCut(StepFailed):
 # ---------------------------------------------------------------- the plan: GPU or dry run
 
 def plan_for(args):
-    """The sizes and step counts of each run: the GPU's, or the dry run's (seconds on CPU)."""
+    """The sizes and step counts of each run: the GPU's, or the dry run's (seconds on CPU). Its files are strings
+    (the work folder made absolute and normalized): they are arguments of the commands the steps run, and recorded
+    with them."""
     recipe = read_recipe(RECIPE)
-    work = os.path.abspath(args.work_dir or os.path.join(ROOT, "runs", "gpu_check_dry" if args.dry_run else "gpu_check"))
+    work = Path(args.work_dir or harness.ROOT / "runs" / ("gpu_check_dry" if args.dry_run else "gpu_check")).resolve()
     if not args.dry_run:
         # The recipe's model and optimizer; its Hub corpus and tokenizer may be out of reach of the GPU machine
         # (the bundled Moby Dick and a tokenizer trained on it instead), and its 10k warm-up exceeds the run.
-        return dict(dry_run=False, work=work, corpus=MOBY_DICK, env={},
+        return dict(dry_run=False, work=str(work), corpus=str(MOBY_DICK), env={},
                     mlm=dict(model=recipe["config_overrides"], tokenizer_vocab_size=4096,
                              batch=recipe["per_device_train_batch_size"], learning_rate=recipe["learning_rate"],
                              warmup=30, eval_samples=64),
@@ -141,11 +146,11 @@ def plan_for(args):
     tiny = {**recipe["config_overrides"], "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
             "intermediate_size": 64, "max_seq_length": 64, "projected_dim": 16,
             "vocab_size": 512}  # above the tokenizer's, as at base size (50265 vs 4096)
-    return dict(dry_run=True, work=work, corpus=os.path.join(work, "moby15.jsonl"),
+    return dict(dry_run=True, work=str(work), corpus=str(work / "moby15.jsonl"),
                 env={"OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1"},
                 mlm=dict(model=tiny, tokenizer_vocab_size=400, batch=8, learning_rate=3e-3, warmup=1, eval_samples=16),
                 mlm_steps=6, logging_steps=2, precisions={"fp16": "bf16", "bf16": "bf16"},
-                fsdp_steps=4, fsdp_wrapper=[os.path.join(ROOT, "tests", "fsdp_on_cpu.py")])
+                fsdp_steps=4, fsdp_wrapper=[str(harness.ROOT / "tests" / "fsdp_on_cpu.py")])
 
 
 def flag(argv, name, default=None):
@@ -203,7 +208,8 @@ def estimate_training(argv):
     for n, ks in grid.items():
         for spec in training.specs_at(n, ks, args, baselines, harness.dims_from(flag(argv, "--dims", "")), None):
             flops = training.step_flops(spec, args, bound=True)
-            seconds += BUILD_S + (2 + args.warmup + args.repeats + 2 * args.profile) * (flops / rate + UPDATE_OVERHEAD_S)
+            updates = 2 + args.warmup + args.repeats + 2 * args.profile
+            seconds += BUILD_S + updates * (flops / rate + UPDATE_OVERHEAD_S)
     return seconds
 
 
@@ -216,7 +222,8 @@ def estimate_compiled(argv):
     rounds = int(flag(argv, "--warmup", 3)) + 2 * int(flag(argv, "--repeats", 20))
     seconds = PROCESS_S
     for n in ns:
-        named = [(m, None) for m in baselines] + [("linformer-sdpa", k) for k in ks] + [("linformer-sdpa", min(ks))] * peers
+        named = ([(m, None) for m in baselines] + [("linformer-sdpa", k) for k in ks]
+                 + [("linformer-sdpa", min(ks))] * peers)
         seconds += sum(BUILD_S + COMPILE_S + rounds * forward_s(m, n, k, 1) for m, k in named)
     return seconds
 
@@ -260,10 +267,10 @@ def gpu_steps(plan, skip=()):
 
 def committed_steps(folder):
     """{name: entry} of the first check's steps that ran ok in the committed results (`folder`/gpu_check.json)."""
-    path = os.path.join(folder, "gpu_check.json")
-    if not os.path.isfile(path):
+    path = Path(folder) / "gpu_check.json"
+    if not path.is_file():
         return {}
-    check = json.load(open(path))
+    check = json.loads(path.read_text())
     return {name: dict(entry, committed_from=check["machine"].get("git_head", "?"))
             for name, entry in check["steps"].items() if name in OLD_STEPS and entry["status"] == "ok"}
 
@@ -294,13 +301,14 @@ def run_together(plan, commands):
     stopped: the launcher's workers too, which would otherwise hold the GPU). Returns {name: what ran}."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", **plan["env"]}
     start, procs = time.perf_counter(), {}
-    os.makedirs(os.path.join(plan["work"], "logs"), exist_ok=True)
+    logs = Path(plan["work"]) / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
     for name, command in commands.items():
-        log = os.path.join(plan["work"], "logs", name + ".log")
-        with open(log, "w") as f:
+        log = logs / f"{name}.log"
+        with log.open("w") as f:
             f.write("$ " + shlex.join(command) + "\n")
             f.flush()
-            procs[name] = (subprocess.Popen(command, cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+            procs[name] = (subprocess.Popen(command, cwd=harness.ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
                                             start_new_session=True), log)
     codes = {}
     try:
@@ -316,7 +324,7 @@ def run_together(plan, commands):
     for name, code in codes.items():
         if code != 0:
             command, log = commands[name], procs[name][1]
-            with open(log) as f:
+            with log.open() as f:
                 lines = f.readlines()[1:]
             # the launcher's own report comes last and names no cause: the lines that say "error" come first
             said = [line for line in lines[:-15] if "error" in line.lower()][-5:]
@@ -325,24 +333,25 @@ def run_together(plan, commands):
                 raise StepCut(f"`{shlex.join(command)}` passed the step's cap and was stopped after {seconds:.0f} s; "
                               f"from {log}:\n{tail}")
             raise StepFailed(f"`{shlex.join(command)}` ended with {code} after {seconds:.0f} s; from {log}:\n{tail}")
-    return {name: dict(command=shlex.join(commands[name]), seconds=round(seconds, 1), log=procs[name][1])
+    return {name: dict(command=shlex.join(commands[name]), seconds=round(seconds, 1), log=str(procs[name][1]))
             for name in commands}
 
 
 def train_mlm_flags(plan, output_dir, steps, logging_steps, checkpointing_steps=0):
     mlm = plan["mlm"]
     return ["train_mlm.py", "--train_file", plan["corpus"], "--model_type", "linformer",
-            "--config_overrides", format_overrides(mlm["model"]), "--tokenizer_vocab_size", str(mlm["tokenizer_vocab_size"]),
+            "--config_overrides", format_overrides(mlm["model"]),
+            "--tokenizer_vocab_size", str(mlm["tokenizer_vocab_size"]),
             "--per_device_train_batch_size", str(mlm["batch"]), "--learning_rate", str(mlm["learning_rate"]),
             "--warmup_steps", str(mlm["warmup"]), "--max_steps", str(steps), "--logging_steps", str(logging_steps),
             "--eval_steps", "0", "--max_eval_samples", str(mlm["eval_samples"]), "--report_to", "none",
             "--checkpointing_steps", str(checkpointing_steps), "--save_total_limit", "2",
-            "--output_dir", output_dir, "--overwrite_output_dir"]
+            "--output_dir", str(output_dir), "--overwrite_output_dir"]
 
 
 def metrics(output_dir):
-    path = os.path.join(output_dir, "metrics.jsonl")
-    if not os.path.isfile(path):
+    path = Path(output_dir) / "metrics.jsonl"
+    if not path.is_file():
         raise StepFailed(f"{path} is missing: the run wrote no metrics")
     return read_jsonl(path)
 
@@ -359,7 +368,7 @@ def mlm_updates(plan, precision):
     """Tokens/s of train_mlm.py at RoBERTa-base size in one precision, and what fp16's scaler skipped.
     The first logging window holds the start-up (allocator, kernel selection), so it is left out."""
     used = plan["precisions"][precision]
-    output_dir = os.path.join(plan["work"], f"mlm_{precision}")
+    output_dir = Path(plan["work"]) / f"mlm_{precision}"
     command = [sys.executable, *train_mlm_flags(plan, output_dir, plan["mlm_steps"], plan["logging_steps"]),
                "--mixed_precision", used]
     ran = run_logged(plan, f"mlm_{precision}", command)
@@ -394,21 +403,22 @@ def fsdp2_resume(plan):
     from safetensors.torch import load_file
 
     steps, half = plan["fsdp_steps"], plan["fsdp_steps"] // 2
-    straight, resumed = os.path.join(plan["work"], "fsdp2"), os.path.join(plan["work"], "fsdp2_resumed")
+    straight, resumed = Path(plan["work"]) / "fsdp2", Path(plan["work"]) / "fsdp2_resumed"
     ran = [run_logged(plan, "fsdp2", [*accelerate_launch(plan), *train_mlm_flags(plan, straight, steps, 1, half)])]
-    checkpoint = os.path.join(straight, "checkpoints", f"checkpoint_{half}")
-    if not os.path.isdir(os.path.join(checkpoint, "pytorch_model_fsdp_0")):
+    checkpoint = straight / "checkpoints" / f"checkpoint_{half}"
+    if not (checkpoint / "pytorch_model_fsdp_0").is_dir():
         raise StepFailed(f"{checkpoint} has no pytorch_model_fsdp_0 (a sharded FSDP checkpoint): FSDP did not run")
     shutil.rmtree(resumed, ignore_errors=True)
-    shutil.copytree(checkpoint, os.path.join(resumed, "checkpoints", f"checkpoint_{half}"))
+    shutil.copytree(checkpoint, resumed / "checkpoints" / f"checkpoint_{half}")
     resume = [word for word in train_mlm_flags(plan, resumed, steps, 1, half) if word != "--overwrite_output_dir"]
-    ran.append(run_logged(plan, "fsdp2_resumed", [*accelerate_launch(plan), *resume, "--resume_from_checkpoint", "latest"]))
+    ran.append(run_logged(plan, "fsdp2_resumed",
+                          [*accelerate_launch(plan), *resume, "--resume_from_checkpoint", "latest"]))
 
     want, got = logged_losses(straight, half), logged_losses(resumed, half)
     if set(got) != set(want):
         raise StepFailed(f"the resumed run logged {sorted(got)}, the uninterrupted one {sorted(want)}")
     worst = max(abs(got[k] - want[k]) / abs(want[k]) for k in want)
-    one, two = load_file(os.path.join(straight, "model.safetensors")), load_file(os.path.join(resumed, "model.safetensors"))
+    one, two = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
     if one.keys() != two.keys():
         raise StepFailed(f"the resumed model's weights are {sorted(two)}, the uninterrupted one's {sorted(one)}")
     max_diff = max((a.float() - two[k].float()).abs().max().item() for k, a in one.items())
@@ -426,7 +436,7 @@ def readme_gpu_commands(heading=OLD, grouped=False):
     """The commands of a block of benchmarks/README.md (the paragraph starting with `heading`, then its first
     ```bash block), as argv lists, with $GPU-style variables expanded; `grouped`: as lists of the commands that run
     side by side (each ending in `&`, up to the `wait`), one list for each other command."""
-    text = open(os.path.join(harness.HERE, "README.md")).read()
+    text = (harness.HERE / "README.md").read_text()
     block = text.split("\n" + heading, 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
     shell_vars, commands, groups, together = {}, [], [], False
     for line in block.replace("\\\n", " ").splitlines():
@@ -467,19 +477,21 @@ def benchmark_table(plan, *argvs):
     commands = {}
     for argv in argvs:
         if argv[:2] != ["python", "-m"] or not argv[2].startswith("benchmarks."):
-            raise StepFailed(f"benchmarks/README.md's GPU block has a command this check cannot run: {shlex.join(argv)}")
+            raise StepFailed("benchmarks/README.md's GPU block has a command this check cannot run: "
+                             f"{shlex.join(argv)}")
         if plan["dry_run"]:
-            args = on_cpu(argv[2], argv[3:], os.path.join(plan["work"], "benchmarks"))
+            args = on_cpu(argv[2], argv[3:], str(Path(plan["work"]) / "benchmarks"))
         else:
             args = [*argv[3:], "--out", plan["out"]]
         commands[flag(args, "--tag")] = (argv, [sys.executable, "-m", argv[2], *args])
     ran = run_together(plan, {tag: command for tag, (_, command) in commands.items()})
     results = []
     for tag, (argv, command) in commands.items():
-        base = os.path.join(flag(command, "--out"), tag)
-        result = json.load(open(base + ".json"))
-        results.append(dict(ran[tag], readme_command=shlex.join(argv), result=base + ".json", rows=len(result["rows"]),
-                            skipped=result.get("skipped", []), table=open(base + ".md").read()))
+        out = Path(flag(command, "--out"))
+        result = json.loads((out / f"{tag}.json").read_text())
+        results.append(dict(ran[tag], readme_command=shlex.join(argv), result=str(out / f"{tag}.json"),
+                            rows=len(result["rows"]), skipped=result.get("skipped", []),
+                            table=(out / f"{tag}.md").read_text()))
     return results[0] if len(results) == 1 else dict(command=" & ".join(r["command"] for r in results), runs=results)
 
 
@@ -500,7 +512,7 @@ def run_step(results, plan, step, cap_s):
             entry = dict(status="ok", **function(plan, *arguments))
         except StepCut as e:
             entry = dict(status="cut", error=str(e))
-        except Exception as e:  # noqa: BLE001 - every failure belongs in the results file
+        except Exception as e:  # every failure belongs in the results file
             detail = str(e) if isinstance(e, StepFailed) else traceback.format_exc()
             entry = dict(status="failed", error=detail)
     entry.update(seconds=round(time.perf_counter() - start, 1), estimated_s=round(estimate), cap_s=round(cap_s))
@@ -513,9 +525,8 @@ def run_step(results, plan, step, cap_s):
 def save(results, out, archive=None):
     """The results file and its rendering; and the archive, rewritten too, so that a loan ending mid-check (its
     command killed at its limit) still returns every step finished so far."""
-    harness.save_json(os.path.join(out, "gpu_check.json"), results)
-    with open(os.path.join(out, "gpu_check.md"), "w") as f:
-        f.write(render(results))
+    harness.save_json(Path(out) / "gpu_check.json", results)
+    (Path(out) / "gpu_check.md").write_text(render(results))
     if archive:
         pack(out, archive)
 
@@ -548,8 +559,9 @@ def render(results):
                    f"`{entry['command']}`", ""]
         elif name == "fsdp2_resume":
             md += [f"{entry['updates']} updates under FSDP2; resumed from update {entry['resumed_from']}: "
-                   f"{entry['losses_compared']} logged losses differ by at most {entry['max_relative_loss_difference']:.2g} "
-                   f"(relative), weights by at most {entry['max_abs_weight_difference']:.2g} "
+                   f"{entry['losses_compared']} logged losses differ by at most "
+                   f"{entry['max_relative_loss_difference']:.2g} (relative), weights by at most "
+                   f"{entry['max_abs_weight_difference']:.2g} "
                    f"({'bit-identical' if entry['bit_exact'] else 'not bit-identical'}).", ""]
             md += [f"`{c['command']}`" for c in entry["commands"]] + [""]
         elif "committed_from" in entry:
@@ -577,13 +589,14 @@ def main(argv=None):
     started = time.monotonic()
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry_run", action="store_true", help="CPU, tiny model, a few steps (what the tests run)")
-    p.add_argument("--plan", action="store_true", help="print the GPU plan with each step's estimated seconds; run nothing")
+    p.add_argument("--plan", action="store_true",
+                   help="print the GPU plan with each step's estimated seconds; run nothing")
     p.add_argument("--mlm_steps", type=int, default=MLM_STEPS, help="updates of each MLM run on the GPU")
     p.add_argument("--budget_s", type=float, default=BUDGET_S - INSTALL_S - MARGIN_S,
                    help=f"seconds for all steps (default: {BUDGET_S} less the install's estimate and {MARGIN_S} s for "
                         "the loan's own start and the transfers)")
-    p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files (default: "
-                                               "outputs/benchmarks, git-ignored; dry run: --work_dir)")
+    p.add_argument("--out", default=None, help="folder of gpu_check.{json,md} and the benchmark tables' files "
+                                               "(default: outputs/benchmarks, git-ignored; dry run: --work_dir)")
     p.add_argument("--work_dir", default=None, help="runs and logs (default: runs/gpu_check, runs/gpu_check_dry)")
     p.add_argument("--skip_committed", action="store_true",
                    help="leave out the first check's steps whose results benchmarks/results/gpu holds (ok); their "
@@ -598,20 +611,21 @@ def main(argv=None):
         p.error(f"--budget_s must be positive, got {args.budget_s}")
     if args.archive and not args.archive.endswith(".tar.gz"):
         p.error(f"--archive must name a .tar.gz file, got {args.archive!r}")
-    committed = committed_steps(os.path.join(harness.RESULTS, "gpu")) if args.skip_committed else {}
+    committed = committed_steps(harness.RESULTS / "gpu") if args.skip_committed else {}
     gpu = gpu_steps(plan_for(argparse.Namespace(**{**vars(args), "dry_run": False})), skip=committed)
     planned, total = plan_table(gpu)
     print(f"gpu_check: the plan on one GPU (estimated seconds; stopped at the cap):\n{planned}", flush=True)
     if args.plan:
         return 0
     if not args.dry_run and not torch.cuda.is_available():
-        p.error("no GPU: torch.cuda.is_available() is False (`--dry_run` runs the same steps on CPU, `--plan` prints them)")
+        p.error("no GPU: torch.cuda.is_available() is False (`--dry_run` runs the same steps on CPU, `--plan` prints "
+                "them)")
     plan = plan_for(args)
-    os.makedirs(plan["work"], exist_ok=True)
+    Path(plan["work"]).mkdir(parents=True, exist_ok=True)
     if plan["dry_run"]:
-        with open(MOBY_DICK) as src, open(plan["corpus"], "w") as dst:
+        with MOBY_DICK.open() as src, Path(plan["corpus"]).open("w") as dst:
             dst.writelines(src.readlines()[:15])
-    plan["out"] = os.path.abspath(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT))
+    plan["out"] = str(Path(args.out or (plan["work"] if plan["dry_run"] else harness.OUTPUT)).resolve())
     plan["end"] = started + (float("inf") if plan["dry_run"] else args.budget_s)
     plan["archive"] = args.archive
     command = "python -m benchmarks.gpu_check" + (" " + shlex.join(argv if argv is not None else sys.argv[1:]))
@@ -623,7 +637,7 @@ def main(argv=None):
     results["steps"].update(committed)
     save(results, plan["out"], args.archive)
     unfinished = [name for name, entry in results["steps"].items() if entry["status"] != "ok"]
-    print(f"wrote {os.path.join(plan['out'], 'gpu_check')}.{{json,md}}" +
+    print(f"wrote {Path(plan['out']) / 'gpu_check'}.{{json,md}}" +
           (f"; not finished: {', '.join(unfinished)}" if unfinished else ""))
     if args.archive:
         print(f"wrote {args.archive}")
@@ -636,14 +650,14 @@ def pack(folder, archive):
     there."""
     import tarfile
 
-    archive = os.path.abspath(archive)
-    os.makedirs(os.path.dirname(archive), exist_ok=True)
-    with tarfile.open(archive + ".part", "w:gz") as tar:  # then renamed: a kill mid-write leaves the last whole one
-        for name in sorted(os.listdir(folder)):
-            path = os.path.join(folder, name)
-            if os.path.isfile(path) and not path.startswith(archive):
-                tar.add(path, arcname=name)
-    os.replace(archive + ".part", archive)
+    archive = Path(archive).resolve()
+    part = archive.with_name(f"{archive.name}.part")  # then renamed: a kill mid-write leaves the last whole one
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(part, "w:gz") as tar:
+        for path in sorted(Path(folder).iterdir()):
+            if path.is_file() and path.resolve() not in (archive, part):
+                tar.add(path, arcname=path.name)
+    part.replace(archive)
     return archive
 
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What every benchmark script shares around its measurements: the common flags (device, dtype, threads,
 model size, where results go), the machine and commit a result was taken on, and writing and formatting
 results."""
@@ -10,17 +13,19 @@ import os
 import shlex
 import subprocess
 import sys
+from pathlib import Path
 
 import torch
 
 from benchmarks.models import BASE, DTYPES, TINY, baseline_models
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+HERE = Path(__file__).absolute().parent  # absolute, not resolved: paths in results keep the checkout's spelling
+ROOT = HERE.parent
 # A run writes into OUTPUT (git-ignored) unless asked for the committed folder with `--out benchmarks/results`:
-# a newcomer re-running a command must not overwrite the results the docs are generated from.
-OUTPUT = os.path.join(ROOT, "outputs", "benchmarks")
-RESULTS = os.path.join(HERE, "results")
+# a newcomer re-running a command must not overwrite the results the docs are generated from. A string, as the
+# --out default: the flag's value is one either way, and results record it as given.
+OUTPUT = str(ROOT / "outputs" / "benchmarks")
+RESULTS = HERE / "results"
 OUT_HELP = ("folder of the result files (default: outputs/benchmarks, git-ignored; benchmarks/results replaces the "
             "committed ones)")
 # train_mlm.py's --mixed_precision spells them bf16 / fp16: both spellings are accepted, results say the long one.
@@ -53,8 +58,8 @@ def dims_from(text):
     for item in (i for i in text.split(",") if i.strip()):
         key, eq, value = item.partition("=")
         if not eq or key.strip() not in (*BASE, "vocab_size") or not value.strip().isdigit():
-            raise ValueError(f"--dims: expected FIELD=INTEGER,... with FIELD one of {', '.join((*BASE, 'vocab_size'))}, "
-                             f"got {item!r}")
+            fields = ", ".join((*BASE, "vocab_size"))
+            raise ValueError(f"--dims: expected FIELD=INTEGER,... with FIELD one of {fields}, got {item!r}")
         dims[key.strip()] = int(value)
     return dims
 
@@ -114,31 +119,33 @@ def machine_info(device):
     try:  # provenance: which commit, and the exact modeling file that was measured
         info["git_head"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                           text=True).stdout.strip()
-        with open(os.path.join(ROOT, "src", "linformer_hf", "modeling_linformer.py"), "rb") as f:
-            info["modeling_sha1"] = hashlib.sha1(f.read()).hexdigest()[:12]
+        modeling = ROOT / "src" / "linformer_hf" / "modeling_linformer.py"
+        info["modeling_sha1"] = hashlib.sha1(modeling.read_bytes()).hexdigest()[:12]
     except OSError:
         pass
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     else:
         try:
-            with open("/proc/cpuinfo") as f:
-                info["cpu"] = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
+            with Path("/proc/cpuinfo").open() as f:
+                info["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
         except (OSError, StopIteration):
             pass
     return info
 
 
 def save_json(path, obj):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
         json.dump(obj, f, indent=1, default=str)
 
 
 def save_csv(path, rows):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     keys = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
+    with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys)
         w.writeheader()
         w.writerows(rows)

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Inference time and memory: Linformer vs a RoBERTa of identical size (the paper's Table 3), and vs ModernBERT.
 
 For every sequence length n, RoBERTa with eager attention (what the paper compared against) and with
@@ -17,13 +20,13 @@ runs past --max-forward-s is stopped: that model is "past the cap" at that n and
     python -m benchmarks.inference --n 512,16384 --k 256 --baselines sdpa,modernbert --dtype bf16 --batch 4
 
 Writes <out>/<tag>.{csv,json,md} and <tag>_time.png, <tag>_per_token.png (Linformer's time per token vs n:
-flat is the linear-cost promise), <tag>_memory.png (default out: outputs/benchmarks; `--out benchmarks/results` replaces the committed
-results).
+flat is the linear-cost promise), <tag>_memory.png (default out: outputs/benchmarks; `--out benchmarks/results`
+replaces the committed results).
 """
 
 import argparse
 import gc
-import os
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -42,8 +45,9 @@ _M = {
     8192: (28, 26, 17, 8.5, 4.5), 16384: (56, 48, 32, 16, 8), 32768: (56, 48, 36, 18, 16),
     65536: (60, 52, 40, 20, 18),
 }
-PAPER_TIME = {n: dict(zip(PAPER_KS, v)) for n, v in _T.items()}
-PAPER_MEMORY = {n: dict(zip(PAPER_KS, v)) for n, v in _M.items()}
+# A row lists only the k the paper ran at that n (k <= n/2): the first of PAPER_KS, so the zip stops at the row's end
+PAPER_TIME = {n: dict(zip(PAPER_KS, v, strict=False)) for n, v in _T.items()}
+PAPER_MEMORY = {n: dict(zip(PAPER_KS, v, strict=False)) for n, v in _M.items()}
 
 
 def parse_args(argv=None):
@@ -252,7 +256,10 @@ def per_token_table(rows, plan):
     """Time per token of every model at every n, and how Linformer's grows from the shortest n to the longest:
     the linear-cost promise is that it stays flat (project target: within 1.3x from n=512 to 16384)."""
     names = list(dict.fromkeys((r["model"], r["k"]) for r in rows))
-    label = lambda m, k: display(m) + (f" k={k}" if k else "")  # noqa: E731
+
+    def label(model, k):
+        return display(model) + (f" k={k}" if k else "")
+
     lines = ["**Time per token** (median time / (batch x n), ms)", "",
              "| n | " + " | ".join(label(m, k) for m, k in names) + " |", "|---" * (len(names) + 1) + "|"]
     for n in plan:
@@ -316,13 +323,12 @@ def render(args, info, dims, baselines, ks, plan, rows, skipped):
     return "\n".join(md) + "\n"
 
 
-def save_plots(args, rows, plan, device, base_path):
+def save_plots(args, rows, plan, device, out, tag):
     """Time and memory per sequence vs n, and Linformer's time per token relative to the shortest n."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     from matplotlib.ticker import FuncFormatter, LogLocator
 
     series = {}
@@ -356,7 +362,7 @@ def save_plots(args, rows, plan, device, base_path):
     draw(a, "time_per_seq_s", 1, "time per sequence (s)", f"Inference time per sequence, {where}")
     draw(b, "time_per_seq_s", 1e3, "time per token (ms)", "Same, per token (fixed total tokens, paper Fig. 2)")
     fig.tight_layout()
-    fig.savefig(f"{base_path}_time.png", dpi=110)
+    fig.savefig(out / f"{tag}_time.png", dpi=110)
     plt.close(fig)
 
     # Linformer alone, per token and relative to the shortest n: a flat line is the linear-cost promise
@@ -376,14 +382,14 @@ def save_plots(args, rows, plan, device, base_path):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(f"{base_path}_per_token.png", dpi=110)
+    fig.savefig(out / f"{tag}_per_token.png", dpi=110)
     plt.close(fig)
     if not args.no_memory:
         fig, ax = plt.subplots(figsize=(6.4, 4.4))
         draw(ax, "mem_per_seq_bytes", 2**-20, "peak activation memory per sequence (MiB)",
              f"Inference memory, {where}")
         fig.tight_layout()
-        fig.savefig(f"{base_path}_memory.png", dpi=110)
+        fig.savefig(out / f"{tag}_memory.png", dpi=110)
         plt.close(fig)
 
 
@@ -412,18 +418,17 @@ def main(argv=None):
     command = harness.command_line("benchmarks.inference", argv)
     md = render(args, info, dims, baselines, ks, plan, rows, skips.skipped)
     print("\n" + md)
-    os.makedirs(args.out, exist_ok=True)
-    base_path = os.path.join(args.out, tag)
-    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    harness.save_csv(out / f"{tag}.csv", [{k: v for k, v in r.items() if k not in ("samples", "peak_samples", "spec")}
                                           for r in rows])
-    harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims, rows=rows,
+    harness.save_json(out / f"{tag}.json", dict(args=vars(args), command=command, machine=info, dims=dims, rows=rows,
                                                 skipped=skips.skipped))
-    with open(base_path + ".md", "w") as f:
-        f.write(md)
+    (out / f"{tag}.md").write_text(md)
     if not args.no_plots:
-        save_plots(args, rows, plan, device, base_path)
-    plots = "" if args.no_plots else f" and {base_path}_{{time,per_token,memory}}.png"
-    print(f"wrote {base_path}.{{csv,json,md}}{plots}")
+        save_plots(args, rows, plan, device, out, tag)
+    plots = "" if args.no_plots else f" and {out / tag}_{{time,per_token,memory}}.png"
+    print(f"wrote {out / tag}.{{csv,json,md}}{plots}")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The paper's Table 3 in its own form: the largest batch of n-token sequences each model fits in memory, and its
 time per token at that batch.
 
@@ -15,8 +18,8 @@ The results file is rewritten after every n, so a run stopped early keeps the le
 """
 
 import argparse
-import os
 import statistics
+from pathlib import Path
 
 import torch
 
@@ -76,7 +79,8 @@ def largest_batch(args, c, device, budget, peak_rate, skips, bytes_per):
         return skips.add(c, f"did not fit: batch 1 needs {harness.fmt_bytes(per_seq)}, "
                             f"{harness.fmt_bytes(budget - resident)} left beside the weights")
     dims = c["spec"]["dims"]  # an uncounted kernel (ModernBERT with flash) as full attention, an upper bound
-    flops_one = flop_counts.forward_flops(c["model"], c["n"], c["k"], dims, 1) or flop_counts.flops_modernbert(c["n"], dims)
+    flops_one = (flop_counts.forward_flops(c["model"], c["n"], c["k"], dims, 1)
+                 or flop_counts.flops_modernbert(c["n"], dims))
     time_cap = max(1, int(args.max_forward_s * peak_rate / flops_one))
     batch, confirmed = min(fits, time_cap), False
     for _ in range(OOM_TRIES):
@@ -119,9 +123,11 @@ def render(args, info, dims, budget, rows, skipped):
           "(Linformer / baseline) | time per token saved |", "|---" * 10 + "|"]
     for r in rows:
         ratios = [(key.rpartition("_vs_")[2], r[key]) for key in r if key.startswith("batch_ratio_vs_") and r[key]]
-        saved = [(key.rpartition("_vs_")[2], r[key]) for key in r if key.startswith("time_per_token_saved_vs_") and r[key]]
+        saved = [(key.rpartition("_vs_")[2], r[key])
+                 for key in r if key.startswith("time_per_token_saved_vs_") and r[key]]
+        largest = f"{r['largest_batch']}{'' if r['largest_batch_confirmed'] else ' (not run)'}"
         md.append(f"| {r['n']} | {r['model']} | {r['k'] or '-'} | {harness.fmt_bytes(r['per_seq_bytes'])} "
-                  f"({r['per_seq_source']}) | {r['largest_batch']}{'' if r['largest_batch_confirmed'] else ' (not run)'} "
+                  f"({r['per_seq_source']}) | {largest} "
                   f"| {r['batch']} | {r['time_per_token_s'] * 1e6:.3g} us | {r['tokens_per_s']:,.0f} | "
                   + (", ".join(f"{b} {harness.fmt_ratio(v)}" for b, v in ratios) or "-") + " | "
                   + (", ".join(f"{b} {harness.fmt_ratio(v)}" for b, v in saved) or "-") + " |")
@@ -132,14 +138,13 @@ def render(args, info, dims, budget, rows, skipped):
 
 def save(args, argv, info, dims, budget, rows, skipped, baselines):
     add_ratios(rows, baselines)
-    base_path = os.path.join(args.out, args.tag or "max_batch")
-    harness.save_json(base_path + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.max_batch", argv),
-                                                machine=info, dims=dims, budget_bytes=budget, rows=rows,
-                                                skipped=skipped))
+    out, tag = Path(args.out), args.tag or "max_batch"
+    command = harness.command_line("benchmarks.max_batch", argv)
+    harness.save_json(out / f"{tag}.json", dict(args=vars(args), command=command, machine=info, dims=dims,
+                                                budget_bytes=budget, rows=rows, skipped=skipped))
     md = render(args, info, dims, budget, rows, skipped)
-    with open(base_path + ".md", "w") as f:
-        f.write(md)
-    return base_path, md
+    (out / f"{tag}.md").write_text(md)
+    return out / tag, md  # the stem of both files
 
 
 def main(argv=None):
@@ -160,8 +165,8 @@ def main(argv=None):
                       f"{row['time_per_token_s'] * 1e6:.3g} us/token", flush=True)
             if device.type == "cuda":
                 torch.cuda.empty_cache()
-        base_path, md = save(args, argv, info, dims, budget, rows, skips.skipped, baselines)
-    print("\n" + md + f"\nwrote {base_path}.{{json,md}}")
+        stem, md = save(args, argv, info, dims, budget, rows, skips.skipped, baselines)
+    print("\n" + md + f"\nwrote {stem}.{{json,md}}")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Measuring: interleaved timing (CUDA events on GPU, perf_counter on CPU), medians and spread, the
 machine's matmul peak timed in the same loop, and peak activation memory (max_memory_allocated on CUDA,
 the peak resident set of a fresh process on CPU)."""
@@ -8,12 +11,13 @@ import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import torch
 
 from benchmarks.models import BASE
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = Path(__file__).absolute().parent.parent
 
 
 def sync(device):
@@ -123,7 +127,7 @@ def where_time_goes(fn, device, top=8):
 # ---------------------------------------------------------------- memory
 
 def status_kb(field):
-    with open("/proc/self/status") as f:
+    with Path("/proc/self/status").open() as f:
         for line in f:
             if line.startswith(field + ":"):
                 return int(line.split()[1])
@@ -146,8 +150,7 @@ def peak_memory(fn, device):
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated(device) - base
     try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
+        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM to the current VmRSS (Linux >= 4.0)
     except OSError as e:
         raise RuntimeError("CPU peak memory needs Linux's /proc/self/clear_refs (writable)") from e
     base = status_kb("VmRSS")
@@ -199,17 +202,18 @@ class Skips:
 
 def estimate_activation_bytes(model, n, k=None, dims=BASE, batch=1, bytes_per=4, training=False):
     """Rough peak activation bytes of one forward (training: all layers kept), to skip what cannot fit."""
-    D, L, I, H = dims["hidden_size"], dims["num_hidden_layers"], dims["intermediate_size"], dims["num_attention_heads"]
-    linear = batch * n * (2 * I + 8 * D)
+    D, L, H = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"]
+    inner = dims["intermediate_size"]
+    linear = batch * n * (2 * inner + 8 * D)
     once = 0
     if model == "roberta-eager":
         quad = 3 * batch * H * n * n
     elif model == "roberta-sdpa":
         quad = 0 if not training else batch * H * n * 2
     elif model.startswith("modernbert"):
-        # GLU: 2I wide after Wi, then I; the local window is an n x n mask (bool for sdpa, kept for the
+        # GLU: 2 inner wide after Wi, then inner; the local window is an n x n mask (bool for sdpa, kept for the
         # whole forward, which sdpa turns into a float mask per layer; additive float for eager)
-        linear = batch * n * (4 * I + 8 * D)
+        linear = batch * n * (4 * inner + 8 * D)
         quad = (3 * batch * H * n * n if model.endswith("eager") else 0) + batch * n * n
         once = n * n
     else:

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Peak memory of one configuration, measured in this fresh process (used by inference.py and training.py).
 
     python -m benchmarks.memory_probe '{"model": "roberta-eager", "n": 1024, "mode": "inference"}'

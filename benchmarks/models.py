@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The models the benchmarks compare, built from random weights at identical size: Linformer (ours), RoBERTa
 and ModernBERT (transformers'); the token ids they are fed; one inference step and one masked-LM update."""
 
@@ -73,7 +76,8 @@ def baseline_models(text):
         elif b == "modernbert":
             out.append((b, f"modernbert-{modernbert_default_attention()}"))
         elif b:
-            raise ValueError(f"--baselines: each must be eager or sdpa (RoBERTa's attention) or modernbert, got {text!r}")
+            raise ValueError(f"--baselines: each must be eager or sdpa (RoBERTa's attention) or modernbert, "
+                             f"got {text!r}")
     if not out:
         raise ValueError("--baselines: give at least one of eager, sdpa, modernbert")
     return out
@@ -85,8 +89,9 @@ def build_linformer(n, k, dims=BASE, attn="sdpa", dtype=torch.float32, device="c
     from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
 
     config = LinformerConfig(**{"vocab_size": VOCAB, "max_seq_length": n, "projected_dim": k,
-                                "projection_sharing": sharing, "projection_type": projection, "hidden_dropout_prob": 0.0,
-                                "attention_probs_dropout_prob": 0.0, "chunk_size_feed_forward": chunk_ff, **dims})
+                                "projection_sharing": sharing, "projection_type": projection,
+                                "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0,
+                                "chunk_size_feed_forward": chunk_ff, **dims})
     return _instantiate(LinformerForMaskedLM if head == "mlm" else LinformerModel, config, attn, dtype, device, seed)
 
 

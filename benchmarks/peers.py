@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Our Linformer against the other PyPI implementations, same configuration, same method.
 
 Peers (optional extra `peers`, skipped with a note when not installed):
@@ -19,7 +22,8 @@ the FLOP column shows how much work each design does.
 """
 
 import argparse
-import os
+from functools import partial
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -84,7 +88,7 @@ def candidates(n, k, level, peers, dims, dtype, device):
 
 def peer_model(name, package, n, k, level, dims):
     """(module, call) of one peer package at our size: its attention layer, or its encoder stack (`level`)."""
-    D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
+    D, H, L = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"]
     if name == "lucidrains/linformer":
         if level == "layer":
             m = package.LinformerSelfAttention(D, n, k=k, heads=H, share_kv=False)
@@ -94,7 +98,7 @@ def peer_model(name, package, n, k, level, dims):
         E = package.get_EF(n, k, "learnable", D // H)
         m = package.MHAttention(n, D // H, D, k, H, 0.0, "C0", "layerwise", E, E, False, None)
     else:
-        m = package.Linformer(n, D, k, dim_ff=I, nhead=H, depth=L, dropout=0.0, dropout_ff=0.0,
+        m = package.Linformer(n, D, k, dim_ff=dims["intermediate_size"], nhead=H, depth=L, dropout=0.0, dropout_ff=0.0,
                               parameter_sharing="layerwise")
     return m, m
 
@@ -106,10 +110,10 @@ def measure_one(cands, x, args, device, label):
         if name == "ours (sdpa)":
             continue
         with torch.inference_mode(False), torch.no_grad():
-            flops[name] = flop_counts.count_matmul_flops(lambda: call(x), mod)
+            flops[name] = flop_counts.count_matmul_flops(partial(call, x), mod)
     flops["ours (sdpa)"] = flops["ours (eager)"]
     fns = {}
-    for name, (mod, call) in cands.items():
+    for name, (_, call) in cands.items():
         def fn(call=call):
             with torch.inference_mode():
                 return call(x)
@@ -121,7 +125,7 @@ def measure_one(cands, x, args, device, label):
 
 def main(argv=None):
     args, ns, ks, levels, device, dtype, dims = parse_args(argv)
-    D, H, L, I = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"], dims["intermediate_size"]
+    D, H, L = dims["hidden_size"], dims["num_attention_heads"], dims["num_hidden_layers"]
     tag = args.tag or ("peers_quick" if args.quick else "peers")
     peers = load_peers()
     rows = []
@@ -141,8 +145,8 @@ def main(argv=None):
                 del cands
 
     info = harness.machine_info(device)
-    md = [f"# Peers: attention layer and {L}-layer encoder, hidden {D}, {H} heads, FFN {I}, batch {args.batch}, "
-          f"{args.dtype}", "",
+    md = [f"# Peers: attention layer and {L}-layer encoder, hidden {D}, {H} heads, FFN {dims['intermediate_size']}, "
+          f"batch {args.batch}, {args.dtype}", "",
           f"Machine: {info.get('gpu') or info.get('cpu')}, {info['threads']} threads, torch {info['torch']}. Median of "
           f"{args.repeats} interleaved runs after {args.warmup} warm-up. 'x ours' = time / time of ours (sdpa). GFLOP: "
           "matmul FLOPs executed (torch FlopCounterMode).", "",
@@ -153,13 +157,12 @@ def main(argv=None):
                   f"{r['gflops']:.1f} | {r['gflop_per_s']:.0f} |")
     md = "\n".join(md) + "\n"
     print("\n" + md)
-    base_path = os.path.join(args.out, tag)
-    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
-    harness.save_json(base_path + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.peers", argv),
+    out = Path(args.out)
+    harness.save_csv(out / f"{tag}.csv", [{k: v for k, v in r.items() if k != "samples"} for r in rows])
+    harness.save_json(out / f"{tag}.json", dict(args=vars(args), command=harness.command_line("benchmarks.peers", argv),
                                                 machine=info, dims=dims, peers=list(peers), rows=rows))
-    with open(base_path + ".md", "w") as f:
-        f.write(md)
-    print(f"wrote {base_path}.{{csv,json,md}}")
+    (out / f"{tag}.md").write_text(md)
+    print(f"wrote {out / tag}.{{csv,json,md}}")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The committed benchmark results as the docs show them: one index of the current result of each sweep
 (benchmarks/results/RESULTS.md) and the tables of docs/benchmarks.md, both written from the JSON files (the prose
 is report.template.md's). A figure in the docs is never typed by hand: re-running a sweep into benchmarks/results
@@ -12,14 +15,15 @@ import json
 import os
 import sys
 from functools import partial
+from pathlib import Path
 
 from benchmarks import harness, inference, targets
 from benchmarks.reporting import body, number, prose, splice, status, table, write
 
-DOC = os.path.join(harness.ROOT, "docs", "benchmarks.md")
-INDEX = os.path.join(harness.RESULTS, "RESULTS.md")
-GPU_RESULTS = os.path.join(harness.RESULTS, "gpu")  # `make gpu-check`'s folder: the GPU section, when it exists
-TEMPLATE = os.path.join(harness.ROOT, "benchmarks", "report.template.md")  # the prose of the pages, one part each
+DOC = harness.ROOT / "docs" / "benchmarks.md"
+INDEX = harness.RESULTS / "RESULTS.md"
+GPU_RESULTS = harness.RESULTS / "gpu"  # `make gpu-check`'s folder: the GPU section, when it exists
+TEMPLATE = harness.ROOT / "benchmarks" / "report.template.md"  # the prose of the pages, one part each
 # The current result of every sweep (an older run of the same sweep is deleted, git keeps it): tag -> the script
 # that wrote it, the tag's first word; what each measured is its part of the template.
 SWEEPS = {tag: tag.split("_")[0] for tag in (
@@ -30,8 +34,8 @@ SWEEPS = {tag: tag.split("_")[0] for tag in (
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer", "lucidrains-linformer": "lucidrains' linformer",
          "tatp22-linformer-pytorch": "linformer-pytorch"}
-README = os.path.join(harness.ROOT, "README.md")
-CARD = os.path.join(harness.ROOT, "model_card.md")
+README = harness.ROOT / "README.md"
+CARD = harness.ROOT / "model_card.md"
 # Issue 67's goals: Linformer's training tokens/s over RoBERTa-sdpa's at n; its MFU at 512; its compiled batch-1
 # speed over RoBERTa-sdpa's compiled one at n
 TRAINING_GOALS, MFU_GOAL, COMPILED_GOALS = {4096: 2.0, 16384: 4.0}, 0.35, {512: 1.0, 4096: 1.5}
@@ -44,8 +48,8 @@ CPU_RACE = ("training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cp
 
 
 def load(results_dir):
-    return {tag: json.load(open(os.path.join(results_dir, tag + ".json"))) for tag in SWEEPS
-            if tag not in CPU_RACE or os.path.isfile(os.path.join(results_dir, tag + ".json"))}
+    paths = {tag: Path(results_dir) / f"{tag}.json" for tag in SWEEPS}
+    return {tag: json.loads(path.read_text()) for tag, path in paths.items() if tag not in CPU_RACE or path.is_file()}
 
 
 def command(result, script):
@@ -146,10 +150,13 @@ def training_block(res):
 def serving_block(res):
     """Every cell of the serving sweep, then issue 35's goals at the longest length, said met or missed."""
     cells = {(row["threads"], row["length"], row["model"], row["runtime"]): row for row in res["serving"]["rows"]}
-    speed = lambda row, of: f"{row['docs_per_s'] / of['docs_per_s']:.2f}x"  # noqa: E731
+
+    def speed(row, of):
+        return f"{row['docs_per_s'] / of['docs_per_s']:.2f}x"
+
     goals = []
     for threads in sorted({t for t, *_ in cells}):
-        length = max(l for t, l, *_ in cells if t == threads)
+        length = max(n for t, n, *_ in cells if t == threads)
         mine = {key[3]: row for key, row in cells.items() if key[:3] == (threads, length, "release")}
         theirs = cells[threads, length, "teacher windows", "onnxruntime int8"]
         int8, fp32 = mine["onnxruntime int8"], mine["pytorch fp32"]
@@ -166,10 +173,14 @@ def serving_block(res):
 
 def gpu_block(gpu_dir):
     """The GPU section, from `make gpu-check`'s results (its plan is in their gpu_check.md)."""
-    check = json.load(open(os.path.join(gpu_dir, "gpu_check.json")))
+    gpu_dir = Path(gpu_dir)
+    check = json.loads((gpu_dir / "gpu_check.json").read_text())
     machine, steps = check["machine"], check["steps"]
     ran = [name for name, entry in steps.items() if entry["status"] == "ok"]
-    result = lambda tag: json.load(open(os.path.join(gpu_dir, tag + ".json")))  # noqa: E731
+
+    def result(tag):
+        return json.loads((gpu_dir / f"{tag}.json").read_text())
+
     blocks = [words("gpu_ran", command=check["command"], gpu=machine.get("gpu", "?"), torch=machine["torch"],
                     commit=machine.get("git_head", "?"),
                     steps=", ".join(f"{name} {e['status']} ({e['seconds']:.0f} s)" for name, e in steps.items()))]
@@ -196,7 +207,10 @@ def gpu_reading(inference_results, batch_result):
     batch run, its memory against sdpa, where batch 1 is slower, and whether the run's matmul probe can be trusted."""
     from benchmarks import gpu_check  # imports torch: only once there are GPU results
 
-    lin = lambda r, k: sorted((row for row in r["rows"] if row["k"] == k), key=lambda row: row["n"])  # noqa: E731
+
+    def lin(r, k):
+        return sorted((row for row in r["rows"] if row["k"] == k), key=lambda row: row["n"])
+
     k = min(row["k"] for row in batch_result["rows"] if row["k"])
     throughput = ", ".join(f"{ratio(row['time_per_token_saved_vs_sdpa'])} at n = {row['n']}"
                            for row in lin(batch_result, k) if row.get("time_per_token_saved_vs_sdpa"))
@@ -209,7 +223,10 @@ def gpu_reading(inference_results, batch_result):
                   if row["n"] == smallest and row.get("gflop_per_s"))
     bullets = [words("gpu_reading", k=k, precision=precision(batch_result), throughput=throughput,
                      cap=f"{batch_result['args']['max_forward_s']:g}")]
-    span = lambda values: "-".join(dict.fromkeys([ratio(values[0]), ratio(values[-1])]))  # noqa: E731  "1.0x", "2.0x-4.0x"
+
+    def span(values):  # "1.0x", "2.0x-4.0x"
+        return "-".join(dict.fromkeys([ratio(values[0]), ratio(values[-1])]))
+
     if memory:  # a run with --no-memory has none
         bullets.append(words("gpu_same_memory" if memory[-1] < 1.1 else "gpu_less_memory", memory=span(memory)))
     if slower:
@@ -232,14 +249,18 @@ def gpu_inference_rows(results):
     for r in results:
         for lin in (row for row in r["rows"] if row["k"]):
             sdpa = find(r, lin["n"], "roberta-sdpa")
-            pair = lambda key, lin=lin: " / ".join(ratio(lin.get(key.format(w))) for w in ("time", "mem"))  # noqa: E731
             against = [(word, lin.get(f"{key}_saved_vs_eager"), lin.get(f"paper_{key}_saved"))
                        for word, key in (("time", "time"), ("memory", "mem"))]
             kernel = ", ".join(sdpa.get("sdpa_kernels") or ["?"]) if sdpa else "-"
-            rows.append([precision(r), lin["n"], lin["k"], pair("{}_saved_vs_eager"), pair("paper_{}_saved"),
+            rows.append([precision(r), lin["n"], lin["k"], pair(lin, "{}_saved_vs_eager"), pair(lin, "paper_{}_saved"),
                          "; ".join(f"{word} {status(ours >= paper)}" for word, ours, paper in against if ours and paper)
-                         or "-", pair("{}_saved_vs_sdpa") + f" ({kernel})", pair("{}_saved_vs_modernbert")])
+                         or "-", pair(lin, "{}_saved_vs_sdpa") + f" ({kernel})", pair(lin, "{}_saved_vs_modernbert")])
     return body(rows)
+
+
+def pair(row, key):
+    """A row's time and memory ratios of `key` ("{}_saved_vs_sdpa": time_saved_vs_sdpa, mem_saved_vs_sdpa)."""
+    return " / ".join(ratio(row.get(key.format(what))) for what in ("time", "mem"))
 
 
 def gpu_max_batch_table(r):
@@ -257,9 +278,7 @@ def gpu_max_batch_table(r):
 
 def gpu_result(pattern):
     """The GPU results whose tag matches `pattern` (glob), in tag order: none before a GPU ran them."""
-    import glob
-
-    return [json.load(open(path)) for path in sorted(glob.glob(os.path.join(GPU_RESULTS, pattern + ".json")))]
+    return [json.loads(path.read_text()) for path in sorted(Path(GPU_RESULTS).glob(f"{pattern}.json"))]
 
 
 def latest(results):
@@ -294,7 +313,7 @@ def race_training(results):
             got = row["tokens_per_s"] / find(r, n, "roberta-sdpa")["tokens_per_s"]
             goals.append(words("race_goal", what=f">= {goal:g}x RoBERTa-sdpa's training tokens/s at n = {n}",
                                k=row["k"], got=ratio(got), status=status(got >= goal), where=where(row, got >= goal)))
-    for r, row in ((r, row) for r, row in lin if row["n"] == 512 and (row.get("mfu") or 0) <= 1):
+    for row in (row for _, row in lin if row["n"] == 512 and (row.get("mfu") or 0) <= 1):
         goals.append(words("race_goal", what=f"the step at >= {MFU_GOAL:.0%} of the matmul rate at n = 512",
                            k=row["k"], got=mfu_cell(row), status=status((row.get("mfu") or 0) >= MFU_GOAL),
                            where=where(row, (row.get("mfu") or 0) >= MFU_GOAL)))
@@ -319,7 +338,8 @@ def where(row, met):
 
 def machine_of(result):
     m = result["machine"]
-    return f"{m.get('gpu') or m.get('cpu')}, torch {m['torch']}, {m['threads']} thread(s), commit {m.get('git_head', '?')}"
+    return (f"{m.get('gpu') or m.get('cpu')}, torch {m['torch']}, {m['threads']} thread(s), "
+            f"commit {m.get('git_head', '?')}")
 
 
 def race_compiled(results):
@@ -337,8 +357,9 @@ def race_compiled(results):
                                    f"compiled, {precision(r)}", k=row["k"], got=ratio(got), status=status(got >= goal),
                                    where=""))
     how = results[0]["args"]
-    return words("race_compiled", machine=machine_of(results[0]), mode=how.get("mode"), backend=how.get("backend", "inductor"),
-                 commands="; ".join(f"`{r['command']}`" for r in results), rows=body(rows), goals="\n".join(goals))
+    return words("race_compiled", machine=machine_of(results[0]), mode=how.get("mode"),
+                 backend=how.get("backend", "inductor"), commands="; ".join(f"`{r['command']}`" for r in results),
+                 rows=body(rows), goals="\n".join(goals))
 
 
 def race_block(res):
@@ -425,8 +446,8 @@ def owner(filename):
 
 
 def index(res, results_dir):
-    files = sorted(f for f in os.listdir(results_dir) if os.path.isfile(os.path.join(results_dir, f)))  # gpu/: apart
-    if unlisted := [f for f in files if owner(f) is None and f != os.path.basename(INDEX)]:
+    files = sorted(path.name for path in Path(results_dir).iterdir() if path.is_file())  # gpu/: apart
+    if unlisted := [f for f in files if owner(f) is None and f != INDEX.name]:
         raise SystemExit(f"report.py: {', '.join(unlisted)} in benchmarks/results belong to no sweep of SWEEPS: add "
                          "the sweep, or delete an older run of one (git keeps it)")
     sections = [words("index")]
@@ -443,9 +464,10 @@ def main(argv=None):
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page differs from the results")
     args = p.parse_args(argv)
     res = load(harness.RESULTS)
-    pages = {INDEX: index(res, harness.RESULTS), DOC: fill(open(DOC).read(), res),
-             **{path: splice(open(path).read(), "python -m benchmarks.report: answer", answer(res)) for path in (README, CARD)}}
-    stale = {path: text for path, text in pages.items() if not os.path.isfile(path) or open(path).read() != text}
+    pages = {INDEX: index(res, harness.RESULTS), DOC: fill(Path(DOC).read_text(), res),
+             **{path: splice(path.read_text(), "python -m benchmarks.report: answer", answer(res))
+                for path in (README, CARD)}}
+    stale = {path: text for path, text in pages.items() if not Path(path).is_file() or Path(path).read_text() != text}
     if args.check:
         for path in stale:
             print(f"{os.path.relpath(path, harness.ROOT)} differs from benchmarks/results: run "

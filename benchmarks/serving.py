@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Serving on CPU: documents per second of a Linformer model folder (the release by default) in PyTorch fp32 and
 bf16 (where the CPU multiplies bf16 natively: --bf16) and in ONNX Runtime fp32 and int8, beside its teacher
 reading the same documents in 512-token windows run the same ways (its own ONNX export), at 1 and 2 threads. The
@@ -19,9 +22,10 @@ a release, is not written to), whose Transformer module is src/'s, as release.py
 """
 
 import argparse
-import os
+import importlib
 import resource
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -43,7 +47,7 @@ def documents(tokenizer, length, count):
     read text read these very documents."""
     import json
 
-    with open(os.path.join(harness.ROOT, "data", "moby_dick", "chapters.jsonl")) as f:
+    with (harness.ROOT / "data" / "moby_dick" / "chapters.jsonl").open() as f:
         text = " ".join(json.loads(line)["text"] for line in f)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     body, rows, start = length - 2, [], 0
@@ -107,9 +111,10 @@ def export_teacher(path, out):
                                 output_names=["last_hidden_state"], optimize=True,
                                 dynamic_shapes={"input_ids": {0: batch, 1: length},
                                                 "attention_mask": {0: batch, 1: length}})
-    os.makedirs(out, exist_ok=True)
-    program.save(os.path.join(out, "model.onnx"))
-    quantize_int8(os.path.join(out, "model.onnx"), os.path.join(out, "model_qint8.onnx"))
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    program.save(out / "model.onnx")
+    quantize_int8(out / "model.onnx", out / "model_qint8.onnx")
 
 
 def served_folder(model, graphs, out):
@@ -121,34 +126,32 @@ def served_folder(model, graphs, out):
 
     from linformer_training import sentence_transformer_linformer as module
 
-    if not os.path.isfile(os.path.join(model, "modules.json")):
+    model, graphs, folder = Path(model), Path(graphs), Path(out)
+    if not (model / "modules.json").is_file():
         return None
-    shutil.rmtree(out, ignore_errors=True)
-    os.makedirs(os.path.join(out, "onnx"))
-    code = os.path.basename(module.__file__)
-    for name in os.listdir(model):
-        if name not in ("onnx", "modules.json", code):
-            os.symlink(os.path.abspath(os.path.join(model, name)), os.path.join(out, name))
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "onnx").mkdir(parents=True)
+    code = Path(module.__file__)
+    for source in model.iterdir():
+        if source.name not in ("onnx", "modules.json", code.name):
+            (folder / source.name).symlink_to(source.absolute())
     for name in ("model.onnx", "model_qint8.onnx"):
-        os.symlink(os.path.abspath(os.path.join(graphs, name)), os.path.join(out, "onnx", name))
-    shutil.copyfile(module.__file__, os.path.join(out, code))
-    with open(os.path.join(model, "modules.json")) as f:
-        entries = json.load(f)
-    entries[0]["type"] = f"{code[:-3]}.{module.LinformerTransformer.__name__}"
-    with open(os.path.join(out, "modules.json"), "w") as f:
-        json.dump(entries, f, indent=2)
-    return out
+        (folder / "onnx" / name).symlink_to((graphs / name).absolute())
+    shutil.copyfile(code, folder / code.name)
+    entries = json.loads((model / "modules.json").read_text())
+    entries[0]["type"] = f"{code.stem}.{module.LinformerTransformer.__name__}"
+    (folder / "modules.json").write_text(json.dumps(entries, indent=2))
+    return str(folder)  # as SentenceTransformer takes a folder
 
 
 def onnx_files(args):
     """(release folder, teacher folder) of model.onnx / model_qint8.onnx, exported when missing."""
     from linformer_training.onnx_export import export_onnx
 
-    release = os.path.join(args.onnx_dir, "release")
-    if not os.path.isfile(os.path.join(release, "model_qint8.onnx")):
+    release, teacher = Path(args.onnx_dir) / "release", Path(args.onnx_dir) / "teacher"
+    if not (release / "model_qint8.onnx").is_file():
         export_onnx(args.model, output_dir=release, overwrite_output_dir=True)
-    teacher = os.path.join(args.onnx_dir, "teacher")
-    if not os.path.isfile(os.path.join(teacher, "model_qint8.onnx")):
+    if not (teacher / "model_qint8.onnx").is_file():
         export_teacher(args.teacher, teacher)
     return release, teacher
 
@@ -158,15 +161,16 @@ def candidates(args, threads, ids, onnx_dirs, served=None, bf16=False):
     each, and the release through sentence-transformers' backend="onnx" from the folder `served`."""
     from transformers import AutoModel
 
-    import linformer_hf  # noqa: F401
     from linformer_training.onnx_export import onnx_session
+
+    importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
     mask = np.ones_like(ids)
     win_ids, win_mask, owners = windows(ids)
     views = {"release": (ids, mask, None), "teacher windows": (win_ids, win_mask, owners)}
     paths = {"release": args.model, "teacher windows": args.teacher}
     out = {}
-    for who, folder in zip(views, onnx_dirs):
+    for who, folder in zip(views, onnx_dirs, strict=True):  # the release's graphs, then the teacher's
         x, m, own = views[who]
         for dtype in (torch.float32, torch.bfloat16) if bf16 else (torch.float32,):
             model = AutoModel.from_pretrained(paths[who], dtype=dtype).eval()
@@ -179,7 +183,7 @@ def candidates(args, threads, ids, onnx_dirs, served=None, bf16=False):
 
             out[f"{who} | pytorch {'fp32' if dtype == torch.float32 else 'bf16'}"] = run
         for name, label in (("model.onnx", "onnxruntime fp32"), ("model_qint8.onnx", "onnxruntime int8")):
-            session = onnx_session(os.path.join(folder, name), options=arena_options(threads))
+            session = onnx_session(folder / name, options=arena_options(threads))
 
             def run(session=session, x=x, m=m, own=own):
                 hidden = session.run(None, {"input_ids": x, "attention_mask": m})[0]
@@ -247,7 +251,7 @@ def native_bf16():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=os.path.join(harness.ROOT, "release", "minilm-l6-linformer-n4096"))
+    parser.add_argument("--model", default=str(harness.ROOT / "release" / "minilm-l6-linformer-n4096"))
     parser.add_argument("--teacher", default=None, help="the 512-token encoder read in windows (default: MiniLM)")
     parser.add_argument("--lengths", type=harness.int_list, default=[512, 2048, 4096])
     parser.add_argument("--threads", type=harness.int_list, default=[1, 2])
@@ -257,7 +261,7 @@ def main(argv=None):
     parser.add_argument("--bf16", choices=["auto", "true", "false"], default="auto",
                         help="PyTorch bf16 rows; auto: only where the CPU multiplies bf16 natively (oneDNN's check), "
                              "since an emulated bf16 matmul runs many times slower than fp32 and says nothing of bf16")
-    parser.add_argument("--onnx_dir", default=os.path.join(harness.OUTPUT, "onnx"))
+    parser.add_argument("--onnx_dir", default=str(Path(harness.OUTPUT) / "onnx"))
     parser.add_argument("--out", default=harness.OUTPUT, help=harness.OUT_HELP)
     args = parser.parse_args(argv)
     args.teacher = args.teacher or teacher_path()
@@ -269,7 +273,7 @@ def main(argv=None):
     tokenizer = AutoTokenizer.from_pretrained(args.teacher)
     onnx_dirs = onnx_files(args)
     shared_arena()
-    served = served_folder(args.model, onnx_dirs[0], os.path.join(args.onnx_dir, "served"))
+    served = served_folder(args.model, onnx_dirs[0], Path(args.onnx_dir) / "served")
     if served is None:
         print(f"no sentence-transformers rows: {args.model} has no modules.json", flush=True)
     rows = []
@@ -310,12 +314,12 @@ def write(args, rows, argv):
                   f"{ratio:.2f} | {r['min_cosine']:.4f} |")
     md = "\n".join(md) + "\n"
     print("\n" + md)
-    base = os.path.join(args.out, "serving")
-    harness.save_json(base + ".json", dict(args=vars(args), command=harness.command_line("benchmarks.serving", argv),
-                                           machine=info, peak_resident_gib=peak, rows=rows))
-    with open(base + ".md", "w") as f:
-        f.write(md)
-    print(f"wrote {base}.{{json,md}}")
+    out = Path(args.out)
+    command = harness.command_line("benchmarks.serving", argv)
+    harness.save_json(out / "serving.json", dict(args=vars(args), command=command, machine=info,
+                                                 peak_resident_gib=peak, rows=rows))
+    (out / "serving.md").write_text(md)
+    print(f"wrote {out / 'serving'}.{{json,md}}")
 
 
 if __name__ == "__main__":

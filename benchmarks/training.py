@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Training step: Linformer vs a RoBERTa of identical size, tokens/s and peak memory.
 
 One step = one train_mlm.py update: masked-LM forward (15% of positions labelled) + backward + gradient
@@ -43,7 +46,7 @@ operators by self time), which is what a missed goal is read against, and the sd
 
 import argparse
 import gc
-import os
+from pathlib import Path
 
 import torch
 from tqdm import tqdm
@@ -303,8 +306,9 @@ def render(args, command, info, dims, baselines, rows, skipped, limit, rate):
           + (f" (--mem-limit {args.mem_limit:g} GiB, at most the memory available at the start)"
              if args.mem_limit and info["device"] == "cpu" else "")
           + ". Time cap: " + (f"{args.max_step_s:g} s per step" if args.max_step_s else "none") + ".", "",
-          "| n | model | k | batch | step (median) | IQR | tokens/s | ~GFLOP/s | MFU | speed-up vs " + " / ".join(labels)
-          + " | step peak | resident | process peak | memory saved vs " + " / ".join(labels) + " |",
+          "| n | model | k | batch | step (median) | IQR | tokens/s | ~GFLOP/s | MFU | speed-up vs "
+          + " / ".join(labels) + " | step peak | resident | process peak | memory saved vs " + " / ".join(labels)
+          + " |",
           "|---" * 13 + "|"]
     for r in rows:
         sp = " / ".join(harness.fmt_ratio(r.get(f"speedup_vs_{b}")) for b in labels) if r["k"] else "-"
@@ -337,14 +341,14 @@ def main(argv=None):
     info = dict(harness.machine_info(device), matmul_probe_size=measure.probe_size(device, args.tiny))
     md = render(args, command, info, dims, baselines, rows, skipped, limit, rate)
     print("\n" + md)
-    base_path = os.path.join(args.out, args.tag or ("training_quick" if args.quick else "training"))
-    harness.save_csv(base_path + ".csv", [{k: v for k, v in r.items() if k not in ("samples", "profile")} for r in rows])
-    harness.save_json(base_path + ".json", dict(args=vars(args), command=command, machine=info, dims=dims,
+    out, tag = Path(args.out), args.tag or ("training_quick" if args.quick else "training")
+    harness.save_csv(out / f"{tag}.csv",
+                     [{k: v for k, v in r.items() if k not in ("samples", "profile")} for r in rows])
+    harness.save_json(out / f"{tag}.json", dict(args=vars(args), command=command, machine=info, dims=dims,
                                                 mem_limit_bytes=limit, matmul_flop_per_s=rate, rows=rows,
                                                 skipped=skipped))
-    with open(base_path + ".md", "w") as f:
-        f.write(md)
-    print(f"wrote {base_path}.{{csv,json,md}}")
+    (out / f"{tag}.md").write_text(md)
+    print(f"wrote {out / tag}.{{csv,json,md}}")
 
 
 if __name__ == "__main__":

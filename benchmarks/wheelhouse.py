@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The wheels the GPU check needs beyond the GPU machine's image, for a machine with no network.
 
 GPU loans here are short and offline: the machine has a CUDA PyTorch image (`gpu_image.txt`: what it holds) and no
@@ -15,21 +18,20 @@ Standard library only (and `packaging`, which the image and pip have): it runs b
 """
 
 import argparse
-import glob
 import importlib.metadata
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-WHEELS = os.path.join(HERE, "wheelhouse.txt")
-IMAGE = os.path.join(HERE, "gpu_image.txt")
+HERE = Path(__file__).absolute().parent
+ROOT = HERE.parent
+WHEELS = HERE / "wheelhouse.txt"
+IMAGE = HERE / "gpu_image.txt"
 PROJECT = "linformer-hf"
 # The GPU machine's interpreter and platform (device notes: Python 3.12.3, x86-64, glibc manylinux). pip matches
 # a manylinux_2_N tag exactly, so every N a wheel of ours ships with is named.
@@ -45,7 +47,7 @@ def normalize(name):
 def read_pins(path):
     """{normalized name: version or None} of a `name==version  # comment` file."""
     pins = {}
-    for line in open(path):
+    for line in Path(path).read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if line:
             name, _, version = line.partition("==")
@@ -64,7 +66,10 @@ def wheel_requirements(path):
         meta = next(n for n in z.namelist() if n.endswith(".dist-info/METADATA"))
         text = z.read(meta).decode()
     header = text.split("\n\n", 1)[0]
-    field = lambda key: [line.split(":", 1)[1].strip() for line in header.splitlines() if line.startswith(key + ":")]  # noqa: E731
+
+    def field(key):
+        return [line.split(":", 1)[1].strip() for line in header.splitlines() if line.startswith(key + ":")]
+
     return field("Name")[0], field("Version")[0], field("Requires-Dist")
 
 
@@ -93,22 +98,19 @@ def unmet(requirements, available, python_version):
 
 def sources(folder):
     """{relative path: bytes} of a package's Python files."""
-    found = {}
-    for path in glob.glob(os.path.join(folder, "**", "*.py"), recursive=True):
-        with open(path, "rb") as f:
-            found[os.path.relpath(path, folder)] = f.read()
-    return found
+    return {str(path.relative_to(folder)): path.read_bytes() for path in Path(folder).rglob("*.py")}
 
 
 def folder_mib(path):
-    return sum(os.path.getsize(f) for f in glob.glob(os.path.join(path, "*.whl"))) / 2**20
+    return sum(wheel.stat().st_size for wheel in Path(path).glob("*.whl")) / 2**20
 
 
 def download(args):
     """wheelhouse.txt's wheels for the GPU machine, this project's wheel, their requirements checked, the size."""
-    os.makedirs(args.dest, exist_ok=True)
-    for old in glob.glob(os.path.join(args.dest, "*.whl")):  # one version of each: two stop the whole install
-        os.remove(old)
+    dest = Path(args.dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for old in dest.glob("*.whl"):  # one version of each: two stop the whole install
+        old.unlink()
     pins = read_pins(WHEELS)
     target = ["--python-version", args.python_version, "--implementation", "cp", "--only-binary=:all:",
               *(f"--platform={p}" for p in PLATFORMS)]
@@ -117,15 +119,15 @@ def download(args):
     subprocess.run([*pip(), "wheel", "--quiet", "--disable-pip-version-check", "--no-deps", "-w", args.dest, ROOT],
                    check=True)
     wheels = {}
-    for path in sorted(glob.glob(os.path.join(args.dest, "*.whl"))):
+    for path in sorted(dest.glob("*.whl")):
         name, version, requires = wheel_requirements(path)
-        wheels[normalize(name)] = (version, requires, os.path.basename(path))
+        wheels[normalize(name)] = (version, requires, path.name)
     missing = set(pins) - set(wheels)
     if missing:
         raise SystemExit(f"wheelhouse: pip wrote no wheel for {', '.join(sorted(missing))}")
     available = {**read_pins(IMAGE), **{name: w[0] for name, w in wheels.items()}}
     problems = unmet({f"{name} {w[0]}": w[1] for name, w in wheels.items()}, available, args.python_version)
-    for name, (version, _, filename) in wheels.items():
+    for _, _, filename in wheels.values():
         print(f"  {filename}")
     size = folder_mib(args.dest)
     print(f"wheelhouse: {len(wheels)} wheels, {size:.1f} MiB in {args.dest} (Python {args.python_version}, "
@@ -138,7 +140,7 @@ def install(args):
     """The wheels into --target, beside (not over) the image's packages; then every requirement of every wheel
     checked against what this interpreter sees with --target first (unmet ones are warned about), and this
     checkout's own package compared with the wheel's: one built from another commit would measure other code."""
-    wheels = sorted(glob.glob(os.path.join(args.src, "*.whl")))
+    wheels = sorted(Path(args.src).glob("*.whl"))
     if not wheels:
         raise SystemExit(f"wheelhouse: no wheels in {args.src}: run `make wheelhouse` where there is a network")
     start = time.perf_counter()
@@ -154,7 +156,7 @@ def install(args):
     python = "{}.{}".format(*sys.version_info[:2])
     problems = unmet(ours, seen, python)
     stale = [f for f in ("linformer_hf", "linformer_training")
-             if sources(os.path.join(args.target, f)) != sources(os.path.join(ROOT, "src", f))]
+             if sources(Path(args.target) / f) != sources(ROOT / "src" / f)]
     print(f"wheelhouse: installed {len(wheels)} wheels into {args.target} in {time.perf_counter() - start:.0f} s "
           f"(Python {python}); run with PYTHONPATH={args.target}")
     for problem in problems:  # a warning: on a loan of minutes the steps that do not need it should still run
@@ -168,10 +170,10 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
     d = sub.add_parser("download", help="fetch the wheels (needs a package index)")
-    d.add_argument("--dest", default=os.path.join(ROOT, "wheelhouse"))
+    d.add_argument("--dest", default=str(ROOT / "wheelhouse"))
     d.add_argument("--python-version", default="3.12", help="the GPU machine's Python, major.minor")
     i = sub.add_parser("install", help="install them offline beside the image's packages")
-    i.add_argument("--src", default=os.path.join(ROOT, "wheelhouse"))
+    i.add_argument("--src", default=str(ROOT / "wheelhouse"))
     i.add_argument("--target", default="/tmp/linformer-site")
     args = p.parse_args(argv)
     if args.command == "download":

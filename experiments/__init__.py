@@ -1,2 +1,5 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Research studies beside the library, one subpackage each; run their scripts from the repository root as
 `python -m experiments.STUDY.SCRIPT` (see experiments/README.md)."""

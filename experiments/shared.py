@@ -8,6 +8,7 @@ import argparse
 import csv
 import gzip
 import hashlib
+import importlib
 import json
 import math
 import os
@@ -21,8 +22,9 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training.conversion import extend_positions
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 REPO = Path(__file__).resolve().parents[1]
 HELDOUT = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
@@ -62,7 +64,7 @@ def build_data(args, tokenizer):
     ids = heldout_ids(news)
     texts = [news[i]["text"] for i in ids]
     tokens = tokenizer(texts, add_special_tokens=False)["input_ids"]
-    articles = list(zip(ids, tokens))
+    articles = list(zip(ids, tokens, strict=True))
 
     # Chunks of log-uniform length in [8, 512] (specials included), from random places in held-out articles.
     chunks = []
@@ -90,7 +92,7 @@ def build_data(args, tokenizer):
         docs, queries, doc_ids = [docs[i] for i in keep], [queries[i] for i in keep], [doc_ids[i] for i in keep]
 
     def read_rt(split, count):
-        with open(args.data_dir / "rotten_tomatoes" / f"{split}.csv", newline="", encoding="utf-8") as f:
+        with (args.data_dir / "rotten_tomatoes" / f"{split}.csv").open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         rng.shuffle(rows)
         rows = rows[:count]
@@ -142,7 +144,7 @@ def embed(model, sequences, batch_size=64):
         while j < len(order) and j - i < batch_size and len(sequences[order[j]]) == len(sequences[order[i]]):
             j += 1
         pooled, _ = forward(model, [sequences[order[m]] for m in range(i, j)])
-        for m, vector in zip(range(i, j), pooled):
+        for m, vector in zip(range(i, j), pooled, strict=True):
             out[order[m]] = vector
         i = j
     return torch.stack(out)
@@ -162,7 +164,7 @@ def cosine(a, b):
 
 
 def relative_layer_error(ours, theirs):
-    return [((a - b).norm() / b.norm()).item() for a, b in zip(ours, theirs)]
+    return [((a - b).norm() / b.norm()).item() for a, b in zip(ours, theirs, strict=True)]  # layer by layer
 
 
 def bucket_of(length, k):
@@ -226,7 +228,7 @@ def memory_probe_subprocess(spec, module):
         result = subprocess.run([sys.executable, "-m", module, "--memory_probe", f.name], capture_output=True,
                                 text=True, env=env, timeout=1800, cwd=REPO)
     finally:
-        os.unlink(f.name)
+        Path(f.name).unlink()
     if result.returncode != 0:
         raise RuntimeError(f"memory probe failed:\n{result.stderr[-3000:]}")
     return json.loads(result.stdout.strip().splitlines()[-1])["peak_bytes"]
@@ -236,7 +238,7 @@ def save(out, name, obj):
     (out / "results").mkdir(parents=True, exist_ok=True)
     tmp = out / "results" / f".{name}.json.tmp"
     tmp.write_text(json.dumps(obj, indent=1) + "\n")
-    os.replace(tmp, out / "results" / f"{name}.json")
+    tmp.replace(out / "results" / f"{name}.json")
 
 
 def load_all(out):

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Shared fixtures: tiny configs and an offline byte-level BPE tokenizer trained on the bundled corpus."""
 
 import contextlib

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """A Hugging Face Hub stand-in for the tests: the push and load paths run against a server, not a fake `HfApi`.
 
 No registry package runs a Hub that accepts uploads (issue 50), so this is a small standard-library server on

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Smoke tests of benchmarks/: counts agree with hand and torch counts, scripts run on tiny models.
 
 Never asserts speed or memory savings: those are measured by the benchmark scripts themselves.

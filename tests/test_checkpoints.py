@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Checkpoints and output folders: complete or absent, rotated only after the new one is complete,
 verified before a resume trusts them (checksums, no unpickled objects), one run per folder, and never a
 final model mixing two runs."""

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """distill.py end to end on CPU: a tiny random BERT teacher, its conversion as the student, a short run,
 exact resume, held-out ids, the span mix, the teacher's long-input modes, and bad input (issue 15)."""
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The docs say what is true of the code.
 
 - The snippets users copy from README.md, model_card.md, docs/ and the release cards trust remote code: a Linformer

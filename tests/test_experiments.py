@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """experiments/quality/: the study's run table, and run_study -> render end to end on a copy of the folder whose
 study.py keeps the real helpers but shrinks the model, data and budget to seconds."""
 

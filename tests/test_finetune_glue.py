@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """finetune_glue.py: own files, GLUE/IMDB layouts, outputs, predict-only mode, bad input, and (slow) a real
 finetuning run on Rotten Tomatoes that must beat the majority-class rate."""
 

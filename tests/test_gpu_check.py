@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """benchmarks/gpu_check.py (`make gpu-check`) and its offline install, benchmarks/wheelhouse.py: every step runs on
 CPU at tiny sizes (the dry run), the plan fits the loan, a step past its cap is cut with its processes and the next
 one runs, and the wheelhouse covers every import of the check. Never asserts speed: that is the GPU's to measure."""

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The Hub stand-in (tests/hub_server.py) answers huggingface_hub as the Hub does: what goes up comes back
 byte for byte, through LFS where the Hub would use it; tokens are checked; private repositories are hidden."""
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Jargon checkpoints (PantagrueLLM's French Linformers): converted exactly against logits of their own code, loaded
 everywhere a linformer-hf folder loads, and refused in one line where the converter cannot know.
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """experiments/long_documents/report.py: paired intervals, verdicts, goal rows, ablation sections and the generated
 goals block of model_card.md, from synthetic result files (nothing is measured here)."""
 

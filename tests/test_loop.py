@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """linformer_training/loop.py: what every training script shares. Here: the data loaders, which must never draw
 from the global RNG (dropout's), or a resumed run would train on other dropout masks than the run it continues."""
 

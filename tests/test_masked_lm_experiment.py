@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """experiments/masked_lm: the steps share one budget, the data keeps held-out articles out of training, and the
 evaluation scores every model on the same masked tokens (a window reading equals a whole reading where both fit)."""
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The GLUE metrics: the keys and values of the GLUE metric on inputs worked out by hand, the same numbers
 from a metric script the user names, and no script run that the user did not name."""
 

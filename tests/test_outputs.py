@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """outputs.py's Hub upload (`--push_to_hub`) end to end, against the Hub stand-in of tests/hub_server.py (issue
 50): train_mlm.py, finetune_glue.py (finetuning the pushed masked LM by its Hub name) and distill.py each push a
 tiny run from a fresh process whose HF_ENDPOINT is the stand-in; a user who never installed this project then

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """linformer_training/processes.py: how a script ends. A process of a multi-process run must leave when its work
 is done even if the interpreter's teardown would block (a gloo group destroyed there can deadlock), and its error is
 one line. Also the suite's own guard, conftest.run_group: nothing a test launches outlives it."""

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """benchmarks/reporting.py, and every results page as its renderer writes it from the committed records: a page
 whose figures drift from its records (or a renderer that drifts from its page) fails here."""
 

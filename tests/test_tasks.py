@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The task table (GLUE's columns, label sets, metrics and submission format) and what finetuning does with a
 task: labels, the classification objective, submission files."""
 

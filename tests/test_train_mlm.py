@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """train_mlm.py end to end on CPU: recipes, bad input, a short run, resume after a kill, 2-process DDP."""
 
 import dataclasses

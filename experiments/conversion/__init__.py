@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """All-MiniLM-L6-v2 converted to Linformer with no training: what survives (compute.py, then render.py).
 Here: the variants the study compares, which both read."""
 

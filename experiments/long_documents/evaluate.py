@@ -24,17 +24,17 @@ document up to n). Tasks, all on text no training run read:
   short_fidelity  (student only) 300 held-out news chunks of 8-512 tokens in padded batches of mixed
                   lengths: the cosine of each embedding to the fp32 teacher's, and the largest hidden-state
                   difference to the teacher run with the student's own stored weights.
-  cost            (--cost) seconds per 4096-token document (held-out articles back to back), batch 1: the student, the teacher with full
-                  attention over positions repeated to 4096, and the teacher's 512-token windows (one batch),
-                  interleaved, median of --repeats, in fp32 and bf16 autocast.
+  cost            (--cost) seconds per 4096-token document (held-out articles back to back), batch 1: the
+                  student, the teacher with full attention over positions repeated to 4096, and the teacher's
+                  512-token windows (one batch), interleaved, median of --repeats, in fp32 and bf16 autocast.
 Per query (or article) outcomes are stored, so report.py can pair systems in a bootstrap.
 """
 
 import argparse
 import gzip
 import hashlib
+import importlib
 import json
-import os
 import random
 import time
 from pathlib import Path
@@ -107,7 +107,10 @@ def fit(tokenizer, sentence_ids, length, body_ids, rng):
 
 def synthetic_sets(tokenizer, moby_text, rng):
     """Passkey and needle documents at each length (LongEmbed's two synthetic tasks, generated here)."""
-    encode = lambda text: tokenizer(text, add_special_tokens=False)["input_ids"]  # noqa: E731
+
+    def encode(text):
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
     filler = encode(FILLER * 400)
     haystack = encode(moby_text[:400_000])
     names = [f"{a} {b}" for a in FIRST for b in LAST]
@@ -139,7 +142,7 @@ def read_rotten_tomatoes(data_dir, tokenizer):
 
     splits = {}
     for split in ("train", "validation"):
-        with open(Path(data_dir) / "rotten_tomatoes" / f"{split}.csv", newline="", encoding="utf-8") as f:
+        with (Path(data_dir) / "rotten_tomatoes" / f"{split}.csv").open(newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         tokens = tokenizer([r["sentence"] for r in rows], add_special_tokens=False)["input_ids"]
         longest = max(map(len, tokens)) + 2
@@ -308,7 +311,7 @@ class OnnxEncoder:
 def load_system(system, model_path, onnx=None):
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    import linformer_hf  # noqa: F401
+    importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
     if system == "student" and onnx:
         model = OnnxEncoder(onnx, AutoConfig.from_pretrained(model_path))
@@ -375,7 +378,7 @@ def write_json(path, result):
     """Whole or not at all: a run killed while writing leaves the previous file."""
     partial = path.with_suffix(".json.partial")
     partial.write_text(json.dumps(result) + "\n")
-    os.replace(partial, path)
+    partial.replace(path)
 
 
 @torch.inference_mode()
@@ -398,7 +401,7 @@ def cost(student_path, data_dir, repeats):
     for dtype in ("fp32", "bf16"):
         times = {name: [] for name in systems}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == "bf16"):
-            for name, embedder in systems.items():  # warm-up
+            for embedder in systems.values():  # warm-up
                 embedder.document(tokens)
             for _ in range(repeats):
                 for name, embedder in systems.items():
@@ -420,7 +423,8 @@ def main(argv=None):
     parser.add_argument("--out", default=str(HERE / "results"))
     parser.add_argument("--cost", action="store_true", help="time the three ways to read a 4096-token document")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--onnx", help="serve the student from this ONNX file of --model (export_onnx.py) with ONNX Runtime")
+    parser.add_argument("--onnx",
+                        help="serve the student from this ONNX file of --model (export_onnx.py) with ONNX Runtime")
     args = parser.parse_args(argv)
     if args.onnx and args.system != "student":
         parser.error("--onnx serves a student: it needs --system student")

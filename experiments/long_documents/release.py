@@ -41,14 +41,13 @@ from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes; its files are the remote code)
-from linformer_hf import LinformerConfig
+from linformer_hf import LinformerConfig  # linformer_hf registers with the Auto classes; its files are the remote code
 from linformer_training import outputs
 from linformer_training.arguments import UsageError
 from linformer_training.onnx_export import INT8_NAME, ONNX_NAME, export_onnx
 from linformer_training.tracking import read_jsonl
+
+HERE = Path(__file__).resolve().parent
 
 # Files of the run folder that describe the run rather than the model.
 RUN_ONLY = {"logs", "metrics.jsonl", "eval_results.json", "README.md", "model.safetensors", "checkpoints",
@@ -136,7 +135,8 @@ def card(config, train_config, facts, results_md, hardware, missed):
     n, k, window = parsed.max_seq_length, parsed.projected_dim, parsed.exact_attention_length
     exact = window
     teacher = "sentence-transformers/all-MiniLM-L6-v2"
-    intro = f"""[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
+    intro = f"""\
+[`{teacher}`](https://huggingface.co/{teacher}), exactly, on every input of at most {exact} tokens (all it
 can read), and a document reader for longer ones, up to {n} tokens in one pass. A longer input is read as the
 source reads each of its {window}-token windows, exactly, plus, in every layer, attention to k = {k} slots
 projected from the whole document by a learned E (Linformer, Wang et al. 2020; `projection_sharing=
@@ -170,7 +170,8 @@ model = SentenceTransformer("PATH_OR_HUB_ID", backend="onnx", trust_remote_code=
 embeddings = model.encode(["a short sentence", "a news article of a few thousand tokens ..."])
 ```
 
-`onnx/model_qint8.onnx` is the int8 graph (weight matrices in 8 bits, multiplied in float32, so a text's embedding does not depend on
+`onnx/model_qint8.onnx` is the int8 graph (weight matrices in 8 bits, multiplied in float32, so a text's \
+embedding does not depend on
 what shares its batch; embedding tables uint8; dynamic batch and length up to {n}; inputs
 `input_ids`, `attention_mask`, output `last_hidden_state`, to mean-pool and normalise as above, for ONNX Runtime
 called directly). Without `model_kwargs`, `backend="onnx"` serves the fp32 graph `onnx/model.onnx`, which is not
@@ -198,7 +199,8 @@ last hidden state over real tokens, then L2-normalise, to get the same embedding
   spans of {train_config.get('short_max_length')}-{train_config.get('block_size')} tokens of English news
   (held-out articles excluded by id), {inputs},
   a document objective, weight {train_config.get('document_loss_weight')}: each
-  input's embedding must pick out its own {train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token
+  input's embedding must pick out its own \
+{train_config.get('piece_min_length')}-{train_config.get('piece_max_length')}-token
   pieces, embedded by the teacher, among the pieces of the other inputs of the batch and a fixed bank of
   pieces from held-back inputs (InfoNCE, temperature {train_config.get('document_temperature')}, both directions);
   and the teacher's 512-token windows as an anchor (hidden states, weight {train_config.get('hidden_loss_weight')};
@@ -245,8 +247,8 @@ def main(argv=None):
         if not path.is_file():
             sys.exit(f"release.py: error: {flag}: {path} does not exist (finish the run / the report first)")
 
-    from transformers import AutoModel
     import yaml
+    from transformers import AutoModel
 
     model = AutoModel.from_pretrained(args.run, dtype=torch.float32)
     config = json.loads((args.run / "config.json").read_text())

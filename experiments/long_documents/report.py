@@ -18,8 +18,22 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
-from benchmarks.reporting import (MET, MISSED, UNDECIDED, compose, interval, paired_bootstrap, prose, records, splice,
-                                  status, table, verdict, write)
+
+from benchmarks.reporting import (
+    MET,
+    MISSED,
+    UNDECIDED,
+    compose,
+    interval,
+    paired_bootstrap,
+    prose,
+    records,
+    splice,
+    status,
+    table,
+    verdict,
+    write,
+)
 from experiments.long_documents.release import training_facts  # the release card reads the same log
 
 HERE = Path(__file__).resolve().parent
@@ -71,13 +85,19 @@ def goals(results, cost):
     """The goal rows, {goal, measured, met} (results.json keeps them for the release card), each goal in the words
     of the template's goal_* part."""
     words = partial(prose, TEMPLATE)
-    row = lambda goal, measured, met: dict(goal=words("goal_" + goal), measured=measured, met=met)  # noqa: E731
+
+    def row(goal, measured, met):
+        return dict(goal=words("goal_" + goal), measured=measured, met=met)
+
     f = results["student"]["tasks"]["short_fidelity"]
     cos, diff = np.array(f["cosine"]), np.array(f["max_abs_hidden_difference"])
     rows = [row("fidelity", words("fidelity", least=f"{cos.min():.6f}", texts=len(cos), difference=f"{diff.max():.1e}",
                                   lengths=f"{min(f['lengths'])}-{max(f['lengths'])}"),
                 bool(cos.min() >= 0.9999 and diff.max() <= 1e-5))]
-    rate = lambda system, task: outcomes(results[system], task)[0].mean()  # noqa: E731
+
+    def rate(system, task):
+        return outcomes(results[system], task)[0].mean()
+
     for task in ("news_retrieval", "outlets", "moby_retrieval", *(f"{kind}_4096" for kind in SYNTHETIC)):
         c, kind = compare(results, task), task.removesuffix("_4096")
         shorter = kind in SYNTHETIC and "; ".join(

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What the masked-LM runs left, as plain data in results/runs.json, so that results.md renders from committed files
 alone (report.py --collect calls it; the runs folder lives outside the work tree and is not committed)."""
 
@@ -17,7 +20,8 @@ def collect(runs):
     for step in STEPS:
         folder = runs / step["name"]
         if step["script"] == "train_mlm.py" and (folder / "metrics.jsonl").is_file():
-            records = [json.loads(line) for line in open(folder / "metrics.jsonl")]
+            with (folder / "metrics.jsonl").open() as f:
+                records = [json.loads(line) for line in f]
             trained = [r for r in records if "train_loss" in r]
             tokens = {0: 0, **{r["step"]: r["tokens_seen"] for r in trained}}
             out["training"][step["name"]] = {
@@ -29,12 +33,13 @@ def collect(runs):
         elif step["script"] == "finetune_glue.py" and (folder / "eval_results.json").is_file():
             scores = json.loads((folder / "eval_results.json").read_text())
             validation = Path(step["options"]["validation_file"].format(runs=runs))
-            labels = [row["label"] for row in csv.DictReader(open(validation, newline="", encoding="utf-8"))]
-            with open(folder / "predictions" / "predictions.tsv") as f:
+            with validation.open(newline="", encoding="utf-8") as f:
+                labels = [row["label"] for row in csv.DictReader(f)]
+            with (folder / "predictions" / "predictions.tsv").open() as f:
                 predicted = [line.rstrip("\n").split("\t")[1] for line in list(f)[1:]]
             out["finetuning"][step["name"]] = {
                 "accuracy": scores["validation"]["accuracy"], "truncated": scores["truncated"],
-                "correct": [int(p == y) for p, y in zip(predicted, labels)],
+                "correct": [int(p == y) for p, y in zip(predicted, labels, strict=True)],  # one per validation row
                 "command": command_of(step, runs)}
     return out
 

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Masked-LM quality of experiments.masked_lm.run's models on held-out news, every model on the same masked tokens.
 
     python -m experiments.masked_lm.evaluate                      # every model of --runs_dir that exists
@@ -20,6 +23,7 @@ perplexity ratio with a 95% paired bootstrap interval over blocks or documents. 
 
 import argparse
 import gzip
+import importlib
 import json
 import math
 from pathlib import Path
@@ -29,12 +33,13 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from benchmarks.reporting import paired_bootstrap
-from experiments.masked_lm.run import DATA, LONG_N, N, RELEASE, RUNS_DIR
+from experiments.masked_lm.run import DATA, LONG_N, RELEASE, RUNS_DIR, N
 from experiments.shared import REPO
 from linformer_training.mlm import BlockSeededMLMCollator, mlm_head, pack
 from linformer_training.models import input_limit
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 RESULTS = REPO / "experiments/masked_lm/results"
 MASK_SEED = 36

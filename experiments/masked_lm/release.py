@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Turn the n = 4096 continued run into release/minilm-l6-linformer-mlm-n4096: LinformerForMaskedLM in fp16, its
 tokenizer, remote code, float32 as the load dtype, and a card with results.md's goals and commands.
 
@@ -10,18 +13,20 @@ the manifest. The folder appears only when complete (written beside it, then ren
 """
 
 import argparse
+import importlib
 import json
 import shutil
 from pathlib import Path
 
 import torch
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.long_documents.release import results_section
 from experiments.masked_lm.report import HERE
 from experiments.masked_lm.run import RELEASE, RUNS_DIR
 from linformer_training import outputs
 from linformer_training.arguments import UsageError
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 RUN = "continue_n4096_windowed"
 SOURCE = "sentence-transformers/all-MiniLM-L6-v2"

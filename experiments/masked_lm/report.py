@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """results.md of the masked-LM experiment, from the committed results files only.
 
     python -m experiments.masked_lm.report --collect      # first copy what the runs left (curves, finetuning)
@@ -72,7 +75,10 @@ def render(evaluation, runs):
     """results.md: the parts of results.template.md that the records call for, filled with tables built from them
     (a section whose records do not exist yet is left out)."""
     models, training, finetuning = evaluation.get("models", {}), runs.get("training", {}), runs.get("finetuning", {})
-    label = lambda name: LABELS.get(name, name)  # noqa: E731
+
+    def label(name):
+        return LABELS.get(name, name)
+
     return compose(HERE / "results.template.md", [
         ("head", lambda: {"goals": body(goals(evaluation, finetuning))}),
         ("models", lambda: models and {
@@ -101,7 +107,7 @@ def page(results=RESULTS):
 
 def plot(runs, path):
     with figure(path, figsize=(7, 4)) as (fig, ax):
-        lines(ax, {LABELS.get(name, name): zip(*points) for name, t in runs.get("training", {}).items()
+        lines(ax, {LABELS.get(name, name): zip(*points, strict=True) for name, t in runs.get("training", {}).items()
                    if (points := [(c["tokens"], c["perplexity"]) for c in t["curve"] if c["tokens"] is not None])},
               xlabel="tokens seen in the step", ylabel="validation perplexity", yscale="log")
 

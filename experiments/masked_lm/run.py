@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The first Linformer masked-LM weights: every step from all-MiniLM-L6-v2 to the n = 4096 release, one at a time.
 
     python -m experiments.masked_lm.run                 # every step not yet done, in order; resumes the cut one
@@ -136,19 +139,19 @@ def write_data(data_dir, runs):
     with gzip.open(data_dir / "news/validation.jsonl.gz", "rt", encoding="utf-8") as f:
         articles += [row for row in map(json.loads, f) if row["id"] in held_out]
     outlets = [outlet_of(row["source"]) for row in articles]
-    rows = [(row["text"], outlet) for row, outlet in zip(articles, outlets) if outlets.count(outlet) >= 10]
+    rows = [(row["text"], outlet) for row, outlet in zip(articles, outlets, strict=True) if outlets.count(outlet) >= 10]
     train_rows, validation_rows = train_test_split(rows, test_size=0.4, random_state=0,
                                                    stratify=[label for _, label in rows])
     for split, split_rows in (("train", train_rows), ("validation", validation_rows)):
         write_csv(out / "outlets" / f"{split}.csv", split_rows)
-        with open(data_dir / "rotten_tomatoes" / f"{split}.csv", newline="", encoding="utf-8") as f:
+        with (data_dir / "rotten_tomatoes" / f"{split}.csv").open(newline="", encoding="utf-8") as f:
             write_csv(out / "rotten_tomatoes" / f"{split}.csv",
                       [(r["sentence"], r["label"]) for r in csv.DictReader(f)])
     (out / "done").write_text(f"{len(rows)} outlet articles; held-out ids from {HELDOUT.relative_to(REPO)}\n")
 
 
 def write_csv(path, rows):
-    with open(path, "w", newline="", encoding="utf-8") as f:
+    with Path(path).open("w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)
         writer.writerow(["text", "label"])
         writer.writerows(rows)
@@ -167,16 +170,18 @@ def is_done(step, runs):
 
 
 def execute(cmd, log):
-    """One command from the repository root, one thread, its output appended to `log`; fail loudly."""
+    """One command from the repository root, one thread, its output appended to `log` (a Path); fail loudly."""
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
            "TOKENIZERS_PARALLELISM": "false", "RAYON_NUM_THREADS": "1"}
     print(f"{time.strftime('%H:%M:%S')} $", " ".join(cmd), flush=True)
-    with open(log, "a") as f:
+    with log.open("a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
         code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     if code:
-        sys.exit(f"experiments.masked_lm.run: exit {code}, see {log}:\n" + "".join(open(log).readlines()[-10:]))
+        with log.open() as f:
+            tail = f.readlines()[-10:]
+        sys.exit(f"experiments.masked_lm.run: exit {code}, see {log}:\n" + "".join(tail))
 
 
 def main(argv=None):

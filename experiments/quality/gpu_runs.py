@@ -7,7 +7,8 @@ A lent GPU machine sees only the work tree (64 MiB with what is carried), has no
 8 files of 16 MiB (64 MiB together). So the work goes in three steps, each resumable run continued where it was:
 
     python -m experiments.quality.gpu_runs pack                 # here: gpu_carry/ <- the corpora, the tokenizer,
-                                                                # the open runs' newest state (as much as fits), the plan
+                                                                # the open runs' newest state (as much as fits),
+                                                                # the plan
     make study-gpu WHEELHOUSE=wheelhouse STUDY_SECONDS=420      # there, carrying wheelhouse and gpu_carry: `run`
     python -m experiments.quality.gpu_runs unpack DIR           # here: DIR's parts -> results/ and --runs_dir
 
@@ -181,8 +182,8 @@ def pack(args, parser):
               f"unpack keeps the state here unless the one returned is further along")
     # a run starts afresh there at the size of the largest state here: the study's runs differ little
     typical = max((state_size(runs_dir, r) for r in runs), default=0)
-    back, lost = fitting(sorted(runs, key=lambda r: -progress(runs_dir, r)), lambda r: state_size(runs_dir, r) or typical,
-                         BACK_PART * BACK_PARTS - 2**20)
+    back, lost = fitting(sorted(runs, key=lambda r: -progress(runs_dir, r)),
+                         lambda r: state_size(runs_dir, r) or typical, BACK_PART * BACK_PARTS - 2**20)
     if lost:
         print(f"  about {len(back)} of the {len(runs)} runs' states fit in what a call returns "
               f"({BACK_PARTS * BACK_PART / 2**20:.0f} MiB): an unfinished run beyond them trains there for nothing; "
@@ -238,7 +239,7 @@ def run(args, parser):
     for r in plan["runs"]:
         cmd = command(r, args.carry, note)
         print("$", " ".join(cmd[1:]), flush=True)
-        with open(logs / f"{r['name']}{'.extend' * r['extend']}.log", "a") as log:
+        with (logs / f"{r['name']}{'.extend' * r['extend']}.log").open("a") as log:
             processes.append(subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                               env={**os.environ, **OFFLINE},
                                               start_new_session=True))
@@ -246,7 +247,8 @@ def run(args, parser):
     while time.monotonic() < end and any(p.poll() is None for p in processes):
         time.sleep(1)
     stop(processes)
-    codes = {r["name"] + " --extend" * r["extend"]: p.returncode for r, p in zip(plan["runs"], processes)}
+    codes = {r["name"] + " --extend" * r["extend"]: p.returncode
+             for r, p in zip(plan["runs"], processes, strict=True)}  # one process per run
     bring_back(args, plan, began, codes)
 
 

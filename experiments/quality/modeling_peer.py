@@ -12,8 +12,8 @@ on packed blocks, where only the last, shorter block of each split is padded (an
 implementation reads it); it is not finetuned on padded sentences.
 """
 
-from linformer import LinformerSelfAttention as PeerAttention
 import torch
+from linformer import LinformerSelfAttention as PeerAttention
 from torch import nn
 
 from linformer_hf import LinformerConfig, LinformerForMaskedLM

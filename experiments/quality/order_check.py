@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Does a masked-LM read word order? Its validation perplexity on news blocks as written and with the tokens of each
 block shuffled (the same permutation for inputs and targets, the masked positions moving with their tokens), every
 masked token replaced by <mask>. A model that only knows which words occur together (a bag of words) scores the
@@ -7,6 +10,7 @@ same on both; one that reads the words around a mask scores far better on the bl
 """
 
 import argparse
+import importlib
 import json
 import math
 from pathlib import Path
@@ -14,10 +18,11 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from experiments.quality import study
 from linformer_training.corpus import load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, pack
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 
 def make_parser():

@@ -23,7 +23,8 @@ def write_start(folder, config_overrides, seed, vocab_size):
     from experiments.quality.modeling_peer import PeerConfig, PeerForMaskedLM
 
     config = PeerConfig(vocab_size=vocab_size, **config_overrides)
-    config.auto_map = {"AutoConfig": "modeling_peer.PeerConfig", "AutoModelForMaskedLM": "modeling_peer.PeerForMaskedLM"}
+    config.auto_map = {"AutoConfig": "modeling_peer.PeerConfig",
+                       "AutoModelForMaskedLM": "modeling_peer.PeerForMaskedLM"}
     torch.manual_seed(seed)
     model = PeerForMaskedLM(config)
     folder = Path(folder)

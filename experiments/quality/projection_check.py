@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Has a Linformer's learned E/F found where the words are? For each k x n projection of a pretrained model, how its
 slots read the n positions: a slot that mixes every position with random signs (as E/F start) carries no word order;
 one that averages a short stretch of neighbouring positions can (the mean-pooling projection is that by design).
@@ -21,8 +24,7 @@ import math
 import torch
 from transformers import AutoModelForMaskedLM
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-from linformer_hf.modeling_linformer import LinformerProjections
+from linformer_hf.modeling_linformer import LinformerProjections  # and linformer_hf registers with the Auto classes
 
 
 def describe(matrix):

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Record one pilot run (a train_mlm.py output folder) as results/pilots/NAME.json for render.py: what it tried, its
 command (rebuilt from the train_config.yaml the run wrote), validation perplexity against tokens seen, tokens per
 second. Pilots choose the study's recipe; they are not part of its tables.
@@ -79,7 +82,8 @@ def between(tokens_at, step):
 def pilot_record(args, p):
     """The record of the pilot in args.run (and its finetunes), against the unigram reference."""
     config = yaml.safe_load((args.run / "train_config.yaml").read_text())
-    log = [json.loads(line) for line in open(args.run / "metrics.jsonl")]
+    with (args.run / "metrics.jsonl").open() as f:
+        log = [json.loads(line) for line in f]
     train = [m for m in log if "train_loss" in m]
     evals = [m for m in log if "eval_perplexity" in m]
     if not train or not evals:

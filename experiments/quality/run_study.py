@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Run the quality study: pretrain each run of experiments/quality/study.py with train_mlm.py, then finetune it
 on Rotten Tomatoes with finetune_glue.py, one process at a time. Results go to experiments/quality/results/NAME.json
 (config, commands, validation perplexity curve, final perplexity, finetuning accuracies, order_check.py's and
@@ -72,8 +75,8 @@ def make_parser():
                         f"{', '.join(map(str, study.EXTENDED_STEPS))} updates to check and finetune the model there; "
                         f"results go to results/extended/NAME.json, checkpoints to --runs_dir/extended/NAME")
     p.add_argument("--extend_to", type=int, choices=study.EXTENDED_STEPS,
-                   help="with --extend, stop at this point (default the last): several runs then advance together, each a point at a "
-                        "time, instead of one to the end before the next starts")
+                   help="with --extend, stop at this point (default the last): several runs then advance together, "
+                        "each a point at a time, instead of one to the end before the next starts")
     p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                    help=f"the precision of the pretraining and finetuning this invocation runs (default the "
                         f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
@@ -157,26 +160,27 @@ def execute(cmd, log, env):
     print("$", " ".join(cmd), flush=True)
     start = time.time()
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as f:
+    with log.open("a") as f:
         f.write(f"\n$ {' '.join(cmd)}\n")
         f.flush()
         code = subprocess.run(cmd, cwd=REPO, env=env, stdout=f, stderr=subprocess.STDOUT).returncode
     if code:
-        tail = "".join(open(log).readlines()[-15:])
+        with log.open() as f:
+            tail = "".join(f.readlines()[-15:])
         sys.exit(f"run_study.py: command failed (exit {code}), log {log}:\n{tail}")
     return time.time() - start
 
 
 def window_tokens(train_log):
     """Tokens trained on in each logging window of metrics.jsonl (each window logs the running total)."""
-    seen = [0] + [m["tokens_seen"] for m in train_log]
-    return [m["tokens_seen"] - before for m, before in zip(train_log, seen)]
+    seen = [0] + [m["tokens_seen"] for m in train_log]  # the total before each window, then after the last
+    return [m["tokens_seen"] - before for m, before in zip(train_log, seen[:-1], strict=True)]
 
 
 def window_seconds(train_log):
     """Time spent training in each logging window of metrics.jsonl (its tokens / its tokens per second): it survives
     resumption, where the log keeps the windows up to the checkpoint and the resumed run adds its own."""
-    return [tokens / m["tokens_per_second"] for tokens, m in zip(window_tokens(train_log), train_log)]
+    return [tokens / m["tokens_per_second"] for tokens, m in zip(window_tokens(train_log), train_log, strict=True)]
 
 
 def hardware(state):
@@ -198,7 +202,7 @@ def note_hardware(state, folder):
     done = list_checkpoints(folder)
     log = study.hardware_log(folder)
     log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as f:
+    with log.open("a") as f:
         f.write(json.dumps({"after_step": int(done[-1].name.split("_")[-1]) if done else 0,
                             "hardware": hardware(state)}) + "\n")
 
@@ -208,8 +212,11 @@ def window_hardware(state, folder, train):
     folder without notes (trained before they were kept) ran where this invocation runs; windows before its first
     note ran somewhere not recorded."""
     log = study.hardware_log(folder)
-    notes = ([json.loads(line) for line in open(log)] if log.exists()
-             else [{"after_step": 0, "hardware": hardware(state)}])
+    if log.exists():
+        with log.open() as f:
+            notes = [json.loads(line) for line in f]
+    else:
+        notes = [{"after_step": 0, "hardware": hardware(state)}]
     return [next((n["hardware"] for n in reversed(notes) if n["after_step"] < m["step"]), "not recorded")
             for m in train]
 
@@ -252,8 +259,8 @@ def pretrain(state, r, out, data, **changes):
     started = [folder / "train_config.yaml" for folder in (out, out.with_name(f"{out.name}_short"))]
     begun = {yaml.safe_load(path.read_text())["mixed_precision"] for path in started if path.exists()}
     if other := begun - {options["mixed_precision"]}:  # a folder being resumed keeps the precision it started with
-        sys.exit(f"run_study.py: {r['name']} was started with --mixed_precision {other.pop()}: pass it again to resume (a "
-                 f"run mixing precisions would be neither's), or --rebuild")
+        sys.exit(f"run_study.py: {r['name']} was started with --mixed_precision {other.pop()}: pass it again to "
+                 "resume (a run mixing precisions would be neither's), or --rebuild")
     if r["model_type"] == "peer":  # its own start folder, trained as a checkpoint whose code it carries
         options = continued(options, peer_start(state, r), trust_remote_code="true")
     if "short" in r:
@@ -294,14 +301,17 @@ def pretrain_in_phases(state, r, out, options, block_size, steps):
 def finished(folder, steps):
     """Whether the train_mlm.py run in `folder` has saved its model after `steps` updates."""
     log = folder / "metrics.jsonl"
-    return (folder / "model.safetensors").exists() and log.exists() and any(
-        json.loads(line).get("step") == steps and "eval_perplexity" in line for line in open(log))
+    if not ((folder / "model.safetensors").exists() and log.exists()):
+        return False
+    with log.open() as f:
+        return any(json.loads(line).get("step") == steps and "eval_perplexity" in line for line in f)
 
 
 def curves(folder, after=(0, 0)):
     """The validation curve and the training log of a train_mlm.py folder (metrics.jsonl), steps and tokens counted
     on from `after` (the step and tokens of a phase before it)."""
-    log = [json.loads(line) for line in open(folder / "metrics.jsonl")]
+    with (folder / "metrics.jsonl").open() as f:
+        log = [json.loads(line) for line in f]
     train = [m for m in log if "train_loss" in m]
     tokens_at = {0: 0, **{m["step"]: m["tokens_seen"] for m in train}}
     step, tokens = after
@@ -324,7 +334,7 @@ def record(state, r, out, cmds, short=None):
             switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
         curve += part
         windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log), window_seconds(log),
-                       window_tokens(log))
+                       window_tokens(log), strict=True)  # one of each per logging window
         train += [{**m, "step": m["step"] + after[0], "tokens_seen": m["tokens_seen"] + after[1]} for m in log]
     segments, seconds = segments_of(windows), sum(w[2] for w in windows)
     return {"name": r["name"], "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
@@ -476,26 +486,31 @@ def unigram_reference(tok, ids):
 
 def neighbours_reference(tok, ids, weights=(0.4, 0.4, 0.2)):
     """The perplexity of a count model that sees only a token's two neighbours, on the same validation tokens as
-    `unigram_reference`: p(w | l, r) from train-split counts, interpolated with the mean of p(w | l) and p(w | r)
-    and the add-one unigram, with fixed weights (not tuned on validation). A model that has learnt to read the
-    words around a mask should approach or beat it; one near the unigram line has not started."""
+    `unigram_reference`: p(word | before, after) from train-split counts, interpolated with the mean of
+    p(word | before) and p(word | after) and the add-one unigram, with fixed weights (not tuned on validation). A
+    model that has learnt to read the words around a mask should approach or beat it; one near the unigram line has
+    not started."""
     edge = tok.eos_token_id  # a document's neighbour outside it, as packing puts </s> between documents
     unigram, left, right, both, seen_left, seen_right, seen_both = (Counter() for _ in range(7))
     for doc in ids["train"]:
         doc = [edge, *doc, edge]
-        for l, w, r in zip(doc, doc[1:], doc[2:]):
-            unigram[w] += 1
-            left[l, w], right[w, r], both[l, w, r] = left[l, w] + 1, right[w, r] + 1, both[l, w, r] + 1
-            seen_left[l], seen_right[r], seen_both[l, r] = seen_left[l] + 1, seen_right[r] + 1, seen_both[l, r] + 1
+        for before, word, after in zip(doc[:-2], doc[1:-1], doc[2:], strict=True):  # each token and its neighbours
+            unigram[word] += 1
+            left[before, word] += 1
+            right[word, after] += 1
+            both[before, word, after] += 1
+            seen_left[before] += 1
+            seen_right[after] += 1
+            seen_both[before, after] += 1
     total, vocab = sum(unigram.values()), len(tok)
     nll, tokens = 0.0, 0
     for doc in ids["validation"]:
         doc = [edge, *doc, edge]
-        for l, w, r in zip(doc, doc[1:], doc[2:]):
-            p_unigram = (unigram[w] + 1) / (total + vocab)
-            p_left = left[l, w] / seen_left[l] if seen_left[l] else p_unigram
-            p_right = right[w, r] / seen_right[r] if seen_right[r] else p_unigram
-            p_both = both[l, w, r] / seen_both[l, r] if seen_both[l, r] else 0.0
+        for before, word, after in zip(doc[:-2], doc[1:-1], doc[2:], strict=True):  # each token and its neighbours
+            p_unigram = (unigram[word] + 1) / (total + vocab)
+            p_left = left[before, word] / seen_left[before] if seen_left[before] else p_unigram
+            p_right = right[word, after] / seen_right[after] if seen_right[after] else p_unigram
+            p_both = both[before, word, after] / seen_both[before, after] if seen_both[before, after] else 0.0
             nll -= math.log(weights[0] * p_both + weights[1] * (p_left + p_right) / 2 + weights[2] * p_unigram)
             tokens += 1
     return {"neighbours_perplexity": math.exp(nll / tokens), "validation_tokens": tokens, "train_tokens": total,
@@ -508,7 +523,10 @@ def rotten_tomatoes_references(files):
     language should approach (scikit-learn defaults otherwise, nothing tuned on validation)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
-    rows = {split: list(csv.DictReader(open(files[f"{split}_file"]))) for split in ("train", "validation")}
+    rows = {}
+    for split in ("train", "validation"):
+        with Path(files[f"{split}_file"]).open() as f:
+            rows[split] = list(csv.DictReader(f))
     text = {split: [row["sentence"] for row in r] for split, r in rows.items()}
     labels = {split: [row["label"] for row in r] for split, r in rows.items()}
     label = max(set(labels["train"]), key=labels["train"].count)

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Every run of the small-scale quality study: one table, read by run_study.py and report.py.
 
 Each run is pretrained with train_mlm.py on the news corpus under an identical budget (same tokenizer,
@@ -9,7 +12,6 @@ reads them from --data_dir, which must hold the files of PRETRAIN_DATA and FINET
 them: experiments/README.md, "Data"). Developer checkouts have them in DATA, the default.
 """
 
-import os
 from pathlib import Path
 
 DATA = "../shared/data"                             # default --data_dir, relative to the repository root
@@ -33,7 +35,8 @@ PRETRAIN = {
     "config_overrides": {"hidden_size": 128, "num_hidden_layers": 2, "num_attention_heads": 2,
                          "intermediate_size": 512, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0},
     # Validation hides every masked token behind <mask>: scored from context alone (results.md says why).
-    "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "eval_mask_replace_prob": 1.0, "eval_random_replace_prob": 0.0,
+    "mlm_probability": 0.15, "eval_mlm_probability": 0.15, "eval_mask_replace_prob": 1.0,
+    "eval_random_replace_prob": 0.0,
     # A constant rate: the models sit on the unigram line for tens of millions of tokens before they learn word
     # order, and a rate decaying to zero (the first study's) ends the run before they do (README.md, "Budget").
     "learning_rate": 1e-3, "lr_scheduler_type": "constant_with_warmup", "warmup_steps": 100, "max_steps": 10000,
@@ -157,7 +160,8 @@ RUNS = [
     run(linformer(projection="conv"), 0),
     # Issue 47, item 2: the paper's n = 512 with k = 128 and 256, every model with the same short phase first; and
     # k = 128 with E/F resampled in the short phase, the recipe tried first (short_first).
-    *[run(short_first(arch), 0) for arch in (roberta(n=4 * N), linformer(n=4 * N, k=4 * K), linformer(n=4 * N, k=8 * K))],
+    *[run(short_first(arch), 0)
+      for arch in (roberta(n=4 * N), linformer(n=4 * N, k=4 * K), linformer(n=4 * N, k=8 * K))],
     run(short_first(linformer(n=4 * N, k=4 * K), exact=False), 0),
     # Then two more seeds of each: with one seed a side a target's interval borrows the n = 128 seeds' spread, which
     # holds both the limit and gaps of over +100%, so neither k = 128 nor k = 256 could be decided on seed 0 alone.
@@ -203,7 +207,7 @@ def data_files(data_dir, parser, repo, *stages):
         parser.exit(2, f"{parser.prog}: error: the study's corpora are not bundled: pass --data_dir DIR holding "
                        f"{', '.join(needed)} ({data_dir or 'the default ' + DATA} lacks {lacks}; where to get "
                        f"them: experiments/README.md, \"Data\")\n")
-    return {stage: {key: Path(os.path.abspath(root / f)) for key, f in files.items()}
+    return {stage: {key: (root / f).resolve() for key, f in files.items()}
             for stage, files in wanted.items()}
 
 
@@ -218,7 +222,7 @@ def select(names, parser):
 
 def runs_dir(value):
     """--runs_dir (None: RUNS_DIR) as an absolute path."""
-    return Path(os.path.expanduser(value or RUNS_DIR)).resolve()
+    return Path(value or RUNS_DIR).expanduser().resolve()
 
 
 def hardware_log(folder):
