@@ -127,11 +127,30 @@ def machine_info(device):
         info["gpu"] = torch.cuda.get_device_name(device)
     else:
         try:
-            with Path("/proc/cpuinfo").open() as f:
-                info["cpu"] = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            lines = Path("/proc/cpuinfo").read_text().splitlines()
+            info["cpu"] = next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+            flags = next(line.split(":", 1)[1].split() for line in lines if line.startswith("flags"))
+            info["cpu_extensions"] = [name for name in CPU_EXTENSIONS if name in flags]
         except (OSError, StopIteration):
             pass
     return info
+
+
+# The vector extensions that change which CPU kernels run (int8 products: VNNI; bf16: AVX512-BF16, AMX), as
+# /proc/cpuinfo names them; a CPU figure means little without them
+CPU_EXTENSIONS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
+
+
+def instruction_sets(info):
+    """The CPU's extensions of `machine_info` in words, the missing ones named: 'AVX2, FMA; no AVX-512, VNNI, AMX'."""
+    if "cpu_extensions" not in info:
+        return "instruction sets not recorded"
+    have = set(info["cpu_extensions"])
+    present = [name.upper() for name in ("avx2", "fma") if name in have]
+    present += ["AVX-512"] * ("avx512f" in have) + ["VNNI"] * bool({"avx512_vnni", "avx_vnni"} & have)
+    present += ["AVX512-BF16"] * ("avx512_bf16" in have) + ["AMX"] * bool({"amx_bf16", "amx_int8"} & have)
+    missing = [name for name in ("AVX-512", "VNNI", "AMX") if name not in present]
+    return ", ".join(present) + (f"; no {', '.join(missing)}" if missing else "")
 
 
 def save_json(path, obj):

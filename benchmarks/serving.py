@@ -11,10 +11,13 @@ with each of the two graphs: `encode` on the documents' text, so those rows incl
 length) cell is timed interleaved on the same documents, every ONNX Runtime session drawing on one shared memory
 arena (see `shared_arena`); fidelity is the least cosine of its document
 embeddings (mean-pooled, normalised; the teacher's windows averaged by tokens) to the same model's PyTorch fp32
-ones.
+ones. Each cell is timed at every batch size of --batch_sizes (documents per call): one document alone is the
+case of a user embedding a document as it arrives, a batch the case of an indexing job, and the two need not rank
+the runtimes alike. Every record carries the CPU's instruction-set extensions (`harness.machine_info`), since int8
+and bf16 kernels differ most between CPUs with and without VNNI, AVX-512 or AMX.
 
     python -m benchmarks.serving                      # the release and all-MiniLM-L6-v2, 512 / 2048 / 4096 tokens
-    python -m benchmarks.serving --lengths 512 --threads 1 --repeats 2 --out benchmarks/results
+    python -m benchmarks.serving --lengths 512 --threads 1 --batch_sizes 1 --repeats 2 --out benchmarks/results
 
 The ONNX files are exported into --onnx_dir (default outputs/benchmarks/onnx, git-ignored) when missing; the
 sentence-transformers rows read them through a folder of links to the model's files there (the model folder,
@@ -255,7 +258,8 @@ def main(argv=None):
     parser.add_argument("--teacher", default=None, help="the 512-token encoder read in windows (default: MiniLM)")
     parser.add_argument("--lengths", type=harness.int_list, default=[512, 2048, 4096])
     parser.add_argument("--threads", type=harness.int_list, default=[1, 2])
-    parser.add_argument("--docs", type=int, default=4, help="documents per timed call")
+    parser.add_argument("--batch_sizes", type=harness.int_list, default=[1, 4],
+                        help="documents per timed call, each a cell of its own (the first documents of the text)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=1)
     parser.add_argument("--bf16", choices=["auto", "true", "false"], default="auto",
@@ -280,38 +284,49 @@ def main(argv=None):
     for threads in args.threads:
         torch.set_num_threads(threads)
         for length in args.lengths:
-            ids = documents(tokenizer, length, args.docs)
-            fns = candidates(args, threads, ids, onnx_dirs, served, bf16)
-            reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
-            cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
-            started = time.time()
-            times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
-            for name in fns:
-                st = measure.stats(times[name])
-                rows.append(dict(threads=threads, length=length, model=name.split(" | ")[0],
-                                 runtime=name.split(" | ")[1], docs_per_s=args.docs / st["median"],
-                                 time_s=st["median"], time_q1=st["q1"], time_q3=st["q3"], min_cosine=cosine[name],
-                                 samples=times[name]))
-            print(f"threads {threads}, {length} tokens: {time.time() - started:.0f} s", flush=True)
+            all_ids = documents(tokenizer, length, max(args.batch_sizes))
+            for batch in args.batch_sizes:
+                rows += timed_cell(args, threads, length, all_ids[:batch], onnx_dirs, served, bf16)
     write(args, rows, argv)
+
+
+def timed_cell(args, threads, length, ids, onnx_dirs, served, bf16):
+    """One row per candidate for the documents `ids` read in one call: documents per second (median of the
+    interleaved calls) and the least cosine to the same model's PyTorch fp32 embeddings."""
+    fns = candidates(args, threads, ids, onnx_dirs, served, bf16)
+    reference = {who: fns[f"{who} | pytorch fp32"]() for who in ("release", "teacher windows")}
+    cosine = {name: float((fn() * reference[name.split(" | ")[0]]).sum(-1).min()) for name, fn in fns.items()}
+    started = time.time()
+    times = measure.time_interleaved(fns, "cpu", warmup=args.warmup, repeats=args.repeats)
+    print(f"threads {threads}, {length} tokens, batch {len(ids)}: {time.time() - started:.0f} s", flush=True)
+    rows = []
+    for name in fns:
+        timing = measure.stats(times[name])
+        rows.append(dict(threads=threads, length=length, batch=len(ids), model=name.split(" | ")[0],
+                         runtime=name.split(" | ")[1], docs_per_s=len(ids) / timing["median"],
+                         time_s=timing["median"], time_q1=timing["q1"], time_q3=timing["q3"],
+                         min_cosine=cosine[name], samples=times[name]))
+    return rows
 
 
 def write(args, rows, argv):
     info = harness.machine_info(torch.device("cpu"))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
-    fp32 = {(r["threads"], r["length"], r["model"]): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
-    md = [f"# Serving on CPU: documents per second, {args.docs} documents per call", "",
-          f"Machine: {info.get('cpu')}, commit {info.get('git_head')}. Median of {args.repeats} interleaved calls "
+    cell = ("threads", "length", "batch", "model")
+    fp32 = {tuple(r[k] for k in cell): r["docs_per_s"] for r in rows if r["runtime"] == "pytorch fp32"}
+    md = ["# Serving on CPU: documents per second", "",
+          f"Machine: {info.get('cpu')} ({harness.instruction_sets(info)}), commit {info.get('git_head')}. "
+          f"Median of {args.repeats} interleaved calls "
           f"after {args.warmup} warm-up; 'x fp32' = documents/s over the same model's PyTorch fp32; 'cosine' = least "
           "cosine of a document embedding to that model's PyTorch fp32 one. Teacher: all-MiniLM-L6-v2 on consecutive "
           f"512-token windows, averaged by tokens. ONNX Runtime sessions share one memory arena; peak resident "
           f"memory of the whole sweep: {peak:.1f} GiB.", "",
           f"Command: `{harness.command_line('benchmarks.serving', argv)}`", "",
-          "| threads | tokens | model | runtime | docs/s | x fp32 | cosine |", "|---" * 7 + "|"]
+          "| threads | tokens | documents per call | model | runtime | docs/s | x fp32 | cosine |", "|---" * 8 + "|"]
     for r in rows:
-        ratio = r["docs_per_s"] / fp32[(r["threads"], r["length"], r["model"])]
-        md.append(f"| {r['threads']} | {r['length']} | {r['model']} | {r['runtime']} | {r['docs_per_s']:.2f} | "
-                  f"{ratio:.2f} | {r['min_cosine']:.4f} |")
+        ratio = r["docs_per_s"] / fp32[tuple(r[k] for k in cell)]
+        md.append(f"| {r['threads']} | {r['length']} | {r['batch']} | {r['model']} | {r['runtime']} | "
+                  f"{r['docs_per_s']:.2f} | {ratio:.2f} | {r['min_cosine']:.4f} |")
     md = "\n".join(md) + "\n"
     print("\n" + md)
     out = Path(args.out)

@@ -623,3 +623,13 @@ def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():
                                      "b": dict(run={}, curve=curve((10_000, 50.1), (30_000, 50.1)))})
     runs, level, _ = time_to_quality.updates_to_reach(made)
     assert level == 50.0 and [(name, at, last) for name, _, at, last in runs] == [("a", 12_000, 12_000), ("b", None, 30_000)]
+
+
+def test_instruction_sets_name_what_the_cpu_lacks():
+    """Every CPU figure carries the extensions that pick the int8 / bf16 kernels, the missing ones named."""
+    assert harness.instruction_sets({"cpu_extensions": ["avx2", "fma"]}) == "AVX2, FMA; no AVX-512, VNNI, AMX"
+    assert harness.instruction_sets({"cpu_extensions": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16",
+                                                        "amx_bf16"]}) == "AVX2, FMA, AVX-512, VNNI, AVX512-BF16, AMX"
+    assert harness.instruction_sets({"cpu": "old record"}) == "instruction sets not recorded"
+    if os.path.isfile("/proc/cpuinfo"):
+        assert "cpu_extensions" in harness.machine_info(torch.device("cpu"))

