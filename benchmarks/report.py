@@ -430,7 +430,7 @@ def still_falls():
     """Why the study's n = 512 runs are not in the time-to-quality table: its own sentence on their last stretch."""
     from experiments.quality import render
 
-    return render.still_falling(render.load())
+    return render.paper_n_last_stretch(render.load())
 
 
 def answer(res):

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """What every results page (experiments/*/results.md, model_card.md's sections, docs/benchmarks.md) is made of,
 written once so that the pages read alike and a rule changes in one place: a markdown table, the paired bootstrap
-interval, the verdict an interval gives, and the splicing of a generated block into a hand-written page.
+interval (many paired items), the t-intervals (a few seeds, too few to resample), the verdict an interval gives, and
+the splicing of a generated block into a hand-written page.
 
 One vocabulary of verdicts, on every page. A goal (a bound on a measurement, or "A is above B", i.e. a
 difference above 0) is judged by its 95% interval:
@@ -14,7 +15,9 @@ bound itself. A goal that is a plain condition (no interval) is met or **missed*
 """
 
 import json
+import math
 import re
+import statistics
 import string
 from contextlib import contextmanager
 from pathlib import Path
@@ -58,6 +61,70 @@ def paired_bootstrap(a, b, clusters=None, resamples=10_000, seed=0):
     picks = np.random.default_rng(seed).integers(0, len(ids), size=(resamples, len(ids)))
     means = sums[picks].sum(1) / counts[picks].sum(1)
     return float(sums.sum() / counts.sum()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def t_interval(values, predict=False):
+    """(mean, half-width of its 95% t-interval; None for one value), or (None, None) for none. `predict`: the
+    half-width of where one more value would fall instead (the yardstick for a configuration run once)."""
+    from scipy import stats  # imported by what computes an interval only: it takes seconds
+
+    if len(values) < 2:
+        return (values[0] if values else None), None
+    n = len(values)
+    spread = statistics.stdev(values) * (1 + 1 / n) ** 0.5 if predict else statistics.stdev(values) / n ** 0.5
+    return statistics.mean(values), stats.t.ppf(0.975, n - 1) * spread
+
+
+def welch_interval(ours, theirs):
+    """The 95% Welch t-interval (low, high) of mean(ours) - mean(theirs); None with fewer than two values on either
+    side; values without any spread give the difference itself."""
+    from scipy import stats
+
+    if min(len(ours), len(theirs)) < 2:
+        return None
+    ci = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
+    if math.isfinite(ci.low) and math.isfinite(ci.high):
+        return ci.low, ci.high
+    return (statistics.mean(ours) - statistics.mean(theirs),) * 2
+
+
+def paired_t_interval(ours, theirs):
+    """The 95% t-interval (low, high) of the mean difference of {key: value} `ours` - `theirs`, key by key, when
+    both hold the same two or more keys; None otherwise. Pairing takes out what both sides share (on the quality
+    study's page, the luck of a seed's data, which moves both models trained on it alike), which an unpaired
+    interval would count as noise twice."""
+    from scipy import stats
+
+    if len(ours) < 2 or ours.keys() != theirs.keys():
+        return None
+    differences = [ours[key] - theirs[key] for key in sorted(ours)]
+    if len(set(differences)) == 1:  # no spread: the difference itself
+        return (differences[0],) * 2
+    ci = stats.ttest_1samp(differences, 0).confidence_interval(0.95)
+    return ci.low, ci.high
+
+
+def pooled_spread(groups):
+    """(the pooled standard deviation of the groups of two or more values, its degrees of freedom), or None without
+    such a group: the spread a comparison with one value on a side borrows (difference_interval)."""
+    groups = [group for group in groups if len(group) > 1]
+    df = sum(len(group) - 1 for group in groups)
+    return (math.sqrt(sum(statistics.variance(group) * (len(group) - 1) for group in groups) / df), df) if df else None
+
+
+def difference_interval(ours, theirs, pooled=None):
+    """The 95% interval (low, high) of mean(ours) - mean(theirs): Welch's, or with one value on a side the `pooled`
+    spread (pooled_spread's) around the difference of the means, so that one value's luck is not read as a verdict;
+    None when neither can be had."""
+    from scipy import stats
+
+    if interval := welch_interval(ours, theirs):
+        return interval
+    if not (ours and theirs and pooled):
+        return None
+    difference = statistics.mean(ours) - statistics.mean(theirs)
+    half = stats.t.ppf(0.975, pooled[1]) * pooled[0] * math.sqrt(1 / len(ours) + 1 / len(theirs))
+    return difference - half, difference + half
 
 
 def verdict(low, high, bound=0.0, above=True):
@@ -105,7 +172,7 @@ def records(folder, *fields):
             found[path.stem] = json.loads(path.read_text())
             [found[path.stem][field] for field in fields]
         except (json.JSONDecodeError, KeyError) as e:
-            raise SystemExit(f"{path} is not a results file of this page ({type(e).__name__}: {e})")
+            raise SystemExit(f"{path} is not a results file of this page ({type(e).__name__}: {e})") from None
     return found
 
 
@@ -124,7 +191,7 @@ def parts(path):
     the next: a page's prose lives beside it as markdown, not in Python strings, and its renderer fills ($name) and
     joins the parts its records call for (a section with no records is left out)."""
     chunks = re.split(r"^<!-- part: (\S+) -->\n", Path(path).read_text(encoding="utf-8"), flags=re.MULTILINE)
-    return {name: string.Template(text) for name, text in zip(chunks[1::2], chunks[2::2])}
+    return {name: string.Template(text) for name, text in zip(chunks[1::2], chunks[2::2], strict=True)}
 
 
 def prose(template, name, /, **values):

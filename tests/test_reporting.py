@@ -4,10 +4,13 @@
 """benchmarks/reporting.py, and every results page as its renderer writes it from the committed records: a page
 whose figures drift from its records (or a renderer that drifts from its page) fails here."""
 
+import math
+import statistics
 from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from benchmarks import reporting
 
@@ -59,6 +62,33 @@ def test_paired_bootstrap_is_exact_on_constant_differences_and_wider_with_cluste
     assert by_doc_high - by_doc_low > 1.4 * (by_item_high - by_item_low)
 
 
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")  # scipy, on values without spread
+def test_t_intervals_over_a_few_seeds_are_students():
+    """A mean's t-interval (or where one more value would fall), Welch's for two groups, Student's over paired
+    differences, and a one-value side against a pooled spread: scipy's figures, and the edge cases a page meets."""
+    values, others = [1.0, 2.0, 4.0], [2.0, 3.5, 5.0, 6.0]
+    t2 = stats.t.ppf(0.975, 2)
+    assert reporting.t_interval(values) == pytest.approx((7 / 3, t2 * statistics.stdev(values) / 3 ** 0.5))
+    predicted = t2 * statistics.stdev(values) * (1 + 1 / 3) ** 0.5  # one more value's spread, not the mean's
+    assert reporting.t_interval(values, predict=True)[1] == pytest.approx(predicted)
+    assert reporting.t_interval([5.0]) == (5.0, None) and reporting.t_interval([]) == (None, None)
+    welch = stats.ttest_ind(values, others, equal_var=False).confidence_interval(0.95)
+    assert reporting.welch_interval(values, others) == (welch.low, welch.high)
+    assert reporting.welch_interval([1.0, 1.0], [3.0, 3.0]) == (-2.0, -2.0)  # no spread: the difference itself
+    assert reporting.welch_interval([1.0], others) is None
+    paired = stats.ttest_1samp([0.5, 0.25, 1.0], 0).confidence_interval(0.95)
+    assert reporting.paired_t_interval({0: 1.5, 1: 2.25, 2: 5.0}, {0: 1.0, 1: 2.0, 2: 4.0}) == (paired.low, paired.high)
+    assert reporting.paired_t_interval({0: 2.0, 1: 3.0}, {0: 1.0, 1: 2.0}) == (1.0, 1.0)
+    assert reporting.paired_t_interval({0: 2.0, 1: 3.0}, {0: 1.0, 2: 2.0}) is None  # other keys: not paired
+    pooled = reporting.pooled_spread([[1.0, 2.0], [3.0, 5.0, 7.0], [9.0]])  # a group of one has no spread to give
+    assert pooled == (pytest.approx(math.sqrt((0.5 * 1 + 4.0 * 2) / 3)), 3)
+    assert reporting.pooled_spread([[1.0], [2.0]]) is None
+    half = stats.t.ppf(0.975, 3) * pooled[0] * math.sqrt(1 + 1 / 2)
+    assert reporting.difference_interval([1.0], [2.0, 2.5], pooled) == pytest.approx((-1.25 - half, -1.25 + half))
+    assert reporting.difference_interval([1.0], [2.0, 2.5]) is None  # one value, no spread to borrow
+    assert reporting.difference_interval(values, others, pooled) == (welch.low, welch.high)  # Welch's where it can
+
+
 def test_verdict_is_met_missed_or_undecided_by_where_the_interval_lies():
     met, missed, undecided = reporting.MET, reporting.MISSED, reporting.UNDECIDED
     assert [reporting.verdict(low, high) for low, high in ((0.1, 0.2), (-0.2, -0.1), (-0.1, 0.1), (0.0, 0.2))] == \
@@ -78,13 +108,15 @@ def test_splice_rewrites_only_between_its_markers():
 
 
 def test_number_writes_a_missing_figure_as_a_dash():
-    assert (reporting.number(None), reporting.number(0.12345), reporting.number(2.5, "+.1f", "%")) == ("-", "0.123", "+2.5%")
+    written = reporting.number(None), reporting.number(0.12345), reporting.number(2.5, "+.1f", "%")
+    assert written == ("-", "0.123", "+2.5%")
 
 
 def test_compose_fills_the_parts_its_records_call_for(tmp_path):
     template = tmp_path / "page.template.md"
     template.write_text("<!-- part: head -->\n# $title\n\n<!-- part: note -->\nalways\n<!-- part: table -->\n$table\n")
-    sections = [("head", lambda r: {"title": r["title"]}), "note", ("table", lambda r: r.get("rows") and {"table": "t"}),
+    sections = [("head", lambda r: {"title": r["title"]}), "note",
+                ("table", lambda r: r.get("rows") and {"table": "t"}),
                 ("note", lambda r: True)]
     assert reporting.compose(template, sections, {"title": "A"}) == "# A\n\nalways\nalways\n"  # no rows: no table
     assert reporting.compose(template, sections, {"title": "A", "rows": [1]}) == "# A\n\nalways\nt\nalways\n"

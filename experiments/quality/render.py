@@ -1,6 +1,12 @@
 """experiments/quality/results.md, the plot of validation perplexity against tokens seen (perplexity_curves.png) and
-model_card.md's results section, from experiments/quality/results/*.json (run_study.py writes them); the prose is
-results.template.md's. Works on whatever subset of the study exists, and lists what is missing.
+model_card.md's results section, from experiments/quality/results/*.json (run_study.py writes them). Works on
+whatever subset of the study exists, and lists what is missing.
+
+Laid out, here and in results.template.md, by the questions the page answers: what every run did; does a model
+learn; how k, sharing and the projection matter; does a Linformer catch up if it trains longer; the paper's n = 512;
+does a peer agree; how the runs ran. A section is a part of the template (its prose) and the function of the same
+name that fills its placeholders (a false value leaves it out); a sentence the records assemble (a verdict, a
+finding, an item of a list) is written whole in that function. CARD and PAGE put the sections in page order.
 
     python -m experiments.quality.render
 """
@@ -10,598 +16,591 @@ import json
 import math
 import re
 import statistics
-import sys
-from functools import partial
+from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
 
 import yaml
-from scipy import stats
 
-from benchmarks.reporting import body, compose, figure, number, prose, records, splice, status, table, verdict, write
+from benchmarks import reporting
+from benchmarks.reporting import body, compose, figure, number, splice, status, table, verdict, write
 from experiments.quality import study
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-TEMPLATE = HERE / "results.template.md"
+TEMPLATE, PAPER = HERE / "results.template.md", HERE / "paper_numbers.yaml"
 SOURCE = "python -m experiments.quality.render"  # the marker of its block in model_card.md
-words = partial(prose, TEMPLATE)  # a part of the template, filled
-BASELINE, N, K = study.BASELINE, study.N, study.K
-# The issue's targets: (run, kind, limit), each kind in the words of the template's target_<kind> part.
-# Issue 47, item 2: the paper's n = 512 (4n here) against standard attention at that n, both with the short phase.
-LONG_BASELINE = study.name_of(study.short_first(study.roberta(n=4 * N)))
-LONG_TARGETS = [(study.name_of(study.short_first(study.linformer(n=4 * N, k=k))), "gap", limit, LONG_BASELINE)
-                for k, limit in ((4 * K, 5.0), (8 * K, 3.0))]
-TARGETS = [(BASELINE, "ratio", 0.3), (BASELINE, "accuracy", 68.0), (study.LINFORMER, "gap", 5.0),
-           (study.LINFORMER, "points", 1.0), (study.name_of(study.linformer(k=2 * K)), "gap", 3.0),
-           (LONG_BASELINE, "ratio", 0.3), *LONG_TARGETS]
+BASELINE, LINFORMER, N, K = study.BASELINE, study.LINFORMER, study.N, study.K
+BUDGET, LAST_STOP = study.PRETRAIN["max_steps"], max(study.EXTENDED_STEPS)  # every run's updates; the extension's
+# The targets: (configuration, kind, limit, reference), each kind said in target_row's words. The paper's n = 512
+# (4n here) is judged against standard attention at that n, both with the short phase.
+PAPER_N_BASELINE = study.name_of(study.short_first(study.roberta(n=4 * N)))
+PAPER_N_TARGETS = [(study.name_of(study.short_first(study.linformer(n=4 * N, k=k))), "gap", limit, PAPER_N_BASELINE)
+                   for k, limit in ((4 * K, 5.0), (8 * K, 3.0))]
+TARGETS = [(BASELINE, "ratio", 0.3, BASELINE), (BASELINE, "accuracy", 68.0, BASELINE),
+           (LINFORMER, "gap", 5.0, BASELINE), (LINFORMER, "points", 1.0, BASELINE),
+           (study.name_of(study.linformer(k=2 * K)), "gap", 3.0, BASELINE),
+           (PAPER_N_BASELINE, "ratio", 0.3, PAPER_N_BASELINE), *PAPER_N_TARGETS]
 
 
-def arch_of(name):
+def configuration_of(name):
     """A run's configuration: its name without the seed."""
     return name.rsplit("_s", 1)[0]
 
 
-def load(folder=HERE / "results"):
-    """Everything the pages are written from, read once."""
-    paper = yaml.safe_load((HERE / "paper_numbers.yaml").read_text())
-    for row in paper["table2"]["rows"]:  # check the transcription: the paper prints each row's average
+def load(folder=HERE / "results", paper=PAPER):
+    """Everything the pages are written from, read once. The paper prints each Table 2 row's average: a row whose
+    scores do not average to it is a mistyped transcription, and raises ValueError."""
+    paper = yaml.safe_load(Path(paper).read_text())
+    for row in paper["table2"]["rows"]:
         if abs(statistics.mean(row["scores"]) - row["average"]) > 0.006:
-            sys.exit(f"render.py: paper_numbers.yaml row {row['label']!r} (n={row['n']}): its scores do not average "
-                     f"to its printed average {row['average']}: fix the transcription")
-    reference, order = records(folder / "reference"), list(dict.fromkeys(arch_of(r["name"]) for r in study.RUNS))
-    results = list(records(folder, "name", "perplexity", "curve", "hardware").values())
-    return SimpleNamespace(  # exact_rt/ and extended/ hold NAME.json: records by run name
-        results=results, pilots=list(records(folder / "pilots", "name", "what", "curve").values()), paper=paper,
-        exact=records(folder / "exact_rt", "name", "finetune"), order=order, reference=reference,
-        extended=records(folder / "extended", "name", "points", "curve"),
-        groups={a: [r for r in results if arch_of(r["name"]) == a] for a in order},  # configuration -> its seeds
-        unigram=reference.get("unigram", {}).get("unigram_perplexity"),
-        neighbours=reference.get("neighbours", {}).get("neighbours_perplexity"))
+            raise ValueError(f"paper_numbers.yaml row {row['label']!r} (n={row['n']}): its scores do not average to "
+                             f"its printed average {row['average']}: fix the transcription")
+    references = reporting.records(folder / "reference")
+    runs = list(reporting.records(folder, "name", "perplexity", "curve", "hardware").values())
+    configurations = list(dict.fromkeys(configuration_of(spec["name"]) for spec in study.RUNS))  # the study's order
+    return SimpleNamespace(
+        runs=runs, paper=paper, configurations=configurations, references=references,
+        by_configuration={c: [run for run in runs if configuration_of(run["name"]) == c] for c in configurations},
+        pilots=list(reporting.records(folder / "pilots", "name", "what", "curve").values()),
+        exact_short_path=reporting.records(folder / "exact_rt", "name", "finetune"),  # NAME.json: records by run name
+        extended=reporting.records(folder / "extended", "name", "points", "curve"),
+        unigram=references.get("unigram", {}).get("unigram_perplexity"),
+        neighbours=references.get("neighbours", {}).get("neighbours_perplexity"))
 
 
-# --- statistics over pretraining seeds (t-intervals: three seeds are too few to resample) ----------------------
-def t_interval(values, predict=False):
-    """(mean, half-width of its 95% t-interval; None for one value), or (None, None). `predict`: the half-width
-    of where one more value would fall instead (the yardstick for a configuration run with one seed)."""
-    if len(values) < 2:
-        return (values[0] if values else None), None
-    n = len(values)
-    spread = statistics.stdev(values) * (1 + 1 / n) ** 0.5 if predict else statistics.stdev(values) / n ** 0.5
-    return statistics.mean(values), stats.t.ppf(0.975, n - 1) * spread
+# --- a configuration over its pretraining seeds ------------------------------------------------------------------
+def loss(run):
+    return math.log(run["perplexity"])
 
 
-def accuracy(r):
-    """A pretraining seed's Rotten Tomatoes accuracy: the mean over its finetuning seeds (None before any)."""
-    return statistics.mean(f["accuracy"] for f in r["finetune"].values()) if r["finetune"] else None
-
-
-def accuracies(runs):
-    return [a for r in runs if (a := accuracy(r)) is not None]
-
-
-def rt_cell(r):
-    """A run's (or an extended stop's) Rotten Tomatoes accuracy as a cell: percent, mean over finetuning seeds."""
-    return number(100 * accuracy(r) if r and r["finetune"] else None, ".1f")
-
-
-def losses(runs):
-    return [math.log(r["perplexity"]) for r in runs]
-
-
-def seeds(s, arch):
-    """One configuration over its pretraining seeds: perplexity averaged as losses (exp of the mean loss, with the
-    ends of its interval; perplexity is multiplicative, and one seed that leaves the unigram plateau late would
-    dominate an arithmetic mean) and Rotten Tomatoes accuracy, each with its 95% interval."""
-    runs = s.groups.get(arch, [])
-    loss, half = t_interval(losses(runs))
-    return SimpleNamespace(runs=runs, ppl=None if loss is None else math.exp(loss), acc=t_interval(accuracies(runs)),
-                           bounds=None if half is None else (math.exp(loss - half), math.exp(loss + half)))
-
-
-def welch(ours, theirs, to):
-    """The 95% Welch t-interval of mean(ours) - mean(theirs), its ends mapped by `to`; None with fewer than two
-    values on either side; values without any spread give the difference itself."""
-    if min(len(ours), len(theirs)) < 2:
-        return None
-    ci = stats.ttest_ind(ours, theirs, equal_var=False).confidence_interval(0.95)
-    if math.isfinite(ci.low) and math.isfinite(ci.high):
-        return to(ci.low), to(ci.high)
-    return (to(statistics.mean(ours) - statistics.mean(theirs)),) * 2
-
-
-def paired(ours, theirs, to):
-    """The 95% t-interval of the mean per-seed difference of {seed: value} `ours` - `theirs`, its ends mapped by
-    `to`, when both sides ran the same two or more seeds; None otherwise. Runs of one seed train on the same
-    batches and masks whatever the model (mlm.data_loader, content-seeded masks), so how early a seed's data lets
-    a model leave the unigram plateau moves both sides alike: their difference is free of it, which an unpaired
-    interval counts as noise twice."""
-    if len(ours) < 2 or ours.keys() != theirs.keys():
-        return None
-    d = [ours[seed] - theirs[seed] for seed in sorted(ours)]
-    if len(set(d)) == 1:  # no spread: the difference itself
-        return (to(d[0]),) * 2
-    ci = stats.ttest_1samp(d, 0).confidence_interval(0.95)
-    return to(ci.low), to(ci.high)
+def accuracy(run):
+    """A run's (or an extended stop's) Rotten Tomatoes accuracy: the mean over finetuning seeds (None before any)."""
+    return statistics.mean(f["accuracy"] for f in run["finetune"].values()) if run["finetune"] else None
 
 
 def by_seed(runs, value):
     """{pretraining seed: value(run)} of the runs that have one (accuracy: finetuned ones)."""
-    return {r["seed"]: v for r in runs if (v := value(r)) is not None}
+    return {run["seed"]: v for run in runs if (v := value(run)) is not None}
 
 
-def gap(value, reference):  # relative perplexity gap, in percent
+def gap(value, reference):
+    """The relative perplexity gap, in percent."""
     return None if value is None or reference is None else 100 * (value / reference - 1)
 
 
-def perplexity(m):
-    return number(m.ppl, ".1f") + (f" ({m.bounds[0]:.1f}-{m.bounds[1]:.1f})" if m.bounds else "")
+def over_seeds(records, configuration):
+    """One configuration over its pretraining seeds: perplexity averaged as losses (exp of the mean loss, with the
+    ends of its 95% interval; perplexity is multiplicative, and one seed that leaves the unigram plateau late would
+    dominate an arithmetic mean) and Rotten Tomatoes accuracy, (mean, half-width of its 95% interval)."""
+    runs = records.by_configuration.get(configuration, [])
+    mean, half = reporting.t_interval([loss(run) for run in runs])
+    return SimpleNamespace(runs=runs, perplexity=None if mean is None else math.exp(mean),
+                           accuracy=reporting.t_interval([a for run in runs if (a := accuracy(run)) is not None]),
+                           bounds=None if half is None else (math.exp(mean - half), math.exp(mean + half)))
 
 
-def compared(s):
-    """The configurations each of the paper's Figure 3 claims is about, standard attention at each n, and issue 47's
-    peer and convolution (drawn beside the sharing modes, not part of that claim)."""
-    names = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "baselines": "roberta_n[0-9]+",
-             "sharing": f"{BASELINE}|linformer_n{N}_k{K}_(none|headwise|key_value|layerwise)",
-             "n": f"linformer_n[0-9]+_k{K}_layerwise", "peer": f"lucidrains_n{N}_k{K}_.*|linformer_n{N}_k{K}_.*_conv"}
-    return {key: [a for a in s.order if re.fullmatch(pattern, a)] for key, pattern in names.items()}
+def perplexity_cell(seeds):
+    return number(seeds.perplexity, ".1f") + (f" ({seeds.bounds[0]:.1f}-{seeds.bounds[1]:.1f})" if seeds.bounds else "")
 
 
-# --- sections: each the values of its part of the template, None to leave it out ------------------------------
-def budget(s):
-    c, fields, per_update = study.PRETRAIN, study.PRETRAIN["config_overrides"], study.TOKENS_PER_UPDATE  # every run's
-    return dict(c, **fields, dropout=fields.get("hidden_dropout_prob", "as configured"), updates=f"{c['max_steps']:,}",
-                tokens_per_update=f"{per_update:,}", tokens=f"{c['max_steps'] * per_update:,}",
-                masked=f"{100 * c['mlm_probability']:g}", eval_masked=f"{100 * c['eval_mlm_probability']:g}",
-                warmup=f"{100 * c['warmup_ratio']:g}% warmup" if c.get("warmup_ratio")
-                else f"{c.get('warmup_steps', 0)} warmup updates", vocabulary=study.TOKENIZER_VOCAB_SIZE,
+def accuracy_cell(run):
+    return number(100 * accuracy(run) if run and run["finetune"] else None, ".1f")
+
+
+# --- what every run did, and the references a result is read against ---------------------------------------------
+def recipe(records):
+    pretrain, fields, per_update = study.PRETRAIN, study.PRETRAIN["config_overrides"], study.TOKENS_PER_UPDATE
+    return dict(pretrain, **fields, dropout=fields.get("hidden_dropout_prob", "as configured"), updates=f"{BUDGET:,}",
+                tokens_per_update=f"{per_update:,}", tokens=f"{BUDGET * per_update:,}",
+                masked=f"{100 * pretrain['mlm_probability']:g}",
+                eval_masked=f"{100 * pretrain['eval_mlm_probability']:g}",
+                warmup=f"{100 * pretrain['warmup_ratio']:g}% warmup" if pretrain.get("warmup_ratio")
+                else f"{pretrain.get('warmup_steps', 0)} warmup updates", vocabulary=study.TOKENIZER_VOCAB_SIZE,
                 projection_init=study.linformer()["config_overrides"]["projection_init"],
                 epochs=study.FINETUNE["num_train_epochs"], finetuning_rate=study.FINETUNE["learning_rate"],
                 finetuning_seeds=len(study.FINETUNE_SEEDS),
-                **{key: f"{c[key]:g}" for key in ("eval_mask_replace_prob", "eval_random_replace_prob")})
+                **{key: f"{pretrain[key]:g}" for key in ("eval_mask_replace_prob", "eval_random_replace_prob")})
 
 
-def configurations(s):
-    table2 = {row["ours"]: row for row in s.paper["table2"]["rows"] if row.get("ours")}
-    sst2, base, rows = s.paper["table2"]["columns"].index("SST-2"), seeds(s, BASELINE), []
-    specs = {arch_of(r["name"]): r for r in study.RUNS}  # standard attention has no k and no sharing
-    for arch in s.order:
-        m, p, spec = seeds(s, arch), table2.get(arch), specs[arch]
-        mean, half = m.acc
-        rows.append([arch, spec["n"], spec.get("k", "-"), spec.get("sharing", "standard attention"),
-                     f"{m.runs[0]['config']['num_parameters'] / 1e6:.2f}M" if m.runs else "-",
-                     len(m.runs), perplexity(m), number(m.ppl and s.unigram and m.ppl / s.unigram),
-                     number(gap(m.ppl, base.ppl), "+.1f", "%"),
+def rotten_tomatoes_reference(records):
+    found = records.references.get("rotten_tomatoes")
+    return found and {"majority": f"{100 * found['majority']['validation_accuracy']:.1f}",
+                      "tfidf": f"{100 * found['tfidf_logistic_regression']['validation_accuracy']:.1f}"}
+
+
+# --- does a model learn? --------------------------------------------------------------------------------------------
+def every_configuration(records):
+    table2 = {row["ours"]: row for row in records.paper["table2"]["rows"] if row.get("ours")}
+    sst2, baseline, rows = records.paper["table2"]["columns"].index("SST-2"), over_seeds(records, BASELINE), []
+    specs = {configuration_of(spec["name"]): spec for spec in study.RUNS}  # standard attention has no k, no sharing
+    for configuration in records.configurations:
+        seeds, paper, spec = over_seeds(records, configuration), table2.get(configuration), specs[configuration]
+        mean, half = seeds.accuracy
+        rows.append([configuration, spec["n"], spec.get("k", "-"), spec.get("sharing", "standard attention"),
+                     f"{seeds.runs[0]['config']['num_parameters'] / 1e6:.2f}M" if seeds.runs else "-",
+                     len(seeds.runs), perplexity_cell(seeds),
+                     number(seeds.perplexity and records.unigram and seeds.perplexity / records.unigram),
+                     number(gap(seeds.perplexity, baseline.perplexity), "+.1f", "%"),
                      number(mean and 100 * mean, ".1f") + ("" if half is None else f" ± {100 * half:.1f}")
-                     + f" ({sum(len(r['finetune']) for r in m.runs)})",
-                     *((p["scores"][sst2], f"{statistics.mean(p['scores']):.2f}") if p else ("-", "-"))])
+                     + f" ({sum(len(run['finetune']) for run in seeds.runs)})",
+                     *((paper["scores"][sst2], f"{statistics.mean(paper['scores']):.2f}") if paper else ("-", "-"))])
     return {"rows": body(rows)}
 
 
-def seed_spread(s):
-    """The pooled standard deviation of the validation loss between pretraining seeds of one configuration, over
-    every configuration run with several, and its degrees of freedom: what a comparison with one seed on a side
-    borrows for its interval."""
-    groups = [losses(runs) for runs in s.groups.values() if len(runs) > 1]
-    df = sum(len(g) - 1 for g in groups)
-    return df and (math.sqrt(sum(statistics.variance(g) * (len(g) - 1) for g in groups) / df), df)
-
-
-def difference(s, ours, theirs, to):
-    """The 95% interval of mean(ours) - mean(theirs), its ends mapped by `to`: Welch's over pretraining seeds, or
-    with one seed on a side the seeds' pooled spread (`seed_spread`) around the difference of the means."""
-    if ci := welch(ours, theirs, to):
-        return ci
-    if not (ours and theirs and (pooled := seed_spread(s))):
-        return None
-    d = statistics.mean(ours) - statistics.mean(theirs)
-    half = stats.t.ppf(0.975, pooled[1]) * pooled[0] * math.sqrt(1 / len(ours) + 1 / len(theirs))
-    return to(d - half), to(d + half)
-
-
-def target(s, arch, kind, limit, reference=BASELINE):
-    """One row of the targets table. A bound on a run is a plain condition; a comparison with the `reference`
-    run is judged by its interval: `paired` over seeds both ran, else `difference` (perplexity on the loss)."""
-    m, base = seeds(s, arch), seeds(s, reference)
-    loss, ppl_gap = (lambda r: math.log(r["perplexity"])), (lambda x: 100 * (math.exp(x) - 1))
-    pair = {"gap": (loss, ppl_gap), "points": (accuracy, lambda x: 100 * x)}.get(kind)
-    matched = pair and paired(by_seed(m.runs, pair[0]), by_seed(base.runs, pair[0]), pair[1])
-    value, ci, shown = {  # the value, its interval, and how the value is shown
-        "ratio": lambda: (m.ppl and s.unigram and m.ppl / s.unigram, None, "{:.3f} x"),
-        "accuracy": lambda: (m.acc[0] and 100 * m.acc[0], None, "{:.1f}%"),
-        "gap": lambda: (gap(m.ppl, base.ppl), matched or difference(s, losses(m.runs), losses(base.runs), ppl_gap),
-                        "{:+.1f}%"),
-        "points": lambda: (None if None in (m.acc[0], base.acc[0]) else 100 * (m.acc[0] - base.acc[0]),
-                           matched or welch(accuracies(m.runs), accuracies(base.runs), lambda x: 100 * x),
-                           "{:+.1f} points"),
-    }[kind]()
-    what = f"{arch} " + words(f"target_{kind}", limit=f"{limit:g}",
-                              reference="the baseline" if reference == BASELINE else f"`{reference}`")
+def target_row(records, configuration, kind, limit, reference=BASELINE):
+    """One row of the targets table. A bound on a configuration is a plain condition; a comparison with the
+    `reference` configuration is judged by its 95% interval: paired by seed where both ran the same seeds, else
+    Welch's, else (perplexity, on the loss) the seeds' pooled spread around a one-seed side."""
+    ours, theirs = over_seeds(records, configuration), over_seeds(records, reference)
+    against = "the baseline" if reference == BASELINE else f"`{reference}`"
+    what = configuration + {"ratio": f" perplexity <= {limit:g} x unigram",
+                            "accuracy": f" Rotten Tomatoes accuracy >= {limit:g}%",
+                            "gap": f" perplexity within {limit:g}% of {against}'s",
+                            "points": f" Rotten Tomatoes accuracy within {limit:g} point of the baseline's"}[kind]
+    seeds, (mean, base) = len(ours.runs), (ours.accuracy[0], theirs.accuracy[0])
+    value = {"ratio": ours.perplexity and records.unigram and ours.perplexity / records.unigram,
+             "accuracy": mean and 100 * mean, "gap": gap(ours.perplexity, theirs.perplexity),
+             "points": None if None in (mean, base) else 100 * (mean - base)}[kind]
     if value is None:
         return [what, "-", "not measured"]
-    shown = shown.format(value) + (f" ({ci[0]:+.1f} to {ci[1]:+.1f})" if ci else "")
     if kind in ("ratio", "accuracy"):
-        return [what, shown + f" ({len(m.runs)} pretraining seed{'s' * (len(m.runs) != 1)})",
+        return [what, (f"{value:.3f} x" if kind == "ratio" else f"{value:.1f}%")
+                + f" ({seeds} pretraining seed{'s' * (seeds != 1)})",
                 status(value <= limit if kind == "ratio" else value >= limit)]
-    shown += f", {len(m.runs)} vs {len(base.runs)} pretraining seeds" + ", paired by seed" * bool(matched)
-    if ci is None:  # one seed a side and no spread to borrow: a bare difference is no verdict
-        return [what, shown, words("no_interval")]
-    return [what, shown, verdict(*ci, limit, above=False) if kind == "gap" else verdict(*ci, -limit)]
+    # Perplexity on the loss (a one-seed side borrows the seeds' pooled spread), accuracy on each seed's mean.
+    each = loss if kind == "gap" else accuracy
+    pooled = kind == "gap" and reporting.pooled_spread([loss(run) for run in runs]
+                                                       for runs in records.by_configuration.values())
+    paired = reporting.paired_t_interval(by_seed(ours.runs, each), by_seed(theirs.runs, each))
+    values = ([v for run in side.runs if (v := each(run)) is not None] for side in (ours, theirs))  # every run's
+    interval = paired or reporting.difference_interval(*values, pooled)
+    interval = interval and [100 * (math.exp(end) - 1) if kind == "gap" else 100 * end for end in interval]
+    measured = ((f"{value:+.1f}%" if kind == "gap" else f"{value:+.1f} points")
+                + (f" ({interval[0]:+.1f} to {interval[1]:+.1f})" if interval else "")
+                + f", {seeds} vs {len(theirs.runs)} pretraining seeds" + ", paired by seed" * bool(paired))
+    if interval is None:  # one seed a side and no spread to borrow: a bare difference is no verdict
+        return [what, measured, "undecided (no interval: one pretraining seed on a side, and no seeds' spread to "
+                                "borrow)"]
+    return [what, measured, verdict(*interval, limit, above=False) if kind == "gap" else verdict(*interval, -limit)]
 
 
-def exact_short_path(s):
-    """Rotten Tomatoes through the exact short path (run_study.py --exact_short_path), beside the projected one:
-    the mean over finetuning seeds, then each seed."""
-    def cell(finetune):
-        accuracy = [100 * f["accuracy"] for f in (finetune or {}).values()]
-        return f"{statistics.mean(accuracy):.1f}% ({' / '.join(f'{a:.1f}' for a in accuracy)})" if accuracy else "-"
-
-    own = {r["name"]: r.get("finetune") for r in s.results}
-    return s.exact and {"rows": body(
-        [name, cell(own.get(name)), cell(r["finetune"]), cell(own.get(f"{BASELINE}_s{name.rsplit('_s', 1)[1]}"))]
-        for name, r in s.exact.items())}
-
-
-def listing(s, archs):
-    """Configurations with their final perplexity, best first; a note on any within 10% of the unigram reference's
-    or above it (no use of context learnt)."""
-    ours = sorted((seeds(s, a).ppl, a) for a in archs if s.groups.get(a))
-    return "; ".join(f"{a} {perplexity(seeds(s, a))}" + " (on the unigram line: no context learnt)" * bool(
-        s.unigram and p > 0.9 * s.unigram) for p, a in ours) or "no runs yet"
-
-
-def figure3(s):
-    claims, archs = [], compared(s)
-    mean, half = t_interval(losses(s.groups.get(study.LINFORMER, [])), predict=True)
-    for key, claim in s.paper["figure3"].items():
-        claims.append(words("claim", key=key, claim=claim, ours=listing(s, archs[key])))
-        if key == "n":
-            claims.append(words("claim_baselines", ours=listing(s, archs["baselines"])))
-        single = [a for a in archs[key] if a.startswith("linformer_") and len(s.groups.get(a, [])) == 1]
-        if key != "n" and single and half is not None:
-            # One pretraining seed against where another seed of the multi-seed Linformer would fall: inside is a tie.
-            low, high = math.exp(mean - half), math.exp(mean + half)
-            side = {a: "inside" if low <= s.groups[a][0]["perplexity"] <= high else "outside" for a in single}
-            claims.append(words("claim_one_seed", linformer=study.LINFORMER, low=f"{low:.1f}", high=f"{high:.1f}", **{
-                where: ", ".join(a for a in single if side[a] == where) or "none" for where in ("inside", "outside")}))
-    return {"claims": "\n".join(claims)}
-
-
-def locality(r):
-    """A run's E/F cells of the order-check table: means over its learnt matrices beside a Gaussian's."""
-    e = r.get("projection_check", {}).get("projections", {})
-    learnt = [v for key, v in e.items() if key != "random"]
+def locality_cells(run):
+    """A run's E/F cells of the word-order table: means over its learnt matrices beside a Gaussian's."""
+    projections = run.get("projection_check", {}).get("projections", {})
+    learnt, gaussian = [v for key, v in projections.items() if key != "random"], projections.get("random")
     if not learnt:
         return ["-", "-", "-"]
     read, share = (statistics.mean(v[key] for v in learnt) for key in ("positions_read", "nearby_share"))
     # A matrix whose best stretch holds under 1.5 x a Gaussian's share has lost the locality it started with.
-    mixed = sum(v["nearby_share"] < 1.5 * e["random"]["nearby_share"] for v in learnt)
-    return [f"{read:.1f} ({e['random']['positions_read']:.1f})", f"{share:.3f} ({e['random']['nearby_share']:.3f})",
+    mixed = sum(v["nearby_share"] < 1.5 * gaussian["nearby_share"] for v in learnt)
+    return [f"{read:.1f} ({gaussian['positions_read']:.1f})", f"{share:.3f} ({gaussian['nearby_share']:.3f})",
             f"{mixed} of {len(learnt)}"]
 
 
-def order_check(s):
-    checked = [(r, r["order_check"]) for r in s.results if "order_check" in r]
-    return checked and {"blocks": checked[0][1]["blocks"], "rows": body(
-        [r["name"], f"{o['perplexity_as_written']:.1f}", f"{o['perplexity_shuffled']:.1f}",
-         f"{o['shuffled_over_written']:.2f}", *locality(r)] for r, o in checked)}
+def what_was_learnt(records):
+    checked = [run for run in records.runs if "order_check" in run]
+    return checked and {"blocks": checked[0]["order_check"]["blocks"], "rows": body(
+        [run["name"], f"{order['perplexity_as_written']:.1f}", f"{order['perplexity_shuffled']:.1f}",
+         f"{order['shuffled_over_written']:.2f}", *locality_cells(run)]
+        for run, order in ((run, run["order_check"]) for run in checked))}
 
 
-def longer_verdict(r, base_level, gaps):
-    """Delay: the run reaches the baseline's perplexity at the study's budget within the extension. Ceiling: it
-    has not by the last stop and its gap to the baseline did not shrink over the last stretch. Undecided: neither,
-    or no baseline to reach yet (then "not within" would read as a miss)."""
-    budget = f"{study.PRETRAIN['max_steps']:,}"
-    if base_level is None:
-        return words("no_baseline", budget=budget)
-    if (at := reached(r, base_level)) is not None:
-        return words("delay", budget=budget, at=f"{at:,}")
-    done, known = str(max(study.EXTENDED_STEPS)) in r["points"], [g for g in gaps if g is not None]
-    if done and len(known) >= 2 and known[-1] >= known[-2]:
-        return words("ceiling", last=f"{max(study.EXTENDED_STEPS):,}")
-    why = words("gap_unread" if len(known) < 2 else "gap_shrinks" if known[-1] < known[-2] else "gap_grows")
-    return words("undecided", last=f"{max(map(int, r['points'])):,}", running="" if done else " (still running)", why=why)
+def not_checked(records):
+    unchecked = [run["name"] for run in records.runs if "order_check" not in run]
+    return len(unchecked) < len(records.runs) and unchecked and {"unchecked": ", ".join(unchecked)}
 
 
-def extended_baseline(s):
-    """The baseline's extended record and its perplexity at the study's budget (None before that stop): the level
-    every extended Linformer is read against."""
-    base = s.extended.get(f"{BASELINE}_s0", {"points": {}})
-    return base, base["points"].get(str(study.PRETRAIN["max_steps"]), {}).get("perplexity")
+# --- how k, sharing and the projection matter -------------------------------------------------------------------
+def short_inputs_read_exactly(records):
+    """Rotten Tomatoes through the exact short path (run_study.py --exact_short_path), beside the projected one and
+    the baseline of the same pretraining seed: the mean over finetuning seeds, then each seed."""
+    def cell(finetune):
+        seeds = [100 * f["accuracy"] for f in (finetune or {}).values()]
+        return f"{statistics.mean(seeds):.1f}% ({' / '.join(f'{a:.1f}' for a in seeds)})" if seeds else "-"
+
+    own = {run["name"]: run.get("finetune") for run in records.runs}
+    return records.exact_short_path and {"rows": body(
+        [name, cell(own.get(name)), cell(exact["finetune"]), cell(own.get(f"{BASELINE}_s{name.rsplit('_s', 1)[1]}"))]
+        for name, exact in records.exact_short_path.items())}
 
 
-def reached(r, level):
-    """The first evaluated update of a run at or below `level` (None if none)."""
-    return next((p["step"] for p in r["curve"] if p["perplexity"] <= level), None)
+def claimed(records):
+    """The configurations each of the paper's Figure 3 claims is about, standard attention at each n, and the peer
+    and the convolution (drawn beside the sharing modes, not part of that claim)."""
+    patterns = {"k": f"{BASELINE}|linformer_n{N}_.*layerwise", "baselines": "roberta_n[0-9]+",
+                "sharing": f"{BASELINE}|linformer_n{N}_k{K}_(none|headwise|key_value|layerwise)",
+                "n": f"linformer_n[0-9]+_k{K}_layerwise",
+                "peer": f"lucidrains_n{N}_k{K}_.*|linformer_n{N}_k{K}_.*_conv"}
+    return {key: [c for c in records.configurations if re.fullmatch(pattern, c)] for key, pattern in patterns.items()}
 
 
-def longer(s):
-    """Issue 47: the extended runs at each stop, against the baseline's extended run at the same stop."""
-    steps, (base, base_level) = study.EXTENDED_STEPS, extended_baseline(s)
-    rows = []
-    for name, r in s.extended.items():
-        points, at = [r["points"].get(str(t)) for t in steps], [base["points"].get(str(t)) for t in steps]
-        gaps = [gap(p["perplexity"], b["perplexity"]) if p and b else None for p, b in zip(points, at)]
-        rows.append([name, f"{precision_name(r['mixed_precision'])}, {next(p['hardware'] for p in points if p)}",
-                     *[number(p and p["perplexity"], ".1f") for p in points],
-                     *[number(g, "+.1f", "%") for g in gaps],
-                     *map(rt_cell, points),
-                     "baseline" if r is base else longer_verdict(r, base_level, gaps)])
-    header = ["run", "precision, hardware", *(f"{what} at {t:,}" for what in ("perplexity", "gap", "RT %")
-                                              for t in steps), "verdict"]
-    return {"stops": ", ".join(f"{t:,}" for t in steps), "budget": f"{study.PRETRAIN['max_steps']:,}",
-            "table": table(header, rows) if rows else words("no_stop")}
+def ranked(records, configurations):
+    """Configurations with their final perplexity, best first; a note on any within 10% of the unigram reference's
+    or above it (no use of context learnt)."""
+    found = sorted((over_seeds(records, c).perplexity, c) for c in configurations if records.by_configuration.get(c))
+    return "; ".join(f"{c} {perplexity_cell(over_seeds(records, c))}" + " (on the unigram line: no context learnt)"
+                     * bool(records.unigram and ppl > 0.9 * records.unigram) for ppl, c in found) or "no runs yet"
 
 
-def answer(s):
-    """Issue 47, item 5: the card's practical answer. How many times the budget each extended Linformer needs to reach
-    the extended baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop, and its gap
-    at the last stop both have; then the paper's n's targets as the targets table judges them."""
-    budget, (base, level) = study.PRETRAIN["max_steps"], extended_baseline(s)
-    if level is None:
-        return None
-    runs = []
-    for name, r in s.extended.items():
-        stops = sorted((int(t), p["perplexity"]) for t, p in r["points"].items())
-        if r is base or not stops:
-            continue
-        at, (last, ppl) = reached(r, level), [(t, p) for t, p in stops if str(t) in base["points"]][-1]
-        theirs = base["points"][str(last)]["perplexity"]
-        running = not at and stops[-1][0] < max(study.EXTENDED_STEPS)  # "more than" its last stop, so far
-        runs.append(words("answer_run", name=name, path=", ".join(f"{p:.1f} at {t:,}" for t, p in stops),
-                          times=f"about {at / budget:.1f}x" if at else f"more than {stops[-1][0] / budget:g}x",
-                          running=words("answer_running", last=f"{max(study.EXTENDED_STEPS):,}") if running else "",
-                          at=f"{last:,}", gap=f"{gap(ppl, theirs):+.1f}%", theirs=f"{theirs:.1f}"))
-    if not runs:
-        return None
-    long = []
-    for arch, _, limit, reference in LONG_TARGETS:
-        _, shown, said = target(s, arch, "gap", limit, reference)
-        long.append(words("answer_long", arch=arch, limit=f"{limit:g}", reference=reference, shown=shown, verdict=said)
-                    if s.groups.get(arch) else words("answer_unmeasured", arch=arch))
-    baseline = [r["perplexity"] for r in s.groups.get(BASELINE, [])]
-    return {"n": N, "layers": study.PRETRAIN["config_overrides"]["num_hidden_layers"], "budget": f"{budget:,}",
-            "hidden": study.PRETRAIN["config_overrides"]["hidden_size"], "level": f"{level:.1f}",
-            "precision": precision_name(base["mixed_precision"]), "runs": "; ".join(runs), "long": "; ".join(long),
-            "last": f"{max(study.EXTENDED_STEPS):,}", "seeds": len(baseline), "recipe": study.PRETRAIN["mixed_precision"],
-            "spread": f"{min(baseline):.1f} to {max(baseline):.1f}" if len(baseline) > 1 else "unmeasured",
-            "long_n": 4 * N, "long_falls": (falls := still_falling(s)) and f" {falls}"}
+def figure3_claims(records):
+    """Each of the paper's Figure 3 claims beside our configurations; a configuration of one pretraining seed is
+    read against where another seed of the multi-seed Linformer would fall (inside: a tie)."""
+    claims, about = [], claimed(records)
+    mean, half = reporting.t_interval([loss(run) for run in records.by_configuration.get(LINFORMER, [])], predict=True)
+    for key, claim in records.paper["figure3"].items():
+        claims.append(f"- **{key}** - paper: {claim}\n"
+                      f"  - ours (final validation perplexity, best first): {ranked(records, about[key])}")
+        if key == "n":
+            claims.append(f"  - standard attention at each n, the same budget: {ranked(records, about['baselines'])}")
+        single = [c for c in about[key] if c.startswith("linformer_") and len(records.by_configuration.get(c, [])) == 1]
+        if key != "n" and single and half is not None:
+            low, high = math.exp(mean - half), math.exp(mean + half)
+            inside = [c for c in single if low <= records.by_configuration[c][0]["perplexity"] <= high]
+            outside = [c for c in single if c not in inside]
+            claims.append(f"  - one-seed runs against the range another seed of {LINFORMER} would fall in (95% "
+                          f"prediction interval over its seeds, {low:.1f}-{high:.1f}): inside (a tie): "
+                          f"{', '.join(inside) or 'none'}; outside: {', '.join(outside) or 'none'}")
+    return {"claims": "\n".join(claims)}
 
 
+# --- does a Linformer catch up if it trains longer? (delay or ceiling) ------------------------------------------
 def precision_name(mixed_precision):
     """A run's --mixed_precision as the pages name it ("no" trains in fp32)."""
     return "fp32" if mixed_precision == "no" else mixed_precision
 
 
-def falls(s):
+def extended_baseline(records):
+    """The baseline's extended record and its perplexity at the study's budget (None before that stop): the level
+    every extended Linformer is read against."""
+    baseline = records.extended.get(f"{BASELINE}_s0", {"points": {}})
+    return baseline, baseline["points"].get(str(BUDGET), {}).get("perplexity")
+
+
+def reached(run, level):
+    """The first evaluated update of a run at or below `level` (None if none)."""
+    return next((point["step"] for point in run["curve"] if point["perplexity"] <= level), None)
+
+
+def longer_answer(records):
+    """The card's practical answer: how many times the budget each extended Linformer needs to reach the extended
+    baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop so far, with its gap at
+    the last stop both have; then the targets of the paper's n, as the targets table judges them."""
+    baseline, level = extended_baseline(records)
+    if level is None:
+        return None
+    runs = []
+    for name, run in records.extended.items():
+        stops = sorted((int(step), point["perplexity"]) for step, point in run["points"].items())
+        if run is baseline or not stops:
+            continue
+        at, (last, ppl) = reached(run, level), [(step, p) for step, p in stops if str(step) in baseline["points"]][-1]
+        theirs, running = baseline["points"][str(last)]["perplexity"], not at and stops[-1][0] < LAST_STOP
+        times = f"about {at / BUDGET:.1f}x" if at else f"more than {stops[-1][0] / BUDGET:g}x"
+        path = ", ".join(f"{p:.1f} at {step:,}" for step, p in stops)
+        runs.append(f"`{name}` needs {times} as many updates ({path}; "
+                    f"at {last:,} updates {gap(ppl, theirs):+.1f}% against standard attention's {theirs:.1f})"
+                    + f", so far: its extension to {LAST_STOP:,} updates is still running" * running)
+    if not runs:
+        return None
+    paper_n = []
+    for configuration, _, limit, reference in PAPER_N_TARGETS:
+        _, measured, said = target_row(records, configuration, "gap", limit, reference)
+        paper_n.append(f"`{configuration}` against `{reference}`: {measured} (target: within {limit:g}%): {said}"
+                       if records.by_configuration.get(configuration) else f"`{configuration}` not measured yet")
+    seeds = [run["perplexity"] for run in records.by_configuration.get(BASELINE, [])]
+    fields = study.PRETRAIN["config_overrides"]
+    return {"n": N, "layers": fields["num_hidden_layers"], "hidden": fields["hidden_size"], "budget": f"{BUDGET:,}",
+            "level": f"{level:.1f}", "runs": "; ".join(runs), "precision": precision_name(baseline["mixed_precision"]),
+            "paper_n": 4 * N, "paper_n_targets": "; ".join(paper_n), "last": f"{LAST_STOP:,}", "seeds": len(seeds),
+            "recipe": study.PRETRAIN["mixed_precision"],
+            "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
+            "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}"}
+
+
+def delay_or_ceiling(run, level, gaps):
+    """Delay: the run reaches the baseline's perplexity at the study's budget within the extension. Ceiling: it
+    has not by the last stop and its gap to the baseline did not shrink over the last stretch. Undecided: neither,
+    or no baseline to reach yet (then "not within" would read as a miss)."""
+    if level is None:
+        return f"undecided: the baseline's extended run has no {BUDGET:,}-update point yet"
+    if (at := reached(run, level)) is not None:
+        return f"delay: the baseline's {BUDGET:,}-update perplexity after {at:,} updates"
+    done, known = str(LAST_STOP) in run["points"], [g for g in gaps if g is not None]
+    if done and len(known) >= 2 and known[-1] >= known[-2]:
+        return f"ceiling: not within {LAST_STOP:,} updates, and the gap did not shrink over the last stretch"
+    why = ("the gap is known at one stop only: no trend to read yet" if len(known) < 2 else
+           "the gap still shrank over the last stretch" if known[-1] < known[-2] else
+           "the gap grew over the last stretch, before the last stop")
+    return (f"undecided: the baseline's level not reached within {max(map(int, run['points'])):,} updates"
+            + " (still running)" * (not done) + f"; {why}")
+
+
+def longer(records):
+    """The extended runs at each stop, against the baseline's extended run at the same stop."""
+    steps, (baseline, level), rows = study.EXTENDED_STEPS, extended_baseline(records), []
+    for name, run in records.extended.items():
+        points, theirs = ([r["points"].get(str(step)) for step in steps] for r in (run, baseline))
+        gaps = [gap(p["perplexity"], b["perplexity"]) if p and b else None for p, b in zip(points, theirs, strict=True)]
+        rows.append([name, f"{precision_name(run['mixed_precision'])}, {next(p['hardware'] for p in points if p)}",
+                     *[number(p and p["perplexity"], ".1f") for p in points], *[number(g, "+.1f", "%") for g in gaps],
+                     *map(accuracy_cell, points),
+                     "baseline" if run is baseline else delay_or_ceiling(run, level, gaps)])
+    header = ["run", "precision, hardware", *(f"{what} at {step:,}" for what in ("perplexity", "gap", "RT %")
+                                              for step in steps), "verdict"]
+    return {"stops": ", ".join(f"{step:,}" for step in steps), "budget": f"{BUDGET:,}",
+            "table": table(header, rows) if rows else "No extended run has reached a stop yet."}
+
+
+def longer_baseline_falls(records):
     """Whether the yardstick itself has flattened: the baseline's perplexity's fall over each stretch."""
-    if not (base := s.extended.get(f"{BASELINE}_s0")):
+    if not (baseline := records.extended.get(f"{BASELINE}_s0")):
         return None
-    stops = [(t, base["points"][str(t)]["perplexity"]) for t in study.EXTENDED_STEPS if str(t) in base["points"]]
-    return {"falls": "; ".join(f"{100 * (1 - b / a):.1f}% from {t0:,} to {t1:,}" for (t0, a), (t1, b)
-                               in zip(stops, stops[1:])) or "over no stretch yet"}
+    stops = [(step, baseline["points"][str(step)]["perplexity"]) for step in study.EXTENDED_STEPS
+             if str(step) in baseline["points"]]
+    return {"falls": "; ".join(f"{100 * (1 - b / a):.1f}% from {start:,} to {end:,}"
+                               for (start, a), (end, b) in pairwise(stops)) or "over no stretch yet"}
 
 
-def spread(value, ours, seeds):
-    """Item 3's verdict on the peer's perplexity against our runs' (`ours`); far outside: beyond the nearest end by
-    more than the highest of one configuration's seeds (`seeds`) is above its lowest."""
-    low, high = min(ours), max(ours)
-    if low <= value <= high:
-        return words("inside")
-    ratio, end = (value / high, "highest") if value > high else (value / low, "lowest")
-    far = len(seeds) > 1 and max(ratio, 1 / ratio) > max(seeds) / min(seeds)
-    return words("far_outside" if far else "outside", ratio=f"{ratio:.2f}", end=end)
+# --- the paper's n = 512, with a short phase first ---------------------------------------------------------------
+def paper_n(records):
+    """The runs with a short phase (study.short_first): where each phase left them, and each evaluation between the
+    switch to n-token blocks and the last."""
+    ran, phase = [run for run in records.runs if "short_phase" in run], study.SHORT_PHASE
+    between = {run["name"]: [p for p in run["curve"][:-1] if p["step"] > phase["steps"]] for run in ran}
+    baseline = over_seeds(records, PAPER_N_BASELINE).perplexity
+    rows = [[run["name"], left_plateau(records, run), f"{run['short_phase']['perplexity']:.1f}",
+             f"{next(p['perplexity'] for p in run['curve'] if p['step'] == run['short_phase']['steps']):.1f}",
+             ", ".join(f"{p['perplexity']:.1f}" for p in between[run["name"]]) or "-", f"{run['curve'][-1]['step']:,}",
+             f"{run['perplexity']:.1f}", number(records.unigram and run["perplexity"] / records.unigram),
+             number(gap(run["perplexity"], baseline), "+.1f", "%"), accuracy_cell(run)] for run in ran]
+    return ran and {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "updates": f"{BUDGET:,}",
+                    "choice": paper_n_short_blocks(records), "baseline": PAPER_N_BASELINE, "rows": body(rows),
+                    "between": ", ".join(f"{p['step']:,}" for p in between[ran[0]["name"]]),
+                    "falls": paper_n_last_stretch(records)}
 
 
-def against(value, values, below):
-    """One run's value against where one more of `values` (two or more) would fall (95% prediction interval), as
-    figure3 reads the one-seed runs: met when better (`below` it, or above), **missed** when worse, undecided (a
-    tie) inside."""
-    mean, half = t_interval(values, predict=True)
-    return verdict(value - mean - half, value - mean + half, above=not below), mean - half, mean + half
-
-
-def peer_and_conv(s):
-    """Issue 47, items 3-4: the peer among our k = K runs (inside: the gap is the method's; far outside: ours needs
-    a look), what precision alone changes (runs trained in different ones), and the convolution against learned E/F
-    (the multi-seed Linformer)."""
-    peer, conv = (s.groups.get(study.name_of(a), []) for a in (study.peer(), study.linformer(projection="conv")))
-    if not peer + conv:
-        return None
-    ours = [r for r in s.results if study.learned_projections(r["run"]) and (r["run"]["n"], r["run"]["k"]) == (N, K)]
-    lw, fp32 = s.groups.get(study.LINFORMER, []), s.extended.get(f"{study.LINFORMER}_s0", {"name": None})
-    spans, seeds_ppl = [r["perplexity"] for r in ours], [r["perplexity"] for r in lw]
-    kv = study.name_of(study.linformer(sharing="key_value"))
-    found = [words("peer_finding", name=r["name"], ppl=f"{r['perplexity']:.1f}", update=f"{r['curve'][-1]['step']:,}",
-                   count=len(ours), low=f"{min(spans):.1f}", high=f"{max(spans):.1f}", linformer=study.LINFORMER,
-                   key_value=kv, kv=perplexity(seeds(s, kv)), seeds=len(lw),
-                   threshold=number(max(seeds_ppl) / min(seeds_ppl) if len(lw) > 1 else None, ".2f"),
-                   verdict=spread(r["perplexity"], spans, seeds_ppl)) for r in (peer if ours else [])]
-    if bf16 := next((r for r in lw if r["name"] == fp32["name"]), None):  # the yardstick of precision
-        theirs = {p["step"]: p["perplexity"] for p in bf16["curve"]}
-        both = [(abs(p["perplexity"] / theirs[p["step"]] - 1), p["step"]) for p in fp32["curve"]
-                if p["step"] in theirs]
-        found.append(words("precision", name=bf16["name"], again=fp32["mixed_precision"], theirs=bf16["config"]["mixed_precision"],
-                           diff=f"{100 * max(both)[0]:.1f}", at=f"{max(both)[1]:,}", last=f"{both[-1][1]:,}"))
-    else:
-        found.append(words("no_precision", name=f"{study.LINFORMER}_s0"))
-    for r in conv if len(lw) > 1 else []:
-        ppl, low, high = against(math.log(r["perplexity"]), losses(lw), below=True)
-        rt, learned = accuracies([r]), accuracies(lw)
-        acc, alow, ahigh = against(rt[0], learned, False) if rt and len(learned) > 1 else ("not measured", None, None)
-        found.append(words("conv_finding", name=r["name"], linformer=study.LINFORMER, seeds=len(lw), ppl=ppl,
-                           acc=acc, low=f"{math.exp(low):.1f}", high=f"{math.exp(high):.1f}",
-                           alow=number(alow and 100 * alow, ".1f"), ahigh=number(ahigh and 100 * ahigh, ".1f")))
-    base = seeds(s, BASELINE)
-    rows = [[r["name"], f"{r['config']['mixed_precision']}, {r['hardware']}", f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}",
-             number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
-             rt_cell(r)] for r in peer + conv + ours]
-    return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
-
-
-def short_phase(s):
-    """Issue 47, item 2: the runs with a short phase (study.short_first), where each phase left them."""
-    ran = [r for r in s.results if "short_phase" in r]
-    if not ran:
-        return None
-    phase, base = study.SHORT_PHASE, seeds(s, LONG_BASELINE)
-    # A run's evaluations after the switch to n-token blocks and before its last.
-    between = lambda r: [p for p in r["curve"][:-1] if p["step"] > phase["steps"]]  # noqa: E731
-    rows = [[r["name"], left_plateau(s, r), f"{r['short_phase']['perplexity']:.1f}",
-             f"{next(p['perplexity'] for p in r['curve'] if p['step'] == r['short_phase']['steps']):.1f}",
-             ", ".join(f"{p['perplexity']:.1f}" for p in between(r)) or "-",
-             f"{r['curve'][-1]['step']:,}", f"{r['perplexity']:.1f}", number(s.unigram and r["perplexity"] / s.unigram),
-             number(gap(r["perplexity"], base.ppl), "+.1f", "%"),
-             rt_cell(r)] for r in ran]
-    return {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "choice": short_choice(s),
-            "updates": f"{study.PRETRAIN['max_steps']:,}", "baseline": LONG_BASELINE, "rows": body(rows),
-            "between": ", ".join(f"{p['step']:,}" for p in between(ran[0])), "falls": still_falling(s)}
-
-
-def still_falling(s):
+def paper_n_last_stretch(records):
     """How much each run the n = 512 targets judge fell over its last stretch between evaluations ("" before any
-    ran): a target read while its curves still fall is a point on the way (the short-phase section and the card)."""
-    judged = [r for arch in (LONG_BASELINE, *(arch for arch, *_ in LONG_TARGETS)) for r in s.groups.get(arch, [])]
+    ran): a target read while its curves still fall is a point on the way (the paper's n section and the card)."""
+    judged = [run for configuration in (PAPER_N_BASELINE, *(c for c, *_ in PAPER_N_TARGETS))
+              for run in records.by_configuration.get(configuration, [])]
     if not judged:
         return ""
-    falls = [100 * (1 - r["curve"][-1]["perplexity"] / r["curve"][-2]["perplexity"]) for r in judged]
+    falls = [100 * (1 - run["curve"][-1]["perplexity"] / run["curve"][-2]["perplexity"]) for run in judged]
     last = judged[0]["curve"]
-    return words("short_falls", stretch=last[-1]["step"] - last[-2]["step"], least=f"{min(falls):.1f}",
-                 most=f"{max(falls):.1f}", still=words("still_falling" if min(falls) > 0 else "not_all_falling"))
+    still = ("every run was still falling, so the targets read curves that have not levelled off" if min(falls) > 0
+             else "not every run was still falling (a negative fall is a rise)")
+    return (f"Over the last {last[-1]['step'] - last[-2]['step']} updates the validation perplexity of each run the "
+            f"targets judge fell by {min(falls):.1f}% to {max(falls):.1f}%: {still}.")
 
 
-def left_plateau(s, r):
+def left_plateau(records, run):
     """The first update of a run's short phase whose validation perplexity is below half the unigram reference's."""
-    return next((f"{p['step']:,}" for p in r["curve"] if s.unigram and p["perplexity"] < s.unigram / 2
+    return next((f"{p['step']:,}" for p in run["curve"] if records.unigram and p["perplexity"] < records.unigram / 2
                  and p["step"] <= study.SHORT_PHASE["steps"]), "-")
 
 
-def short_choice(s):
+def paper_n_short_blocks(records):
     """Why the Linformers read the short phase exactly: the k = 128 run resampled against the same seed read
     exactly (its run, or before it finished the pilot of its first updates) and standard attention: where each left
     the plateau, and where each was at the exact one's last short-block point."""
     k128, phase = study.linformer(n=4 * N, k=4 * K), study.SHORT_PHASE
     exact_name = study.name_of(study.short_first(k128))
-    resampled, exact, standard = [(s.groups.get(name) or [None])[0] for name in (
-        study.name_of(study.short_first(k128, exact=False)), exact_name, LONG_BASELINE)]
-    pilot = next((r for r in s.pilots if r["name"].startswith(exact_name)), None)
+    resampled, exact, standard = [(records.by_configuration.get(name) or [None])[0] for name in (
+        study.name_of(study.short_first(k128, exact=False)), exact_name, PAPER_N_BASELINE)]
+    pilot = next((run for run in records.pilots if run["name"].startswith(exact_name)), None)
     if None in (resampled, standard) or not (exact or pilot):
-        return words("short_choice_pending")
+        return "(the run read exactly has not finished yet)."
     exact = exact or pilot
     step = min(exact["curve"][-1]["step"], phase["steps"])  # the curve's point at the switch: n-token blocks
-    runs = (resampled, exact, standard)
-    at = [r["short_phase"]["perplexity"] if step == phase["steps"] else
-          next(p["perplexity"] for p in r["curve"] if p["step"] == step) for r in runs]
-    left = [left_plateau(s, r).replace("-", f"not reached by {min(r['curve'][-1]['step'], phase['steps']):,}")
-            for r in runs]
-    source = words("short_choice_pilot", pilot=pilot["name"]) if exact is pilot else words("short_choice_run")
-    return words("short_choice", step=f"{step:,}", block=phase["block_size"], source=source,
-                 gap=number(gap(resampled["perplexity"], seeds(s, LONG_BASELINE).ppl), "+.1f", "%"),
-                 **dict(zip(("resample", "exact", "standard"), left)),
-                 **dict(zip(("resample_ppl", "exact_ppl", "standard_ppl"), (f"{v:.1f}" for v in at))))
+    runs, source = (resampled, exact, standard), "its run"
+    if exact is pilot:
+        source = f"the first updates of its run, recorded as the pilot `{pilot['name']}` before the run finished"
+    at = [run["short_phase"]["perplexity"] if step == phase["steps"] else
+          next(p["perplexity"] for p in run["curve"] if p["step"] == step) for run in runs]
+    left = [left_plateau(records, run).replace("-", f"not reached by {min(run['curve'][-1]['step'], phase['steps']):,}")
+            for run in runs]
+    baseline = over_seeds(records, PAPER_N_BASELINE).perplexity
+    return (f"the first update below half the unigram reference was {left[0]} with E/F resampled, {left[1]} read "
+            f"exactly ({source}), and {left[2]} for standard attention; at update {step:,}, on "
+            f"{phase['block_size']}-token blocks, validation perplexity {at[0]:.1f}, {at[1]:.1f} and {at[2]:.1f} "
+            f"(resampled, exact, standard). The resampled run's gap to the baseline after its last update, "
+            f"{number(gap(resampled['perplexity'], baseline), '+.1f', '%')}, misses the k = 128 target under that "
+            f"recipe.")
 
 
-def stretches(r):
+# --- does a peer implementation agree? (and the convolution in place of learned E/F) ----------------------------
+def peer(records):
+    """The peer among our k = K runs with learned E/F, what precision alone changes (runs trained in different
+    ones), and the convolution against learned E/F (the multi-seed Linformer); left out without peer or convolution."""
+    peers, convolutions = (records.by_configuration.get(study.name_of(spec), [])
+                           for spec in (study.peer(), study.linformer(projection="conv")))
+    if not peers + convolutions:
+        return None
+    ours = [run for run in records.runs
+            if study.learned_projections(run["run"]) and (run["run"]["n"], run["run"]["k"]) == (N, K)]
+    layerwise, baseline = records.by_configuration.get(LINFORMER, []), over_seeds(records, BASELINE)
+    found = [*(peer_finding(records, run, ours, layerwise) for run in (peers if ours else [])),
+             precision_finding(records, layerwise),
+             *(convolution_finding(run, layerwise) for run in (convolutions if len(layerwise) > 1 else []))]
+    rows = [[run["name"], f"{run['config']['mixed_precision']}, {run['hardware']}", f"{run['curve'][-1]['step']:,}",
+             f"{run['perplexity']:.1f}", number(gap(run["perplexity"], baseline.perplexity), "+.1f", "%"),
+             accuracy_cell(run)] for run in peers + convolutions + ours]
+    return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
+
+
+def peer_finding(records, run, ours, layerwise):
+    """The peer's perplexity against our runs' spread: inside, the gap is the method's; far outside (ours needs a
+    look) beyond the nearest end by more than the highest of the layerwise seeds is above their lowest."""
+    spans, seeds = [r["perplexity"] for r in ours], [r["perplexity"] for r in layerwise]
+    low, high, value = min(spans), max(spans), run["perplexity"]
+    ratio, end = (value / high, "highest") if value > high else (value / low, "lowest")
+    far = len(seeds) > 1 and max(ratio, 1 / ratio) > max(seeds) / min(seeds)
+    said = ("inside the spread (the gap is the method's)" if low <= value <= high else
+            f"{'far outside (ours needs a look)' if far else 'outside'}: {ratio:.2f}x the {end}")
+    key_value = study.name_of(study.linformer(sharing="key_value"))
+    return (f"- **Peer** `{run['name']}`: perplexity {value:.1f} after {run['curve'][-1]['step']:,} updates; our "
+            f"{len(ours)} runs with learned E/F span {low:.1f}-{high:.1f}, `{key_value}` (the same sharing) "
+            f"{perplexity_cell(over_seeds(records, key_value))}. Verdict: {said}; far outside would be beyond a factor "
+            f"of {number(max(seeds) / min(seeds) if len(seeds) > 1 else None, '.2f')} either way (the highest over "
+            f"the lowest of the {len(layerwise)} seeds of `{LINFORMER}`).")
+
+
+def precision_finding(records, layerwise):
+    """What precision alone changes: the layerwise Linformer's seed 0 trained again (its extended run) in another
+    precision, against its run in the study's, over every evaluation both made."""
+    again = records.extended.get(f"{LINFORMER}_s0", {"name": None})
+    if not (first := next((run for run in layerwise if run["name"] == again["name"]), None)):
+        return (f"- **Precision** (the column above): what precision alone changes is not measured yet: "
+                f"`{LINFORMER}_s0` trained again in fp32 (`results/extended/{LINFORMER}_s0.json`) is not recorded.")
+    theirs = {point["step"]: point["perplexity"] for point in first["curve"]}
+    both = [(abs(p["perplexity"] / theirs[p["step"]] - 1), p["step"]) for p in again["curve"] if p["step"] in theirs]
+    return (f"- **Precision** (the column above): what precision alone changes: `{first['name']}` trained again "
+            f"with `--mixed_precision {again['mixed_precision']}` (`results/extended/{first['name']}.json`) differs "
+            f"from its `{first['config']['mixed_precision']}` run by at most {100 * max(both)[0]:.1f}% in validation "
+            f"perplexity (at update {max(both)[1]:,}) over every evaluation both made, to update {both[-1][1]:,}.")
+
+
+def convolution_finding(run, layerwise):
+    """The convolution against learned E/F, read as the Figure 3 section reads its one-seed runs: its perplexity
+    (on the loss) and accuracy against where one more seed of the layerwise Linformer would fall (95% prediction
+    interval): met when better, **missed** when worse, undecided (a tie) inside."""
+    def against(value, values, below):
+        mean, half = reporting.t_interval(values, predict=True)
+        return verdict(value - mean - half, value - mean + half, above=not below), mean - half, mean + half
+
+    ppl, low, high = against(loss(run), [loss(r) for r in layerwise], below=True)
+    learned = [a for r in layerwise if (a := accuracy(r)) is not None]
+    acc, alow, ahigh = (against(accuracy(run), learned, below=False) if run["finetune"] and len(learned) > 1
+                        else ("not measured", None, None))
+    return (f"- **Convolution** `{run['name']}` against learned E/F (one more seed of `{LINFORMER}` would fall in "
+            f"{math.exp(low):.1f}-{math.exp(high):.1f} perplexity, {number(alow and 100 * alow, '.1f')}-"
+            f"{number(ahigh and 100 * ahigh, '.1f')}% accuracy; {len(layerwise)} seeds): convolution better in "
+            f"perplexity: {ppl}; in Rotten Tomatoes accuracy: {acc} (met: better, **missed**: worse, undecided: a "
+            f"tie).")
+
+
+# --- how the runs ran: cost, pilots, what is missing, commands ---------------------------------------------------
+def stretches(run):
     """Where a run's pretraining ran, stretch by stretch (run_study.py's hardware_segments; a run that stayed on one
     machine is one stretch), each with its seconds and tokens/s. A record split without seconds (a state whose
     logs were lost) stays one stretch, its hardware named in full and no one speed."""
-    segments = r.get("hardware_segments") or []
-    if len(segments) < 2 or any(seg["seconds"] is None for seg in segments):
-        mixed = len({seg["hardware"] for seg in segments}) > 1
-        return [{"hardware": r["hardware"], "where": r["hardware"], "seconds": r["pretrain_seconds"],
-                 "tokens_per_second": None if mixed else r["tokens_per_second"]}]
-    return [{"hardware": seg["hardware"], "where": f"{seg['hardware']}, updates {seg['first_step']:,}-{seg['last_step']:,}",
-             "seconds": seg["seconds"], "tokens_per_second": round(seg["tokens_seen"] / seg["seconds"])}
-            for seg in segments]
+    segments = run.get("hardware_segments") or []
+    if len(segments) < 2 or any(segment["seconds"] is None for segment in segments):
+        mixed = len({segment["hardware"] for segment in segments}) > 1
+        return [{"hardware": run["hardware"], "where": run["hardware"], "seconds": run["pretrain_seconds"],
+                 "tokens_per_second": None if mixed else run["tokens_per_second"]}]
+    return [{"hardware": segment["hardware"], "seconds": segment["seconds"],
+             "where": f"{segment['hardware']}, updates {segment['first_step']:,}-{segment['last_step']:,}",
+             "tokens_per_second": round(segment["tokens_seen"] / segment["seconds"])} for segment in segments]
 
 
-def cost(s):
+def cost(records):
     """Hours per hardware and each run's speed on each; a run's finetuning is counted where its pretraining ended
     (run_study.py finetunes where it pretrains)."""
-    groups, rows = {}, []
-    for r in s.results:
-        parts = stretches(r)
-        for part in parts:
-            group = groups.setdefault(part["hardware"], {"runs": set(), "pretrain": 0.0, "finetune": 0.0})
-            group["runs"].add(r["name"])
-            group["pretrain"] += part["seconds"]
-            rows.append([r["name"], part["where"], number(part["tokens_per_second"], ","), f"{part['seconds'] / 60:.1f}"])
-        groups[parts[-1]["hardware"]]["finetune"] += sum(f["seconds"] for f in r["finetune"].values())
-    return s.results and {
-        "hardware": body([hw, len(g["runs"]), f"{g['pretrain'] / 3600:.2f}", f"{g['finetune'] / 3600:.2f}"]
-                         for hw, g in groups.items()),
-        "runs": body(rows)}
+    spent_on, rows = {}, []  # hardware: its runs and seconds
+    for run in records.runs:
+        for part in (parts := stretches(run)):
+            spent = spent_on.setdefault(part["hardware"], {"runs": set(), "pretrain": 0.0, "finetune": 0.0})
+            spent["runs"].add(run["name"])
+            spent["pretrain"] += part["seconds"]
+            rows.append([run["name"], part["where"], number(part["tokens_per_second"], ","),
+                         f"{part['seconds'] / 60:.1f}"])
+        spent_on[parts[-1]["hardware"]]["finetune"] += sum(f["seconds"] for f in run["finetune"].values())
+    return records.runs and {"runs": body(rows), "hardware": body(
+        [name, len(spent["runs"]), f"{spent['pretrain'] / 3600:.2f}", f"{spent['finetune'] / 3600:.2f}"]
+        for name, spent in spent_on.items())}
 
 
-def pilots(s):
-    return s.pilots and {
-        "rows": body([r["name"], r["what"], f"{r['tokens_seen']:,}", f"{r['tokens_per_second_median']:,}",
-                      f"{r['final_perplexity']:.1f}", f"{r['final_vs_unigram']:.3f}", ", ".join(
-                          f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in r.get("finetune", {}).items()) or "-"]
-                     for r in s.pilots),
-        "commands": "\n".join(f"- `{r['name']}`: `{r['pretrain_command']}`" + "".join(
-            f"\n  - finetuning, {key}: `{f['command']}`" for key, f in r.get("finetune", {}).items() if "command" in f)
-            for r in s.pilots)}
+def pilots(records):
+    return records.pilots and {
+        "rows": body([run["name"], run["what"], f"{run['tokens_seen']:,}", f"{run['tokens_per_second_median']:,}",
+                      f"{run['final_perplexity']:.1f}", f"{run['final_vs_unigram']:.3f}", ", ".join(
+                          f"{100 * f['accuracy']:.1f}% ({lr})" for lr, f in run.get("finetune", {}).items()) or "-"]
+                     for run in records.pilots),
+        "commands": "\n".join(f"- `{run['name']}`: `{run['pretrain_command']}`" + "".join(
+            f"\n  - finetuning, {key}: `{f['command']}`" for key, f in run.get("finetune", {}).items()
+            if "command" in f) for run in records.pilots)}
 
 
-def missing(s):
-    done = {r["name"] for r in s.results}
-    absent = [r["name"] for r in study.RUNS if r["name"] not in done]
-    unfinetuned = [r["name"] for r in s.results
-                   if len(r["finetune"]) < len(study.FINETUNE_SEEDS) and r["run"]["model_type"] != "peer"]
+def missing(records):
+    done = {run["name"] for run in records.runs}
+    absent = [spec["name"] for spec in study.RUNS if spec["name"] not in done]
+    unfinetuned = [run["name"] for run in records.runs
+                   if len(run["finetune"]) < len(study.FINETUNE_SEEDS) and run["run"]["model_type"] != "peer"]
     return {"absent_count": len(absent), "planned": len(study.RUNS), "absent": ", ".join(absent) or "none",
             "finetuning_seeds": len(study.FINETUNE_SEEDS), "unfinetuned": ", ".join(unfinetuned) or "none"}
 
 
-def commands(s):
+def commands(records):
     """Each run's commands behind the OMP_NUM_THREADS they ran on, which a resume must keep to continue bit for bit:
     the threads of its last CPU stretch in its hardware (where it finetuned too), else run_study.py's default, 1."""
     lines = []
-    for r in s.results:
-        threads = ([1] + re.findall(r"CPU, (\d+) thread", r["hardware"]))[-1]
-        lines.append(f"- `{r['name']}`: `OMP_NUM_THREADS={threads} {r['pretrain_command']}`" + "".join(
+    for run in records.runs:
+        threads = ([1] + re.findall(r"CPU, (\d+) thread", run["hardware"]))[-1]
+        lines.append(f"- `{run['name']}`: `OMP_NUM_THREADS={threads} {run['pretrain_command']}`" + "".join(
             f"\n  - finetuning seed {seed}: `OMP_NUM_THREADS={threads} {f['command']}`"
-            for seed, f in sorted(r["finetune"].items())))
+            for seed, f in sorted(run["finetune"].items())))
     return {"commands": "\n".join(lines)}
 
 
-def efficiency(s):
+def efficiency(records):
     """model_card.md's efficiency summary, from the benchmarks' inference results."""
     path = REPO / "benchmarks/results/inference.json"
-    b = json.loads(path.read_text()) if path.exists() else None
-    return b and dict(
-        b["machine"], layers=b["dims"]["num_hidden_layers"], hidden=b["dims"]["hidden_size"], dtype=b["args"]["dtype"],
-        device=b["machine"]["device"].upper(), threads_argument=b["args"]["threads"],
-        max_forward_s=f"{b['args']['max_forward_s']:g}", rows=body(
-            [r["n"], r["k"], f"{r['time_saved_vs_eager']:.2f}x ({r['paper_time_saved']}x)",
-             f"{r['time_saved_vs_sdpa']:.2f}x", f"{r['mem_saved_vs_eager']:.1f}x ({r['paper_mem_saved']}x)",
-             f"{r['mem_saved_vs_sdpa']:.2f}x"]
-            for r in b["rows"] if r["model"].startswith("linformer") and r["k"] in (128, 256)))
+    found = json.loads(path.read_text()) if path.exists() else None
+    return found and dict(
+        found["machine"], layers=found["dims"]["num_hidden_layers"], hidden=found["dims"]["hidden_size"],
+        dtype=found["args"]["dtype"], device=found["machine"]["device"].upper(),
+        threads_argument=found["args"]["threads"],
+        max_forward_s=f"{found['args']['max_forward_s']:g}", rows=body(
+            [row["n"], row["k"], f"{row['time_saved_vs_eager']:.2f}x ({row['paper_time_saved']}x)",
+             f"{row['time_saved_vs_sdpa']:.2f}x", f"{row['mem_saved_vs_eager']:.1f}x ({row['paper_mem_saved']}x)",
+             f"{row['mem_saved_vs_sdpa']:.2f}x"]
+            for row in found["rows"] if row["model"].startswith("linformer") and row["k"] in (128, 256)))
 
 
-# The sections in order: a part of the template, alone or with the function that fills it from the records (None:
-# left out). CARD's are also model_card.md's results section.
-CARD = [("answer", answer), ("budget", budget), ("unigram", lambda s: s.unigram and {"unigram": f"{s.unigram:.1f}"}),
-        ("neighbours", lambda s: s.unigram and s.neighbours and {"neighbours": f"{s.neighbours:.1f}"}),
-        ("rotten_tomatoes", lambda s: (rt := s.reference.get("rotten_tomatoes")) and {
-            "majority": f"{100 * rt['majority']['validation_accuracy']:.1f}",
-            "tfidf": f"{100 * rt['tfidf_logistic_regression']['validation_accuracy']:.1f}"}),
-        ("configurations", configurations), ("targets", lambda s: {"rows": body(target(s, *t) for t in TARGETS)}),
-        ("exact_short_path", exact_short_path), ("figure3", figure3), ("order_check", order_check),
-        ("unchecked", lambda s: any("order_check" in r for r in s.results) and (unchecked := [
-            r["name"] for r in s.results if "order_check" not in r]) and {"unchecked": ", ".join(unchecked)})]
-PAGE = [("longer", longer), ("falls", falls), ("peer", peer_and_conv), ("short_phase", short_phase), ("cost", cost),
-        ("pilots", pilots), ("missing", missing),
-        ("commands", commands), "plot"]
+# The sections in page order: a part of the template, alone or with the function that fills it. CARD's are also
+# model_card.md's results section.
+CARD = [("longer_answer", longer_answer), ("recipe", recipe),
+        ("unigram_reference", lambda records: records.unigram and {"unigram": f"{records.unigram:.1f}"}),
+        ("neighbours_reference", lambda records: records.unigram and records.neighbours and {
+            "neighbours": f"{records.neighbours:.1f}"}),
+        ("rotten_tomatoes_reference", rotten_tomatoes_reference), ("every_configuration", every_configuration),
+        ("targets", lambda records: {"rows": body(target_row(records, *target) for target in TARGETS)}),
+        ("short_inputs_read_exactly", short_inputs_read_exactly), ("figure3_claims", figure3_claims),
+        ("what_was_learnt", what_was_learnt), ("not_checked", not_checked)]
+PAGE = [("longer", longer), ("longer_baseline_falls", longer_baseline_falls), ("peer", peer), ("paper_n", paper_n),
+        ("cost", cost), ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
 
 
-def pages(s, card=REPO / "model_card.md"):
+def pages(records, card=REPO / "model_card.md"):
     """{path: text}: results.md, and `card` with its results block rewritten (sections a level down, paths from the
     repository root, the curves and the benchmarks' efficiency summary)."""
-    shared = compose(TEMPLATE, CARD, s)
+    shared = compose(TEMPLATE, CARD, records)
     block = re.sub("^## ", "### ", shared, flags=re.MULTILINE).replace("`results/", "`experiments/quality/results/")
-    block += compose(TEMPLATE, ["curves", ("efficiency", efficiency), "card_end"], s)
-    return {HERE / "results.md": compose(TEMPLATE, ["head"], s) + shared + compose(TEMPLATE, PAGE, s),
+    block += compose(TEMPLATE, ["curves", ("efficiency", efficiency), "card_end"], records)
+    return {HERE / "results.md": compose(TEMPLATE, ["head"], records) + shared + compose(TEMPLATE, PAGE, records),
             card: splice(card.read_text(), SOURCE, block.rstrip("\n"))}
 
 
@@ -610,47 +609,47 @@ def drawn(curve):
     return [p["tokens_seen"] / 1e6 for p in curve[1:]], [p["perplexity"] for p in curve[1:]]
 
 
-def plot(s, path):
+def plot(records, path):
     """Validation perplexity against tokens seen: one panel for each Figure 3 claim, one for the paper's n with a
-    short phase first (issue 47, item 2; its curves read short blocks until the switch), the last for the pilots."""
-    archs, phase = compared(s), study.SHORT_PHASE
-    short = [a for a in s.order if any("short" in r["run"] for r in s.groups.get(a, []))]
-    panels = [(f"k (n={N}, layerwise sharing)", archs["k"]),
-              (f"sharing (n={N}, k={K})", archs["sharing"] + archs["peer"]),  # dotted: issue 47's peer and conv
-              (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", archs["baselines"] + archs["n"]),
+    short phase first (its curves read short blocks until the switch), the last for the pilots."""
+    about, phase, seeds = claimed(records), study.SHORT_PHASE, records.by_configuration
+    short = [c for c in records.configurations if any("short" in run["run"] for run in seeds.get(c, []))]
+    panels = [(f"k (n={N}, layerwise sharing)", about["k"]),
+              (f"sharing (n={N}, k={K})", about["sharing"] + about["peer"]),  # dotted: the peer and the convolution
+              (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", about["baselines"] + about["n"]),
               (f"n={4 * N}: {phase['block_size']}-token blocks until update {phase['steps']:,}, then {4 * N}", short),
               ("pilots (recipes, first validation blocks)", [])]
-    references = [] if s.unigram is None else [(s.unigram, "--", f"unigram, no context ({s.unigram:.0f})"),
-                                               (0.3 * s.unigram, ":", "0.3 x unigram (target)")]
-    if s.neighbours is not None:
-        references.append((s.neighbours, "-.", f"two-neighbour count model ({s.neighbours:.0f})"))
+    references = [] if records.unigram is None else [
+        (records.unigram, "--", f"unigram, no context ({records.unigram:.0f})"),
+        (0.3 * records.unigram, ":", "0.3 x unigram (target)")]
+    if records.neighbours is not None:
+        references.append((records.neighbours, "-.", f"two-neighbour count model ({records.neighbours:.0f})"))
     with figure(path, 1, len(panels), figsize=(5.5 * len(panels), 5.5), sharey=True) as (fig, axes):
-        for r in s.pilots:  # the last panel: how long each recipe sat on the unigram line
-            axes[-1].plot(*drawn(r["curve"]), marker="o", ms=2, label=r["name"])
-        switch = [p["tokens_seen"] / 1e6 for a in short for r in s.groups[a] for p in r["curve"]
+        for run in records.pilots:  # the last panel: how long each recipe sat on the unigram line
+            axes[-1].plot(*drawn(run["curve"]), marker="o", ms=2, label=run["name"])
+        switch = [p["tokens_seen"] / 1e6 for c in short for run in seeds[c] for p in run["curve"]
                   if p["step"] == phase["steps"]]
-        for ax, (title, configurations) in zip(axes, panels):
+        for ax, (title, configurations) in zip(axes, panels, strict=True):
             if configurations is short and switch:  # where the short runs' validation blocks become n tokens long
                 ax.axvline(statistics.mean(switch), color="gray", ls="-", lw=0.5, label="switch to n-token blocks")
-            for arch in [a for a in configurations if s.groups.get(a)]:
+            for configuration in [c for c in configurations if seeds.get(c)]:
                 # Seeds share their evaluation updates, not exactly their token counts (blocks differ in padding):
                 # the x-axis is the seeds' mean tokens seen at each update.
-                steps = [p["step"] for p in s.groups[arch][0]["curve"]]
-                same = [r["curve"] for r in s.groups[arch] if [p["step"] for p in r["curve"]] == steps]
-                tokens = [statistics.mean(p["tokens_seen"] for p in at) / 1e6 for at in zip(*same)][1:]
-                curves = [[p["perplexity"] for p in at] for at in zip(*same)][1:]  # per update, over the seeds
+                steps = [p["step"] for p in seeds[configuration][0]["curve"]]
+                same = [run["curve"] for run in seeds[configuration] if [p["step"] for p in run["curve"]] == steps]
+                tokens = [statistics.mean(p["tokens_seen"] for p in at) / 1e6 for at in zip(*same, strict=True)][1:]
+                curves = [[p["perplexity"] for p in at] for at in zip(*same, strict=True)][1:]  # per update
                 line, = ax.plot(tokens, [math.exp(statistics.mean(map(math.log, v))) for v in curves],  # over the loss
-                                marker="o", ms=3, label=f"{arch} ({len(same)} seed{'s' * (len(same) > 1)})",
-                                color="black" if arch == BASELINE else None,
-                                ls="--" if arch in archs["baselines"] and arch != BASELINE else
-                                ":" if arch in archs["peer"] else "-")
+                                marker="o", ms=3, label=f"{configuration} ({len(same)} seed{'s' * (len(same) > 1)})",
+                                color="black" if configuration == BASELINE else None,
+                                ls="--" if configuration in about["baselines"] and configuration != BASELINE else
+                                ":" if configuration in about["peer"] else "-")
                 if len(same) > 1:
-                    ax.fill_between(tokens, list(map(min, curves)), list(map(max, curves)), color=line.get_color(),
-                                    alpha=0.2)
-                for name, r in s.extended.items():  # issue 47: a run trained on past the budget, in its colour
-                    if arch_of(name) == arch:
-                        ax.plot(*drawn(r["curve"]), color=line.get_color(), ls="-.", lw=1,
-                                label=f"{name}, extended ({precision_name(r['mixed_precision'])})")
+                    ax.fill_between(tokens, [*map(min, curves)], [*map(max, curves)], color=line.get_color(), alpha=0.2)
+                for name, run in records.extended.items():  # a run trained on past the budget, in its colour
+                    if configuration_of(name) == configuration:
+                        ax.plot(*drawn(run["curve"]), color=line.get_color(), ls="-.", lw=1,
+                                label=f"{name}, extended ({precision_name(run['mixed_precision'])})")
             for level, style, label in references:
                 ax.axhline(level, color="gray", ls=style, lw=1, label=label)
             ax.set(title=title, xlabel="tokens seen (millions)", yscale="log")
@@ -663,10 +662,14 @@ def plot(s, path):
 
 
 def main(argv=None):
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args(argv)
-    s = load()
-    print(write(pages(s)))
-    plot(s, HERE / "perplexity_curves.png")
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.parse_args(argv)
+    try:
+        records = load()
+    except ValueError as error:  # a mistyped transcription of the paper: one line, exit status 2
+        parser.error(str(error))
+    print(write(pages(records)))
+    plot(records, HERE / "perplexity_curves.png")
 
 
 if __name__ == "__main__":
