@@ -9,7 +9,8 @@ updates, read off the baseline's own extended run), or "more than" its last upda
 seconds per update: the same bodies and tokens per update timed on a GPU (`gpu_check`'s `training_cuda_bf16_study*`
 results), each model alone on the GPU and interleaved with the baseline. Their product over the baseline's is the GPU
 time ratio. Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one
-assumption PROJECTION states. The study's n = 512 runs are left out while its curves still fall (render.paper_n_last_stretch).
+assumption PROJECTION states. The study's n = 512 runs are left out while its curves still fall
+(render.paper_n_last_stretch).
 """
 
 from experiments.quality import render, study

@@ -1,3 +1,6 @@
+# Copyright 2026 The linformer-hf authors.
+# SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """experiments/quality/results.md, the plot of validation perplexity against tokens seen (perplexity_curves.png) and
 model_card.md's results section, from experiments/quality/results/*.json (run_study.py writes them). Works on
 whatever subset of the study exists, and lists what is missing.
