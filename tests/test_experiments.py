@@ -1151,3 +1151,20 @@ def test_the_committed_exact_short_phases_of_one_seed_agree_across_k():
              for r in records.values()]
     assert len(short[0]) > 10 and short[0] == short[1]
     assert len({r["short_phase"]["perplexity"] for r in records.values()}) == 1
+
+
+def test_start_or_fall_reads_a_slower_fall_only_where_the_seeds_interval_excludes_none():
+    """Issue 66 item 3: paired by seed, the start's delay and the fall's ratio are each said only outside their
+    interval; one seed stays undecided; a run that never left the plateau is named as such."""
+    from experiments.quality.render import start_or_fall_reading
+
+    baseline = {0: (5000, 95.0), 1: (6250, 106.0), 2: (5000, 107.0)}
+    slower = {0: (5250, 315.0), 1: (6000, 387.0), 2: (6000, 540.0)}
+    assert start_or_fall_reading("lin", slower, baseline).endswith(": a slower fall")
+    later_and_slower = {seed: (start + 2000 + 10 * seed, p * 3) for seed, (start, p) in baseline.items()}
+    assert start_or_fall_reading("lin", later_and_slower, baseline).endswith(
+        "both a later start and a slower fall")
+    alike = {seed: (start + (-250, 0, 250)[seed], p * (0.9, 1.0, 1.1)[seed]) for seed, (start, p) in baseline.items()}
+    assert start_or_fall_reading("lin", alike, baseline).endswith("neither, within the seeds' spread")
+    assert start_or_fall_reading("lin", {0: (4000, 185.0)}, baseline).endswith("one seed: undecided")
+    assert "never left the plateau" in start_or_fall_reading("lin", {0: (None, None)}, baseline)

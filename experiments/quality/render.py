@@ -365,6 +365,74 @@ def longer_baseline_falls(records):
                                for (start, a), (end, b) in pairwise(stops)) or "over no stretch yet"}
 
 
+# --- a later start or a slower fall? ------------------------------------------------------------------------------
+# A model has left the unigram plateau at its first evaluation below this share of the unigram reference; its fall
+# is read this many updates after that point (each run from its own start, so a late start does not count as a fall)
+PLATEAU_SHARE, FALL_AFTER = 0.7, (1_000, 3_000, 6_000)
+
+
+def longest_curve(records, run):
+    """A run's validation curve, from its extension where one exists (the same run trained further)."""
+    extended = records.extended.get(run["name"])
+    return extended["curve"] if extended and extended["curve"][-1]["step"] > run["curve"][-1]["step"] else run["curve"]
+
+
+def start_and_fall(records, run):
+    """(the update a run left the plateau at, {updates after it: perplexity}), the start None if it never left."""
+    curve = longest_curve(records, run)
+    start = next((point["step"] for point in curve if point["perplexity"] < PLATEAU_SHARE * records.unigram), None)
+    at = {point["step"]: point["perplexity"] for point in curve}
+    return start, {after: at.get(start + after) for after in FALL_AFTER} if start is not None else {}
+
+
+def start_or_fall(records):
+    """Every run at n = N: where it left the plateau and how far it fell 1,000, 3,000 and 6,000 updates later; then,
+    for each Linformer configuration against the baseline paired by seed, the start's delay and the fall's ratio
+    (perplexity 3,000 updates after each one's own start), each with its paired 95% t-interval over seeds."""
+    if not records.unigram or not records.by_configuration.get(BASELINE):
+        return None
+    rows, measured = [], {}
+    at_n = {spec["name"].rsplit("_s", 1)[0] for spec in study.RUNS if spec.get("n") == N and not spec.get("short")}
+    for configuration in (c for c in records.configurations if c in at_n):
+        for run in records.by_configuration[configuration]:
+            start, fall = start_and_fall(records, run)
+            measured.setdefault(configuration, {})[run["seed"]] = (start, fall.get(FALL_AFTER[1]))
+            rows.append([run["name"], number(start, ",d") if start is not None else "not left",
+                         *(number(fall.get(after), ".1f") for after in FALL_AFTER)])
+    baseline = measured[BASELINE]
+    readings = [start_or_fall_reading(configuration, seeds, baseline)
+                for configuration, seeds in measured.items() if configuration != BASELINE]
+    return {"share": PLATEAU_SHARE, "n": N, "baseline": BASELINE, "after": f"{FALL_AFTER[1]:,}",
+            "table": table(["run", "left the plateau at", *(f"perplexity {after:,} updates later" for after in
+                                                            FALL_AFTER)], rows),
+            "readings": "\n".join(f"- {reading}" for reading in readings)}
+
+
+def start_or_fall_reading(configuration, seeds, baseline):
+    """One configuration against the baseline, paired by seed: how much later it starts (updates) and how much
+    slower it falls (perplexity ratio 3,000 updates after its start), each a tie while its interval holds no change."""
+    shared = sorted(seed for seed in seeds if seed in baseline and seeds[seed][0] is not None
+                    and baseline[seed][0] is not None and seeds[seed][1] and baseline[seed][1])
+    if not shared:
+        why = ("it never left the plateau" if all(start is None for start, _ in seeds.values()) else
+               f"its curve ends before {FALL_AFTER[1]:,} updates after its start")
+        return f"`{configuration}`: not comparable yet ({why})"
+    delay = {seed: seeds[seed][0] - baseline[seed][0] for seed in shared}
+    ratio = {seed: math.log(seeds[seed][1] / baseline[seed][1]) for seed in shared}
+    mean_delay, mean_ratio = statistics.mean(delay.values()), math.exp(statistics.mean(ratio.values()))
+    delay_ci = reporting.paired_t_interval(delay, dict.fromkeys(delay, 0))
+    ratio_ci = reporting.paired_t_interval(ratio, dict.fromkeys(ratio, 0))
+    if delay_ci is None:
+        return (f"`{configuration}` (seed {shared[0]} only): starts {mean_delay:+,.0f} updates from the baseline's, "
+                f"{mean_ratio:.2f}x its perplexity {FALL_AFTER[1]:,} updates after its start; one seed: undecided")
+    later, slower = delay_ci[0] > 0, ratio_ci[0] > 0
+    kind = {(True, True): "both a later start and a slower fall", (True, False): "a later start",
+            (False, True): "a slower fall", (False, False): "neither, within the seeds' spread"}[later, slower]
+    return (f"`{configuration}` ({len(shared)} seeds): starts {mean_delay:+,.0f} updates from the baseline's "
+            f"[{delay_ci[0]:+,.0f}, {delay_ci[1]:+,.0f}], {mean_ratio:.2f}x its perplexity {FALL_AFTER[1]:,} "
+            f"updates after its start [{math.exp(ratio_ci[0]):.2f}, {math.exp(ratio_ci[1]):.2f}]: {kind}")
+
+
 # --- the paper's n = 512, with a short phase first ---------------------------------------------------------------
 def paper_n(records):
     """The runs with a short phase (study.short_first): where each phase left them, and each evaluation between the
@@ -593,7 +661,8 @@ CARD = [("longer_answer", longer_answer), ("recipe", recipe),
         ("targets", lambda records: {"rows": body(target_row(records, *target) for target in TARGETS)}),
         ("short_inputs_read_exactly", short_inputs_read_exactly), ("figure3_claims", figure3_claims),
         ("what_was_learnt", what_was_learnt), ("not_checked", not_checked)]
-PAGE = [("longer", longer), ("longer_baseline_falls", longer_baseline_falls), ("peer", peer), ("paper_n", paper_n),
+PAGE = [("longer", longer), ("longer_baseline_falls", longer_baseline_falls), ("start_or_fall", start_or_fall),
+        ("peer", peer), ("paper_n", paper_n),
         ("cost", cost), ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
 
 
