@@ -540,17 +540,24 @@ def test_a_run_moved_between_machines_records_where_each_stretch_trained(tmp_pat
     r = {"name": "roberta_n32_s0", "seed": 0}
     rec = run_study.record(state, r, folder, [[sys.executable, "train_mlm.py"]])
     assert rec["hardware_segments"] == [
-        {"hardware": "GPU, shared by 2 runs", "first_step": 1, "last_step": 4, "seconds": 4.0, "tokens_seen": 200},
-        {"hardware": "CPU, 1 thread", "first_step": 5, "last_step": 8, "seconds": 20.0, "tokens_seen": 200}]
+        {"hardware": "GPU, shared by 2 runs", "precision": "no", "first_step": 1, "last_step": 4, "seconds": 4.0,
+         "tokens_seen": 200},
+        {"hardware": "CPU, 1 thread", "precision": "no", "first_step": 5, "last_step": 8, "seconds": 20.0,
+         "tokens_seen": 200}]
     assert rec["hardware"] == "GPU, shared by 2 runs (updates 1-4); CPU, 1 thread (updates 5-8)"
     assert rec["pretrain_seconds"] == 24.0
     rec["finetune"] = {"0": {"seconds": 360.0}}
     page = render.cost(SimpleNamespace(runs=[rec]))
-    assert "| roberta_n32_s0 | GPU, shared by 2 runs, updates 1-4 | 50 | 0.1 |" in page["runs"]
-    assert "| roberta_n32_s0 | CPU, 1 thread, updates 5-8 | 10 | 0.3 |" in page["runs"]
-    assert "| CPU, 1 thread | 1 | 0.01 | 0.10 |" in page["hardware"]  # finetuned where pretraining ended
+    assert "| roberta_n32_s0 | GPU, shared by 2 runs, fp32, updates 1-4 | 50 | 0.1 |" in page["runs"]
+    assert "| roberta_n32_s0 | CPU, 1 thread, fp32, updates 5-8 | 10 | 0.3 |" in page["runs"]
+    assert "| CPU, 1 thread, fp32 | 1 | 0.01 | 0.10 |" in page["hardware"]  # finetuned where pretraining ended
+    # a stretch in another precision is a stretch of its own, in the windows' order
+    windows = [(2, "GPU", "bf16", 1.0, 100), (4, "GPU", "bf16", 1.0, 100), (6, "GPU", "no", 2.0, 100)]
+    assert [(seg["precision"], seg["first_step"], seg["last_step"]) for seg in run_study.segments_of(windows)] == [
+        ("bf16", 1, 4), ("no", 5, 6)]
     unsplit = {**rec, "hardware_segments": [{**seg, "seconds": None} for seg in rec["hardware_segments"]]}
-    assert render.cost(SimpleNamespace(runs=[unsplit]))["runs"] == f"| roberta_n32_s0 | {rec['hardware']} | - | 0.4 |"
+    assert render.cost(SimpleNamespace(runs=[unsplit]))["runs"] == (
+        f"| roberta_n32_s0 | {rec['hardware']}, fp32 | - | 0.4 |")
     # a folder with no notes (trained before they were kept) ran where this invocation runs
     study.hardware_log(folder).unlink()
     assert run_study.record(state, r, folder, [[sys.executable, "train_mlm.py"]])["hardware"] == "CPU, 1 thread"

@@ -574,17 +574,22 @@ def convolution_finding(run, layerwise):
 
 # --- how the runs ran: cost, pilots, what is missing, commands ---------------------------------------------------
 def stretches(run):
-    """Where a run's pretraining ran, stretch by stretch (run_study.py's hardware_segments; a run that stayed on one
-    machine is one stretch), each with its seconds and tokens/s. A record split without seconds (a state whose
-    logs were lost) stays one stretch, its hardware named in full and no one speed."""
+    """Where and in which precision a run's pretraining ran, stretch by stretch (run_study.py's hardware_segments; a
+    run that stayed on one machine is one stretch), each with its seconds and tokens/s. A record split without seconds
+    (a state whose logs were lost) stays one stretch, its hardware named in full and no one speed."""
     segments = run.get("hardware_segments") or []
     if len(segments) < 2 or any(segment["seconds"] is None for segment in segments):
         mixed = len({segment["hardware"] for segment in segments}) > 1
-        return [{"hardware": run["hardware"], "where": run["hardware"], "seconds": run["pretrain_seconds"],
+        how = f"{run['hardware']}, {precision_name(run['config']['mixed_precision'])}"
+        return [{"hardware": how, "where": how, "seconds": run["pretrain_seconds"],
                  "tokens_per_second": None if mixed else run["tokens_per_second"]}]
-    return [{"hardware": segment["hardware"], "seconds": segment["seconds"],
-             "where": f"{segment['hardware']}, updates {segment['first_step']:,}-{segment['last_step']:,}",
-             "tokens_per_second": round(segment["tokens_seen"] / segment["seconds"])} for segment in segments]
+    parts = []
+    for segment in segments:
+        how = f"{segment['hardware']}, {precision_name(segment['precision'])}"
+        parts.append({"hardware": how, "seconds": segment["seconds"],
+                      "where": f"{how}, updates {segment['first_step']:,}-{segment['last_step']:,}",
+                      "tokens_per_second": round(segment["tokens_seen"] / segment["seconds"])})
+    return parts
 
 
 def cost(records):

@@ -222,16 +222,17 @@ def window_hardware(state, folder, train):
 
 
 def segments_of(windows):
-    """(last update, hardware, seconds, tokens) per logging window, in order -> the stretches on one hardware, each
-    with its first and last update, seconds and tokens: where a run that moved between machines trained, how fast."""
+    """(last update, hardware, precision, seconds, tokens) per logging window, in order -> the stretches on one
+    hardware in one precision, each with its first and last update, seconds and tokens: where and how a run that
+    moved between machines trained, how fast."""
     segments, last = [], 0
-    for step, where, seconds, tokens in windows:
-        if segments and segments[-1]["hardware"] == where:
+    for step, where, precision, seconds, tokens in windows:
+        if segments and (segments[-1]["hardware"], segments[-1]["precision"]) == (where, precision):
             seg = segments[-1]
             seg.update(last_step=step, seconds=seg["seconds"] + seconds, tokens_seen=seg["tokens_seen"] + tokens)
         else:
-            segments.append({"hardware": where, "first_step": last + 1, "last_step": step, "seconds": seconds,
-                             "tokens_seen": tokens})
+            segments.append({"hardware": where, "precision": precision, "first_step": last + 1, "last_step": step,
+                             "seconds": seconds, "tokens_seen": tokens})
         last = step
     return [{**seg, "seconds": round(seg["seconds"], 1)} for seg in segments]
 
@@ -333,10 +334,12 @@ def record(state, r, out, cmds, short=None):
         if curve:
             switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
         curve += part
-        windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log), window_seconds(log),
-                       window_tokens(log), strict=True)  # one of each per logging window
+        # a folder trains in the precision it started with (prepare refuses another on resume)
+        precision = yaml.safe_load((folder / "train_config.yaml").read_text())["mixed_precision"]
+        windows += zip([m["step"] + after[0] for m in log], window_hardware(state, folder, log),
+                       [precision] * len(log), window_seconds(log), window_tokens(log), strict=True)  # per window
         train += [{**m, "step": m["step"] + after[0], "tokens_seen": m["tokens_seen"] + after[1]} for m in log]
-    segments, seconds = segments_of(windows), sum(w[2] for w in windows)
+    segments, seconds = segments_of(windows), sum(w[3] for w in windows)
     return {"name": r["name"], "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
             "pretrain_command": " && ".join(map(shown, cmds)),
             "config": yaml.safe_load((out / "train_config.yaml").read_text()), **switch,
