@@ -1175,3 +1175,30 @@ def test_start_or_fall_reads_a_slower_fall_only_where_the_seeds_interval_exclude
     assert start_or_fall_reading("lin", alike, baseline).endswith("neither, within the seeds' spread")
     assert start_or_fall_reading("lin", {0: (4000, 185.0)}, baseline).endswith("one seed: undecided")
     assert "never left the plateau" in start_or_fall_reading("lin", {0: (None, None)}, baseline)
+
+
+def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_with_its_interval():
+    """Issue 66 item 4: the configuration that comes within 5% of the baseline's budget perplexity in the fewest
+    updates, its factor over seeds with an interval; one seed is never called met outright."""
+    from types import SimpleNamespace
+
+    from experiments.quality import render
+
+    def run(reach_at):
+        return {"points": {}, "curve": [{"step": step, "perplexity": 100.0 if step < reach_at else 60.0}
+                                        for step in range(0, 40_001, 250)]}
+
+    budget = render.BUDGET
+    records = SimpleNamespace(extended={
+        f"{render.BASELINE}_s0": run(budget), "linformer_slow_s0": run(int(2.5 * budget)),
+        "linformer_fast_s0": run(int(1.5 * budget)), "linformer_fast_s1": run(int(1.525 * budget))})
+    answer = render.recipe_answer(records, level=60.0)
+    assert answer.startswith("pretrain `linformer_fast`") and "1.51x" in answer and "over 2 seeds" in answer
+    assert answer.endswith("goal, at most 2x: met")
+    records.extended["linformer_fast_s1"] = run(int(2.4 * budget))  # two seeds whose interval holds 2x
+    assert render.recipe_answer(records, level=60.0).endswith("goal, at most 2x: undecided")
+    alone = render.recipe_answer(SimpleNamespace(extended={"linformer_fast_s0": run(int(1.5 * budget))}), 60.0)
+    assert alone.endswith("met on one seed, not yet with an interval")
+    slow = render.recipe_answer(SimpleNamespace(extended={"linformer_slow_s0": run(int(2.5 * budget))}), 60.0)
+    assert slow.endswith("**missed** on one seed")
+    assert "no recipe" in render.recipe_answer(SimpleNamespace(extended={"linformer_never_s0": run(10**9)}), 60.0)

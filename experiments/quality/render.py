@@ -318,7 +318,39 @@ def longer_answer(records):
             "paper_n": 4 * N, "paper_n_targets": "; ".join(paper_n), "last": f"{LAST_STOP:,}", "seeds": len(seeds),
             "recipe": study.PRETRAIN["mixed_precision"],
             "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
-            "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}"}
+            "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}",
+            "recipe_answer": recipe_answer(records, level)}
+
+
+# The recipe goal (issue 66): a Linformer within this much of standard attention's perplexity at the budget, given at
+# most this many times its updates
+RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
+
+
+def recipe_answer(records, level):
+    """What to pretrain from scratch: of the extended Linformer configurations, the one that comes within
+    RECIPE_MARGIN of the baseline's budget perplexity in the fewest updates, with that catch-up factor (mean over its
+    extended seeds, with its 95% t-interval where two or more have), and whether that meets the recipe goal."""
+    factors = {}
+    for name, run in records.extended.items():
+        if (configuration := configuration_of(name)) != BASELINE:
+            at = reached(run, RECIPE_MARGIN * level)
+            factors.setdefault(configuration, []).append(at / BUDGET if at else None)
+    reached_by = {c: f for c, f in factors.items() if f and all(f)}
+    if not reached_by:
+        return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
+                f"recipe to name at n = {N}")
+    best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
+    mean, half = reporting.t_interval(reached_by[best])
+    spread = (f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds" if half is not None else
+              "one seed, so no interval")
+    if half is None:
+        said = "met on one seed, not yet with an interval" if mean <= RECIPE_UPDATES else "**missed** on one seed"
+    else:
+        said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False)
+    return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
+            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}); goal, at most {RECIPE_UPDATES}x: "
+            + said)
 
 
 def delay_or_ceiling(run, level, gaps):
