@@ -12,7 +12,7 @@
     conversion   a BERT/RoBERTa encoder turned into a Linformer (convert_to_linformer.py)
     jargon       a Jargon checkpoint (already a Linformer) as a linformer-hf folder (convert_to_linformer.py)
     distillation teacher/student checks, spans and the distillation objective (distill.py)
-    loop         the training loop: `train(run)`, its state in one object
+    loop         a script's `Setup`, `prepare` (optimizer, schedule, Accelerate), the loop `train(run)` and its state
     processes    what every process does together (votes on failures, main process first)
     checkpoints  complete-or-absent checkpoints and output folders (one `publish`), verified resume
     tracking     trackers and metrics.jsonl
