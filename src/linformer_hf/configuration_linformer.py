@@ -46,6 +46,11 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_linformer.LinformerForMultipleChoice",
 }
 
+# The fields `attention_type` and `exact_attention_length` replaced. A config carrying them is refused in one line
+# naming the command that rewrites its folder (which also renames the weights saved in that format).
+RETIRED_FIELDS = frozenset({"full_attention_short_inputs", "short_input_max_length", "local_attention_window"})
+UPGRADE_COMMAND = "python -m linformer_training.upgrade"  # linformer-hf's training package
+
 # Keys that config.json files written by transformers 4.x (and BERT/RoBERTa configs) still carry and
 # that transformers 5 stores as plain attributes. They are accepted so old or converted folders load.
 LEGACY_CONFIG_KEYS = frozenset({
@@ -184,10 +189,6 @@ class LinformerConfig(PreTrainedConfig):
             sequences read through the projections use; sequences read exactly keep the plain weights. The
             long-input path can then be trained without moving the short one. 0: no adapters.
 
-    Configs written before `attention_type` and `exact_attention_length` existed carry the three fields they
-    replace, and still load as the same model: `full_attention_short_inputs=True` becomes
-    `exact_attention_length=short_input_max_length` (or k, per layer, when that is unset), and `local_attention_window`
-    becomes `attention_type="windowed"`.
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -251,7 +252,13 @@ class LinformerConfig(PreTrainedConfig):
                 "Linformer; convert a BERT/RoBERTa encoder first: python convert_to_linformer.py "
                 "--model_name_or_path <that checkpoint> --output_dir <new folder>."
             )
-        self._read_legacy_long_input_fields(kwargs)
+        retired = sorted(RETIRED_FIELDS & set(kwargs))
+        if retired:
+            raise ValueError(
+                f"LinformerConfig: `{retired[0]}` belongs to the format of linformer-hf's first releases "
+                f"(attention_type and exact_attention_length replaced it); rewrite the folder once with: "
+                f"{UPGRADE_COMMAND} <folder>"
+            )
         unknown = sorted(key for key in set(kwargs) - standard_config_keys() if not key.startswith("_"))
         if unknown:
             known = [f.name for f in dataclasses.fields(self)] + sorted(standard_config_keys())
@@ -277,33 +284,6 @@ class LinformerConfig(PreTrainedConfig):
         # `@strict` runs this again after `__init__`, but wraps what it raises in its own two-line error;
         # called here first, a bad value fails with the plain one-line ValueError below.
         self.validate_architecture()
-
-    def _read_legacy_long_input_fields(self, kwargs):
-        """Map the three fields that configs saved before `attention_type` carried onto the two that replaced them,
-        so that every such folder (the released model's included) loads as the same model."""
-        exact = kwargs.pop("full_attention_short_inputs", None)
-        length = kwargs.pop("short_input_max_length", None)
-        window = kwargs.pop("local_attention_window", None)
-        if exact not in (None, True, False):
-            raise field_error("full_attention_short_inputs", exact,
-                              "allowed: True or False (a config from before attention_type)")
-        if not exact and length is None and window is None:
-            return
-        if length is not None and not exact:
-            raise field_error("short_input_max_length", length, "it needs full_attention_short_inputs=True (a "
-                              "config from before attention_type); in new configs set exact_attention_length instead")
-        if window is not None and window != length:
-            raise field_error("local_attention_window", window, f"it needs short_input_max_length equal to it (now "
-                              f"{length}); in new configs set attention_type='windowed' and exact_attention_length "
-                              "instead")
-        if self.exact_attention_length is not None or self.attention_type != "projected":
-            raise field_error("full_attention_short_inputs", exact, "it is replaced by exact_attention_length and "
-                              "attention_type; pass only the new fields")
-        if not isinstance(self.projected_dim, (int, list)) or not self.projected_dim:
-            raise field_error("projected_dim", self.projected_dim, "an integer or a list of integers is required")
-        self.exact_attention_length = length if length is not None else self.projected_dim
-        if window is not None:
-            self.attention_type = "windowed"
 
     def validate_architecture(self):
         """Every range and combination check, in one place (also run by `validate()` and `save_pretrained`). The

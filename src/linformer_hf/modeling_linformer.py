@@ -41,9 +41,12 @@ embeddings unnormalised: the arrangement of the only published Linformer weights
 """
 
 import enum
+import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -52,8 +55,6 @@ from torch.nn import functional as F
 from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
-from transformers.conversion_mapping import register_checkpoint_conversion_mapping
-from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -76,7 +77,7 @@ from transformers.utils import TransformersKwargs, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
-from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
+from .configuration_linformer import PROJECTION_LENGTH_SCALING, UPGRADE_COMMAND, LinformerConfig
 
 logger = logging.get_logger(__name__)
 
@@ -437,20 +438,6 @@ class LinformerResidualOutput(nn.Module):
 
     def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, paths=ALL_PROJECTED) -> torch.Tensor:
         return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, paths)) + input_tensor)
-
-
-# On disk, adapters keep the layout of the folders written before they moved onto the maps they update (one
-# `long_input_adapters` dict per block): every saved folder, the release included, has one format. Loading renames
-# them into the modules; saving writes them back (transformers reverses each renaming).
-_ADAPTED_MAPS = {"attention.self.long_input_adapters.query": "attention.self.query",
-                 "attention.self.long_input_adapters.key": "attention.self.key",
-                 "attention.self.long_input_adapters.value": "attention.self.value",
-                 "attention.long_input_adapter": "attention.output.dense",
-                 "long_input_adapters.intermediate": "intermediate.dense",
-                 "long_input_adapters.output": "output.dense"}
-_ADAPTER_RENAMINGS = [
-    WeightRenaming(r"layer\.(\d+)\." + rf"{stored}.{part}".replace(".", r"\."), rf"layer.\1.{live}.adapter_{part}")
-    for stored, live in _ADAPTED_MAPS.items() for part in ("down", "up", "bias")]
 
 
 class LinformerIntermediate(nn.Module):
@@ -892,6 +879,22 @@ def empty_rows(attention_mask):
     return None
 
 
+# Weight names of the format of linformer-hf's first releases: long-input adapters stored as one dict per block, the
+# masked-LM head's bias as `lm_head.bias`. Loading them is refused in one line naming the command that renames them.
+RETIRED_WEIGHT_NAMES = re.compile(r"(^|\.)long_input_adapters?\.|^lm_head\.bias$")
+
+
+def stored_names(files):
+    """The tensor names a list of weight files holds, read from each safetensors file's header (an 8-byte length,
+    then JSON) without reading a tensor; other formats are not read."""
+    names = []
+    for file in files:
+        if str(file).endswith(".safetensors"):
+            with Path(file).open("rb") as f:
+                names += json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return names
+
+
 class LinformerPreTrainedModel(PreTrainedModel):
     config_class = LinformerConfig
     config: LinformerConfig
@@ -922,6 +925,19 @@ class LinformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, RobertaEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
+
+    @staticmethod
+    def _load_pretrained_model(model, state_dict, checkpoint_files, *args, **kwargs):
+        """transformers' loading, after refusing weights stored under the first releases' names: they would load as
+        missing and unexpected keys, leaving the adapters or the masked-LM bias at their random start."""
+        names = state_dict if state_dict is not None else stored_names(checkpoint_files or [])
+        retired = sorted(name for name in names if RETIRED_WEIGHT_NAMES.search(name))
+        if retired:
+            folder = getattr(args[0] if args else None, "pretrained_model_name_or_path", None) or "<folder>"
+            raise ValueError(f"{type(model).__name__}: {folder} stores weights under the names of linformer-hf's "
+                             f"first releases (`{retired[0]}`, {len(retired)} in all); rename them once with: "
+                             f"{UPGRADE_COMMAND} {folder}")
+        return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, *args, **kwargs)
 
 
 class LinformerModel(LinformerPreTrainedModel):
@@ -1025,7 +1041,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
 
     `labels` (batch, sequence): the token to predict at each masked position and -100 elsewhere; the loss is the
     mean cross-entropy over the positions that have one. The decoder's bias is stored once, as
-    `lm_head.decoder.bias` (folders that also name it `lm_head.bias` load).
+    `lm_head.decoder.bias`.
     """
     _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
@@ -1035,7 +1051,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
         self.lm_head = RobertaLMHead(config)
         # The output bias has one name, the decoder's. RoBERTa's head also calls it `lm_head.bias`, and torch's
         # FSDP2 rejects a parameter that two names put in two groups (Accelerate groups the decoder with the
-        # input embeddings, `lm_head.bias` stays in the root). Folders naming it `lm_head.bias` still load: below.
+        # input embeddings, `lm_head.bias` stays in the root).
         del self.lm_head.bias
         self.post_init()
 
@@ -1064,14 +1080,6 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                               attentions=outputs.attentions)
-
-
-register_checkpoint_conversion_mapping("linformer", list(_ADAPTER_RENAMINGS), overwrite=True)
-# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name. (A
-# mapping found by class name replaces the model type's: the adapters' renamings are listed again.)
-register_checkpoint_conversion_mapping(
-    "LinformerForMaskedLM", [*_ADAPTER_RENAMINGS, WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")],
-    overwrite=True)
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):
