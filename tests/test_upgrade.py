@@ -149,8 +149,8 @@ def test_retired_fields_that_never_described_one_model_are_refused(old, message)
 def test_what_the_upgrade_refuses(tmp_path):
     """No config.json, another model type, a manifest the weights no longer match, and a bias stored under both
     names with different values: one line each, and no file written."""
-    with pytest.raises(UsageError, match="is not a model folder"):
-        upgrade.upgrade_folder(tmp_path)
+    with pytest.raises(UsageError, match=rf"^{tmp_path} is not a model folder \(no config\.json\)$"):
+        upgrade.main([str(tmp_path)])
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "bert"}))
     with pytest.raises(UsageError, match="holds a 'bert' model, not a Linformer"):
         upgrade.upgrade_folder(tmp_path)

@@ -195,7 +195,9 @@ def main(argv=None):
     for folder in args.folders:
         try:
             rewritten = upgrade_folder(folder)
-        except ValueError as e:  # a manifest that no longer matches the weights, a config.json that never loaded
+        except UsageError:
+            raise
+        except ValueError as e:  # a manifest that no longer matches the weights, a config that would not load
             raise UsageError(f"{folder}: {e}") from None
         print(f"{COMMAND}: {folder}: " + (f"rewrote {', '.join(rewritten)} (every tensor's values unchanged)"
                                           if rewritten else "already in today's format; nothing to do"))
