@@ -1074,8 +1074,7 @@ def tiny_release(name):
     path = Path(__file__).resolve().parent.parent / "release" / name / "config.json"
     fields = {k: v for k, v in json.loads(path.read_text()).items()
               if k not in ("auto_map", "architectures", "transformers_version", "dtype")}
-    for key in ("max_seq_length", "projected_dim", "short_input_max_length", "local_attention_window",
-                "exact_attention_length"):
+    for key in ("max_seq_length", "projected_dim", "exact_attention_length"):
         if fields.get(key):
             fields[key] //= 32
     fields.update(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2, vocab_size=100,
