@@ -19,6 +19,7 @@
     outputs      the final model folder, its card, the Hub upload
     onnx_export  fp32 and 8-bit ONNX graphs checked against PyTorch (export_onnx.py)
     sentence_transformer_linformer  the sentence-transformers module a release ships as remote code
+    upgrade      a folder in the first releases' format rewritten into today's (config fields, weight names)
 
 The model package (`linformer_hf`) never imports this one.
 """

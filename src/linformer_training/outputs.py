@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from . import checkpoints, models, processes
+from . import checkpoints, models, processes, upgrade
 from .arguments import UsageError
 
 
@@ -226,13 +226,15 @@ def weight_digests(folder):
 def refresh_release(out, write=None, rewritten=()):
     """Rewrite what is not trained in the release `out` from src/ (`write_remote_code`, then `write(folder)`: the
     card) and its manifest; its weights stay byte for byte, except the files named in `rewritten`, which `write`
-    makes anew. Each weight file's SHA-256 is compared before the new folder replaces `out` and again after;
-    returns (before, after), both {name: SHA-256}."""
+    makes anew, and those in the first releases' format, which `upgrade.upgrade_folder` renames (every tensor's
+    values checked unchanged). Each other weight file's SHA-256 is compared before the new folder replaces `out`
+    and again after; returns (before, after), both {name: SHA-256}."""
     out = Path(out)
     if not (out / "config.json").is_file():
         raise UsageError(f"--refresh: {out} is not a release folder (no config.json); build it first")
     before = weight_digests(out)
-    kept = {name: digest for name, digest in before.items() if name not in rewritten}
+    renamed = upgrade.outdated_files(out)
+    kept = {name: digest for name, digest in before.items() if name not in rewritten and name not in renamed}
 
     def check(folder, when):
         now = weight_digests(folder)
@@ -243,6 +245,8 @@ def refresh_release(out, write=None, rewritten=()):
 
     def fill(staging):
         shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
+        if renamed:
+            upgrade.upgrade_folder(staging)
         write_remote_code(staging)
         if write is not None:
             write(staging)
