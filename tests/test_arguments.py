@@ -9,11 +9,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 import pytest
-
 from conftest import REPO
+
 from linformer_training import arguments
 from linformer_training.arguments import Arguments, UsageError, arg, parse_args, parse_overrides
-
 
 
 @dataclass

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import Payload
 
 from linformer_training import checkpoints
 from linformer_training.arguments import UsageError
-
-from conftest import Payload
 
 
 @pytest.fixture

@@ -6,11 +6,10 @@
 import datasets
 import pytest
 import torch
-
 from conftest import write_jsonl
+
 from linformer_training import mlm
 from linformer_training.arguments import UsageError
-
 
 # --- packing and masking ---------------------------------------------------------------------------
 

@@ -11,7 +11,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, run_group
 
 # A script whose teardown blocks forever: a non-daemon thread that never ends, as a gloo worker waiting for the

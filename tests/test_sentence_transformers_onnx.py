@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO
 
 onnxruntime = pytest.importorskip("onnxruntime")

@@ -12,10 +12,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from conftest import tiny_config  # tests/ is sys.path[0]: this file is run as a script
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-from conftest import tiny_config  # tests/ is sys.path[0]: this file is run as a script
 from linformer_hf import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
