@@ -66,7 +66,7 @@ def tiny_config(**overrides):
 
 @pytest.fixture(scope="session")
 def moby_text():
-    with open(REPO / "data" / "moby_dick" / "chapters.jsonl") as f:
+    with (REPO / "data" / "moby_dick" / "chapters.jsonl").open() as f:
         return [json.loads(line)["text"] for line in f][:10]
 
 

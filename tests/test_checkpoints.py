@@ -131,7 +131,8 @@ def test_verify_accepts_fsdp_sharded_states_and_finds_their_damage(tmp_path, acc
     with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0/.*\.distcp has \d+ bytes, manifest"):
         checkpoints.verify_checkpoint(path, 1)
     checkpoints.write_manifest(path)  # damaged before its manifest was written: the shard check finds it
-    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
+    with pytest.raises(checkpoints.DamagedCheckpoint,
+                       match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
         checkpoints.verify_checkpoint(path, 1)
     shutil.rmtree(path / "optimizer_0")
     checkpoints.write_manifest(path)

@@ -31,7 +31,7 @@ def test_document_blocks_hold_one_document_each_and_keep_every_token(tok, docs):
     split = datasets.Dataset.from_dict({"text": docs + ["", "   "]})
     blocks = list(mlm.pack(split, tok, block_size=16, documents=True)["input_ids"])
     assert all(b[0] == tok.bos_token_id and 1 < len(b) <= 15 for b in blocks)
-    rebuilt, at = [], 0
+    at = 0
     for doc in docs:
         ids = tok(doc, add_special_tokens=False)["input_ids"]
         count = -(-len(ids) // 14)
