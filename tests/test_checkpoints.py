@@ -224,7 +224,7 @@ def test_a_pickle_payload_in_any_checkpoint_file_never_runs(name, tmp_path, acce
         checkpoints.check_fsdp_state(latest / name)  # a full-state FSDP .bin is read the same way
     try:
         accelerator.load_state(str(latest))  # and Accelerate's own resume, had it been reached
-    except Exception:  # noqa: BLE001
+    except Exception:  # whatever Accelerate raises: what counts is that nothing was unpickled
         pass
     assert not marker.exists()
 

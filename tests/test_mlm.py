@@ -72,7 +72,10 @@ def test_masking_is_80_10_10_at_15_percent(tok, blocks):
             masked_inputs.append(batch["input_ids"])
             labels.append(batch["labels"])
     width = max(x.shape[1] for x in originals)
-    pad = lambda x, v: torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)  # noqa: E731
+
+    def pad(x, value):
+        return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
     orig = torch.cat([pad(x, tok.pad_token_id) for x in originals])
     inputs = torch.cat([pad(x, tok.pad_token_id) for x in masked_inputs])
     labels = torch.cat([pad(x, -100) for x in labels])
