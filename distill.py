@@ -18,17 +18,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import datasets
 import torch
 from accelerate.utils import set_seed
 from transformers import AutoModel
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, distillation, loop, models, outputs, processes
-from linformer_training.arguments import (CorpusArguments, LinformerRateArguments, OptimizerArguments, RunArguments,
-                                          UsageError, arg, parse_args)
+from linformer_training.arguments import (
+    CorpusArguments,
+    LinformerRateArguments,
+    OptimizerArguments,
+    RunArguments,
+    UsageError,
+    arg,
+    parse_args,
+)
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
 from linformer_training.mlm import block_loaders, pack_corpus
-from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
 HELD_OUT_NEWS = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"
@@ -59,8 +66,8 @@ class DistillArguments(CorpusArguments, OptimizerArguments, LinformerRateArgumen
     hidden_loss_weight: float = arg(1.0, "weight of the per-layer hidden-state error (relative to the teacher's norm)")
     cosine_loss_weight: float = arg(1.0, "weight of 1 - cosine of the mean-pooled embeddings")
     train_only_long_path: bool = arg(False, "train only what inputs read through the projections use (E/F, the "
-                                            "long-input adapters and gates): every input the student reads exactly stays "
-                                            "the teacher's, bit for bit")
+                                            "long-input adapters and gates): every input the student reads exactly "
+                                            "stays the teacher's, bit for bit")
     document_loss_weight: float = arg(0.0, "weight of the document objective: each input's embedding must pick out "
                                            "its own pieces (embedded by the teacher) among other inputs' and a bank's "
                                            "(0: off)")
@@ -81,8 +88,8 @@ class DistillArguments(CorpusArguments, OptimizerArguments, LinformerRateArgumen
     checkpointing_steps: int = arg(250, "save a resumable checkpoint every N updates (0: none)")
     output_dir: str = arg("outputs/distill", "folder for the final student, checkpoints and logs")
 
-    bounds = {"min_document_length": "[0, inf)", "min_length": "[3, inf)", "short_max_length": "[3, inf)", "short_fraction": "[0, 1]",
-              "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
+    bounds = {"min_document_length": "[0, inf)", "min_length": "[3, inf)", "short_max_length": "[3, inf)",
+              "short_fraction": "[0, 1]", "hidden_loss_weight": "[0, inf)", "cosine_loss_weight": "[0, inf)",
               "student_dropout": "[0, 1)",
               "document_loss_weight": "[0, inf)", "document_pieces": "[1, inf)", "piece_min_length": "[1, inf)",
               "piece_max_length": "[1, inf)", "document_temperature": "(0, inf)", "negative_bank_blocks": "[0, inf)"}
@@ -105,6 +112,25 @@ class DistillArguments(CorpusArguments, OptimizerArguments, LinformerRateArgumen
                              f"{self.piece_max_length}")
 
 
+@dataclass
+class DistillSetup(loop.Setup):
+    """What this script settles before reading data (`check_inputs`)."""
+
+    pair: distillation.Pair
+    block_size: int
+    short_max_length: int  # --short_max_length, or the student's k
+
+
+@dataclass
+class DistillData:
+    """The prepared data (`prepare_data`): blocks by split, how many documents were excluded (None when streaming
+    or none were), and the training blocks held back for the document objective's bank (None without one)."""
+
+    blocks: dict
+    excluded_documents: int | None
+    bank_blocks: datasets.Dataset | None
+
+
 def check_inputs(args, accelerator, accumulation):
     """Every error that needs no data: teacher and student, lengths, files, the output folder."""
     pair = distillation.check_pair(args.teacher_name_or_path, args.student_name_or_path)
@@ -122,12 +148,12 @@ def check_inputs(args, accelerator, accumulation):
         raise UsageError(f"--train_only_long_path: the student's projection_type is "
                          f"{pair.student_config.projection_type!r} and it has no long-input adapters, so nothing "
                          f"would be trained")
-    check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
-                  args.mix_probabilities)
+    check_sources(**args.corpus_sources())
     if args.exclude_ids_file not in (None, "none") and not Path(args.exclude_ids_file).is_file():
         raise UsageError(f"--exclude_ids_file {args.exclude_ids_file}: no such file")
-    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
-    return pair, block_size, short_max, checkpoint, out
+    output_dir, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
+    return DistillSetup(accelerator=accelerator, accumulation=accumulation, output_dir=output_dir,
+                        checkpoint=checkpoint, pair=pair, block_size=block_size, short_max_length=short_max)
 
 
 def excluded_ids(args):
@@ -139,16 +165,15 @@ def excluded_ids(args):
     return ExcludedIds.from_file(HELD_OUT_NEWS, args.id_column) if HELD_OUT_NEWS.is_file() else None
 
 
-def prepare_data(args, accelerator, pair, block_size):
+def prepare_data(args, setup):
     """Corpus without the excluded documents, cut into blocks holding text (and, with --min_document_length, more
     tokens than that); the main process goes first."""
+    accelerator, tokenizer = setup.accelerator, setup.pair.tokenizer
     exclude = excluded_ids(args)
     with processes.main_process_first(accelerator, "preparing the data"):
-        corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
-                             args.text_column_name, args.validation_split_percentage, args.streaming,
-                             args.streaming_validation_docs, args.mix_probabilities, args.seed, exclude=exclude)
-        blocks = pack_corpus(corpus, pair.tokenizer, block_size, args, documents=args.inputs == "documents",
-                             keep=distillation.has_text(pair.tokenizer, more_than=args.min_document_length))
+        corpus = load_corpus(**args.corpus_options(), seed=args.seed, exclude=exclude)
+        blocks = pack_corpus(corpus, tokenizer, setup.block_size, args, documents=args.inputs == "documents",
+                             keep=distillation.has_text(tokenizer, more_than=args.min_document_length))
     if args.min_document_length and not args.streaming:
         accelerator.print(f"--inputs documents: {len(blocks['train'])} training and "
                           f"{len(blocks['validation'] or [])} validation inputs of more than "
@@ -163,19 +188,20 @@ def prepare_data(args, accelerator, pair, block_size):
         bank = train.select(range(len(train) - args.negative_bank_blocks, len(train)))
         blocks["train"] = train.select(range(len(train) - args.negative_bank_blocks))
     if exclude is None or not exclude.dropped:
-        return blocks, None, bank
+        return DistillData(blocks=blocks, excluded_documents=None, bank_blocks=bank)
     dropped = exclude.total  # None when streaming: a lazy filter has not counted yet
     accelerator.print(f"Excluded {'the (streamed, uncounted)' if dropped is None else dropped} documents listed in "
                       f"{exclude.source}")
-    return blocks, dropped, bank
+    return DistillData(blocks=blocks, excluded_documents=dropped, bank_blocks=bank)
 
 
-def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max, bank_blocks=None):
-    """Student, frozen teacher, optimizer, scheduler and data loaders as one `loop.Run` (the teacher is
-    not prepared: it is never trained, so it needs no DDP wrapper, optimizer state or checkpoint)."""
-    spans = dict(tokenizer=pair.tokenizer, min_length=args.min_length, short_max_length=short_max,
-                 max_length=block_size, short_fraction=args.short_fraction)
-    train_loader, eval_loader = block_loaders(args, blocks,
+def build_run(args, setup, data):
+    """Student and frozen teacher, their spans, prepared with the optimizer and schedule, as one `loop.Run` (the
+    teacher is not prepared: it is never trained, so it needs no DDP wrapper, optimizer state or checkpoint)."""
+    pair, accelerator = setup.pair, setup.accelerator
+    spans = dict(tokenizer=pair.tokenizer, min_length=args.min_length, short_max_length=setup.short_max_length,
+                 max_length=setup.block_size, short_fraction=args.short_fraction)
+    train_loader, eval_loader = block_loaders(args, data.blocks,
                                               distillation.SpanCollator(**spans, seed=args.seed, same_length=True),
                                               distillation.SpanCollator(**spans, seed=args.seed + 1))
     student = AutoModel.from_pretrained(args.student_name_or_path, dtype=torch.float32)
@@ -183,29 +209,31 @@ def build_run(args, accelerator, pair, blocks, out, accumulation, block_size, sh
     for name, param in student.named_parameters():  # the pooler is not distilled: embeddings are mean-pooled
         if name.startswith("pooler.") or (args.train_only_long_path and not models.is_long_path(name)):
             param.requires_grad_(False)
-    teacher = distillation.load_teacher(args.teacher_name_or_path, pair, block_size, args.teacher_long_inputs,
+    teacher = distillation.load_teacher(args.teacher_name_or_path, pair, setup.block_size, args.teacher_long_inputs,
                                         accelerator.device)
-    document = None
-    if args.document_loss_weight:
-        document = distillation.DocumentObjective(teacher, pair.tokenizer, accelerator, args.document_pieces,
-                                                  args.piece_min_length, args.piece_max_length,
-                                                  args.document_temperature, args.seed, bank=None)
-        if bank_blocks is not None and len(bank_blocks):
-            generator = torch.Generator().manual_seed(args.seed)
-            document.bank = document.bank_from([list(b) for b in bank_blocks["input_ids"]], generator, 8)
-            accelerator.print(f"Document objective: {len(document.bank)} bank pieces from {len(bank_blocks)} "
-                              f"held-back training blocks")
-    objective = distillation.DistillationObjective(teacher, pair, accelerator, args.hidden_loss_weight,
-                                                   args.cosine_loss_weight, args.teacher_long_inputs,
-                                                   document, args.document_loss_weight)
-    optimizer = loop.build_optimizer(student, args, own_rates=loop.linformer_rates(args))
-    scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
-    student, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
-        student, optimizer, train_loader, eval_loader, scheduler)
-    return loop.Run(args, accelerator, student, optimizer, scheduler, train_loader, eval_loader, objective=objective,
-                    log=MetricsLog(accelerator, out / "metrics.jsonl", "distill", args.to_dict()),
-                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, eval_steps=args.eval_steps,
-                    tokenizer=pair.tokenizer)
+    objective = distillation.DistillationObjective(
+        teacher, pair, accelerator, hidden_weight=args.hidden_loss_weight, cosine_weight=args.cosine_loss_weight,
+        long_inputs=args.teacher_long_inputs, document=document_objective(args, setup, teacher, data.bank_blocks),
+        document_weight=args.document_loss_weight)
+    prepared = loop.prepare(args, setup, student, train_loader, [eval_loader], own_rates=loop.linformer_rates(args))
+    return loop.new_run(args, setup, prepared, objective=objective, project="distill", eval_steps=args.eval_steps,
+                        tokenizer=pair.tokenizer)
+
+
+def document_objective(args, setup, teacher, bank_blocks):
+    """With --document_loss_weight: the document objective, its bank embedded from the held-back blocks."""
+    if not args.document_loss_weight:
+        return None
+    document = distillation.DocumentObjective(
+        teacher, setup.pair.tokenizer, setup.accelerator, spans=args.document_pieces,
+        min_length=args.piece_min_length, max_length=args.piece_max_length, temperature=args.document_temperature,
+        seed=args.seed, bank=None)
+    if bank_blocks is not None and len(bank_blocks):
+        generator = torch.Generator().manual_seed(args.seed)
+        document.bank = document.bank_from([list(b) for b in bank_blocks["input_ids"]], generator, 8)
+        setup.accelerator.print(f"Document objective: {len(document.bank)} bank pieces from {len(bank_blocks)} "
+                                f"held-back training blocks")
+    return document
 
 
 def model_card(run, pair, sentence_transformers):
@@ -232,13 +260,14 @@ def model_card(run, pair, sentence_transformers):
 def main(argv=None):
     args = parse_args(DistillArguments, argv, prog="distill.py")
     accelerator, accumulation = loop.start(args)
-    pair, block_size, short_max, checkpoint, out = check_inputs(args, accelerator, accumulation)
+    setup = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
-    blocks, excluded, bank = prepare_data(args, accelerator, pair, block_size)
-    run = build_run(args, accelerator, pair, blocks, out, accumulation, block_size, short_max, bank)
-    loop.fit(run, checkpoint, block_size=block_size, short_max_length=short_max, excluded_documents=excluded)
-    sentence_transformers = distillation.sentence_transformers_files(args.student_name_or_path, pair.n)
-    return outputs.finish(run, model_card(run, pair, bool(sentence_transformers)),
+    data = prepare_data(args, setup)
+    run = build_run(args, setup, data)
+    loop.fit(run, setup.checkpoint, block_size=setup.block_size, short_max_length=setup.short_max_length,
+             excluded_documents=data.excluded_documents)
+    sentence_transformers = distillation.sentence_transformers_files(args.student_name_or_path, setup.pair.n)
+    return outputs.finish(run, model_card(run, setup.pair, bool(sentence_transformers)),
                           f"Linformer distilled from {args.teacher_name_or_path}, {run.state.step} updates",
                           extra_files=sentence_transformers)
 

@@ -29,13 +29,27 @@ import torch
 import yaml
 from accelerate.utils import set_seed
 from datasets import load_dataset
-from transformers import AutoConfig, AutoModelForSequenceClassification, DataCollatorWithPadding
+from transformers import (
+    AutoConfig,
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    PreTrainedConfig,
+    PreTrainedTokenizerBase,
+)
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes, tasks, tokenization
-from linformer_training.arguments import (OptimizerArguments, RunArguments, ScriptError, UsageError, apply_overrides,
-                                          arg, parse_args, parse_overrides)
+from linformer_training.arguments import (
+    OptimizerArguments,
+    RunArguments,
+    ScriptError,
+    UsageError,
+    apply_overrides,
+    arg,
+    parse_args,
+    parse_overrides,
+)
 from linformer_training.corpus import load_files, resolve_files
 from linformer_training.metrics import load_glue_metric
 from linformer_training.tasks import TASKS
@@ -175,6 +189,31 @@ class Splits:
 # ---------------------------------------------------------------------------------------------------
 
 
+@dataclass
+class FinetuneSetup(loop.Setup):
+    """What this script settles before reading data (`check_inputs`)."""
+
+    data_files: dict  # split -> its local files (empty: the task's Hub dataset)
+    config: PreTrainedConfig  # the checkpoint's, with --config_overrides
+    has_head: bool  # the checkpoint has a sequence-classification head
+    tokenizer: PreTrainedTokenizerBase
+    max_seq_length: int
+
+
+def check_inputs(args, accelerator, accumulation):
+    """Every error that needs no data: the input files, the checkpoint (config, weights, tokenizer, input length),
+    the output folder."""
+    data_files = check_data_files(args)
+    config, has_head = load_model_config(args)
+    tokenizer = load_tokenizer(args, config)
+    max_seq_length = models.input_length("--max_seq_length", args.max_seq_length, config,
+                                         f"{args.model_name_or_path}'s")
+    output_dir, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
+    return FinetuneSetup(accelerator=accelerator, accumulation=accumulation, output_dir=output_dir,
+                         checkpoint=checkpoint, data_files=data_files, config=config, has_head=has_head,
+                         tokenizer=tokenizer, max_seq_length=max_seq_length)
+
+
 def check_data_files(args):
     """Each local file exists, is not empty and is of a known type (split -> its path)."""
     return {split: resolve_files([path], f"--{split}_file")[1] for split, path in args.data_files().items()}
@@ -231,18 +270,14 @@ def read_splits(args, task, files):
                          f"the Hub, pass the task's data as --train_file/--validation_file/--test_file") from error
 
 
-def define_task(args, raw, config, head):
+def define_task(args, raw, setup):
     """Your own data's task, from its train labels (or, predicting only, the labels the checkpoint knows)."""
+    config = setup.config
     trained = None if args.do_train else [config.id2label[i] for i in range(config.num_labels)]
     task = tasks.own_task(raw.get("train"), args.text_columns(), args.label_column, args.regression, trained)
     task = tasks.adapt_task(task, best_metric=args.metric_for_best_model)
-    check_model_fits(args, task, config, head)
+    tasks.check_model_fits(task, config, setup.has_head, args)
     return task
-
-
-def check_model_fits(args, task, config, head):
-    tasks.check_model_fits(task, config, head, args.model_name_or_path, args.num_labels, args.do_train,
-                           args.ignore_mismatched_sizes)
 
 
 def hold_out_validation(args, task, raw, accelerator):
@@ -279,14 +314,15 @@ def choose_splits(args, task, raw):
     return chosen, (train[0] if train else None), validation, test
 
 
-def tokenize_splits(args, accelerator, task, labelled, tokenizer, config, max_len):
-    """Every split tokenized, with how many of its examples were longer than max_len (reported)."""
+def tokenize_splits(args, setup, task, labelled):
+    """Every split tokenized, with how many of its examples were longer than --max_seq_length (reported)."""
+    config, max_len = setup.config, setup.max_seq_length
     keep_token_types = getattr(config, "type_vocab_size", 1) > 1
     data, truncated = {}, {}
     for split, dataset in labelled.items():
-        data[split], truncated[split] = tasks.tokenize_split(dataset, split, tokenizer, task.text_columns, max_len,
-                                                             args.truncation, keep_token_types)
-        accelerator.print(f"{split}: {len(data[split]):,} examples; {truncated[split]:,} "
+        data[split], truncated[split] = tasks.tokenize_split(dataset, split, setup.tokenizer, task.text_columns,
+                                                             max_len, args.truncation, keep_token_types)
+        setup.accelerator.print(f"{split}: {len(data[split]):,} examples; {truncated[split]:,} "
                           f"({truncated[split] / max(len(data[split]), 1):.1%}) longer than {max_len} tokens"
                           + (f", truncated ({args.truncation})" if truncated[split] else ""))
     if args.truncation == "none" and any(truncated.values()):
@@ -296,22 +332,21 @@ def tokenize_splits(args, accelerator, task, labelled, tokenizer, config, max_le
     return data, truncated
 
 
-def prepare_data(args, accelerator, files, config, head, tokenizer, max_len):
+def prepare_data(args, setup):
     """The task and its labelled, tokenized splits. The main process goes first (it fills the caches)."""
     task = args.known_task()
     if task is not None:
-        check_model_fits(args, task, config, head)  # before any data is read
-    with processes.main_process_first(accelerator, "preparing the data"):
-        raw = read_splits(args, task, files)
-        task = task or define_task(args, raw, config, head)
-        task, raw = hold_out_validation(args, task, raw, accelerator)
+        tasks.check_model_fits(task, setup.config, setup.has_head, args)  # before any data is read
+    with processes.main_process_first(setup.accelerator, "preparing the data"):
+        raw = read_splits(args, task, setup.data_files)
+        task = task or define_task(args, raw, setup)
+        task, raw = hold_out_validation(args, task, raw, setup.accelerator)
         chosen, train, validation, test = choose_splits(args, task, raw)
         test_index = {s: list(chosen[s]["idx"]) if "idx" in chosen[s].column_names else list(range(len(chosen[s])))
                       for s in test}
         labelled = {split: tasks.attach_labels(task, dataset, split, args.label_column)
                     for split, dataset in chosen.items()}  # every label checked before any tokenizing
-        data, truncated = tokenize_splits(args, accelerator, task, {s: d for s, (d, _) in labelled.items()},
-                                          tokenizer, config, max_len)
+        data, truncated = tokenize_splits(args, setup, task, {s: d for s, (d, _) in labelled.items()})
     evaluated = [s for s in validation if labelled[s][1]]
     return Splits(task, data, train, evaluated, test, truncated, test_index)
 
@@ -367,30 +402,25 @@ def train_loader_of(args, dataset, tokenizer):
                             collate_fn=collate)
 
 
-def build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation):
-    """Optimizer, schedule and data prepared by Accelerate, as one `loop.Run` that keeps the best model:
-    evaluated every --eval_steps updates, or once per epoch."""
-    train_loader = train_loader_of(args, splits.data[splits.train], tokenizer)
-    optimizer = loop.build_optimizer(model, args)
-    model, optimizer, train_loader, *eval_loaders = accelerator.prepare(
-        model, optimizer, train_loader, *(eval_loader(args, splits.data[s], tokenizer) for s in splits.evaluated))
-    updates_per_epoch = len(train_loader) // accumulation
-    max_steps = args.max_steps or args.num_train_epochs * updates_per_epoch
-    scheduler = accelerator.prepare(loop.build_scheduler(optimizer, args, max_steps))
+def build_run(args, setup, model, splits, metric):
+    """The model and its splits, prepared with the optimizer and schedule, as one `loop.Run` that keeps the best
+    model: evaluated every --eval_steps updates, or once per epoch."""
+    train_loader = train_loader_of(args, splits.data[splits.train], setup.tokenizer)
+    eval_loaders = [eval_loader(args, splits.data[split], setup.tokenizer) for split in splits.evaluated]
+    prepared = loop.prepare(args, setup, model, train_loader, eval_loaders, epochs=args.num_train_epochs)
     # Nothing to select on without an evaluated split: the last model is kept.
-    eval_steps = None if not splits.evaluated else updates_per_epoch if args.eval_steps is None else args.eval_steps
-    objective = tasks.ClassificationObjective(splits.task, metric, dict(zip(splits.evaluated[1:], eval_loaders[1:])))
-    run = loop.Run(args, accelerator, model, optimizer, scheduler, train_loader,
-                   eval_loaders[0] if eval_loaders else None, objective,
-                   MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue",
-                              {**args.to_dict(), "eval_steps": eval_steps}), out,
-                   max_steps, accumulation, eval_steps, tokenizer=tokenizer,
-                   metric_for_best_model=splits.task.best_metric if splits.evaluated else None,
-                   early_stopping_patience=args.early_stopping_patience, on_best=save_best_model)
+    eval_steps = (None if not splits.evaluated else prepared.updates_per_epoch if args.eval_steps is None
+                  else args.eval_steps)
+    others = dict(zip(splits.evaluated[1:], prepared.eval_loaders[1:], strict=True))
+    run = loop.new_run(args, setup, prepared, objective=tasks.ClassificationObjective(splits.task, metric, others),
+                       project="finetune_glue", eval_steps=eval_steps, tokenizer=setup.tokenizer,
+                       metric_for_best_model=splits.task.best_metric if splits.evaluated else None,
+                       early_stopping_patience=args.early_stopping_patience, on_best=save_best_model)
     selection = (f"{splits.evaluated[0]} {splits.task.best_metric}" if splits.evaluated
                  else "nothing (keeps the last model)")
-    run.say(f"finetuning on {len(splits.data[splits.train]):,} examples: {max_steps:,} updates of "
-            f"{args.per_device_train_batch_size * accelerator.num_processes * accumulation}, selecting on {selection}")
+    per_update = args.per_device_train_batch_size * setup.accelerator.num_processes * setup.accumulation
+    run.say(f"finetuning on {len(splits.data[splits.train]):,} examples: {run.max_steps:,} updates of "
+            f"{per_update}, selecting on {selection}")
     return run
 
 
@@ -451,24 +481,26 @@ def remove_best_model(run):
 # ---------------------------------------------------------------------------------------------------
 
 
-def evaluate_only(args, accelerator, model, tokenizer, splits, metric, out):
+def evaluate_only(args, setup, model, splits, metric):
     """Without training: the finetuned model as it is, on the labelled validation splits (logged at step 0)."""
+    accelerator = setup.accelerator
     model = accelerator.prepare(model)
     if not splits.evaluated:
         return model, {}
-    loaders = [accelerator.prepare(eval_loader(args, splits.data[s], tokenizer)) for s in splits.evaluated]
-    objective = tasks.ClassificationObjective(splits.task, metric, dict(zip(splits.evaluated[1:], loaders[1:])))
-    scores = objective.evaluate(model, loaders[0], accelerator)
-    MetricsLog(accelerator, out / "metrics.jsonl", "finetune_glue", args.to_dict()).log(scores, 0)
+    loaders = [accelerator.prepare(eval_loader(args, splits.data[s], setup.tokenizer)) for s in splits.evaluated]
+    others = dict(zip(splits.evaluated[1:], loaders[1:], strict=True))
+    scores = tasks.ClassificationObjective(splits.task, metric, others).evaluate(model, loaders[0], accelerator)
+    MetricsLog(accelerator, setup.output_dir / "metrics.jsonl", "finetune_glue", args.to_dict()).log(scores, 0)
     return model, scores
 
 
-def predict_tests(args, accelerator, model, tokenizer, splits, metric):
+def predict_tests(args, setup, model, splits, metric):
     """Test predictions as submission files (predictions/NAME.tsv), and scores where a test split is
     labelled (IMDB, your own data)."""
+    accelerator = setup.accelerator
     scores, files = {}, {}
     for split in splits.predicted:
-        loader = accelerator.prepare(eval_loader(args, splits.data[split], tokenizer))
+        loader = accelerator.prepare(eval_loader(args, splits.data[split], setup.tokenizer))
         preds, refs = tasks.predict(model, loader, accelerator, splits.task.is_regression, f"predicting {split}")
         if refs is not None:
             scores[split] = {**metric(preds, refs), "num_examples": len(refs)}
@@ -477,11 +509,11 @@ def predict_tests(args, accelerator, model, tokenizer, splits, metric):
     return scores, files
 
 
-def collect_results(args, splits, max_len, scores, test_scores, best):
-    """eval_results.json: the setup, each validation split's metrics (of the selected model), the
-    selection itself when training, then the test splits' metrics."""
-    results = {"task": splits.task.name, "model_name_or_path": args.model_name_or_path, "max_seq_length": max_len,
-               "truncated": splits.truncated}
+def collect_results(args, setup, splits, scores, best):
+    """eval_results.json without the test splits' metrics (they follow): the setup, each validation split's
+    metrics (of the selected model) and the selection itself when training."""
+    results = {"task": splits.task.name, "model_name_or_path": args.model_name_or_path,
+               "max_seq_length": setup.max_seq_length, "truncated": splits.truncated}
     if scores:
         for split, metrics in tasks.split_metrics(scores, splits.evaluated).items():
             results[split] = {**metrics, "num_examples": len(splits.data[split])}
@@ -491,7 +523,7 @@ def collect_results(args, splits, max_len, scores, test_scores, best):
         if best is not None:
             results["best"].update(value=best["metrics"][splits.task.best_metric], step=best["step"],
                                    epoch=best["epoch"])
-    return {**results, **test_scores}
+    return results
 
 
 def report(accelerator, results):
@@ -526,9 +558,10 @@ def model_card(run, splits, results):
                                               "A fine, quiet film.")})
 
 
-def write_results(args, accelerator, out, files):
+def write_results(args, setup, files):
     """Predict-only: the results, predictions and arguments, written into a temporary folder and then moved
     in, so that a killed run leaves no results without their predictions."""
+    accelerator, out = setup.accelerator, setup.output_dir
     tmp = out / ".results.tmp"
     with processes.together(accelerator, "writing the results"), \
             checkpoints.writing("the results", tmp, out, accelerator.num_processes):
@@ -538,36 +571,32 @@ def write_results(args, accelerator, out, files):
             checkpoints.publish(tmp, out)
 
 
-def predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len):
+def predict_only(args, setup, model, splits, metric):
     """--do_train false: the finetuned model's scores and predictions, published together."""
-    model, scores = evaluate_only(args, accelerator, model, tokenizer, splits, metric, out)
-    test_scores, predictions = predict_tests(args, accelerator, model, tokenizer, splits, metric)
-    results = collect_results(args, splits, max_len, scores, test_scores, None)
-    report(accelerator, results)
-    write_results(args, accelerator, out, {"eval_results.json": results, **predictions})
-    accelerator.print(f"Done: results in {out}")
-    outputs.end(accelerator)
+    model, scores = evaluate_only(args, setup, model, splits, metric)
+    test_scores, predictions = predict_tests(args, setup, model, splits, metric)
+    results = {**collect_results(args, setup, splits, scores, best=None), **test_scores}
+    report(setup.accelerator, results)
+    write_results(args, setup, {"eval_results.json": results, **predictions})
+    setup.accelerator.print(f"Done: results in {setup.output_dir}")
+    outputs.end(setup.accelerator)
     return results
 
 
 def main(argv=None):
     args = parse_args(FinetuneArguments, argv, prog="finetune_glue.py")
     accelerator, accumulation = loop.start(args)
-    files = check_data_files(args)
-    config, head = load_model_config(args)
-    tokenizer = load_tokenizer(args, config)
-    max_len = models.input_length("--max_seq_length", args.max_seq_length, config, f"{args.model_name_or_path}'s")
-    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
-    splits = prepare_data(args, accelerator, files, config, head, tokenizer, max_len)
+    setup = check_inputs(args, accelerator, accumulation)
+    splits = prepare_data(args, setup)
     metric = load_glue_metric(splits.task.metric, args.metric_script)
-    model = build_model(args, splits.task, config)
+    model = build_model(args, splits.task, setup.config)
     if not args.do_train:
-        return predict_only(args, accelerator, model, tokenizer, splits, metric, out, max_len)
-    run = build_run(args, accelerator, model, tokenizer, splits, metric, out, accumulation)
-    loop.fit(run, checkpoint, evaluate_start=False, task=splits.task.name, max_seq_length=max_len)
+        return predict_only(args, setup, model, splits, metric)
+    run = build_run(args, setup, model, splits, metric)
+    loop.fit(run, setup.checkpoint, evaluate_start=False, task=splits.task.name, max_seq_length=setup.max_seq_length)
     best = restore_best_model(run)
-    test_scores, predictions = predict_tests(args, accelerator, run.model, tokenizer, splits, metric)
-    results = collect_results(args, splits, max_len, best["metrics"] if best else {}, test_scores, best)
+    test_scores, predictions = predict_tests(args, setup, run.model, splits, metric)
+    results = {**collect_results(args, setup, splits, best["metrics"] if best else {}, best), **test_scores}
     report(accelerator, results)
     outputs.finish(run, model_card(run, splits, results), f"Finetuned on {splits.task.name}",
                    extra_files={"eval_results.json": results, **predictions})

@@ -19,17 +19,25 @@ from pathlib import Path
 from typing import Literal
 
 from accelerate.utils import DistributedType, set_seed
-from transformers import AutoConfig, AutoModelForMaskedLM
+from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedConfig, PreTrainedTokenizerBase
 
 import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
-from linformer_training.arguments import (SCHEDULERS, CorpusArguments, LinformerRateArguments, OptimizerArguments,
-                                          RunArguments, UsageError, apply_overrides, arg, parse_args,
-                                          parse_overrides)
+from linformer_training.arguments import (
+    SCHEDULERS,
+    CorpusArguments,
+    LinformerRateArguments,
+    OptimizerArguments,
+    RunArguments,
+    UsageError,
+    apply_overrides,
+    arg,
+    parse_args,
+    parse_overrides,
+)
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
 from linformer_training.tokenization import MIN_VOCAB_SIZE, check_tokenizer, load_tokenizer, train_tokenizer
-from linformer_training.tracking import MetricsLog
 
 REPO = Path(__file__).resolve().parent
 # The demo's model; --config_overrides and recipes change any field of it.
@@ -72,10 +80,10 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
     random_replace_prob: float = arg(0.1, "share of the masked tokens replaced by a random token in training (BERT: "
                                           "0.1); the rest keep their own token")
     eval_mask_replace_prob: float | None = arg(None, "--mask_replace_prob of validation (default: training's). 1 with "
-                                                     "--eval_random_replace_prob 0 scores prediction from context alone: "
-                                                     "a kept token is its own answer, so with BERT's 80/10/10 a model that "
-                                                     "only copies its input and knows unigram frequencies scores ~half "
-                                                     "the unigram perplexity")
+                                                     "--eval_random_replace_prob 0 scores prediction from context "
+                                                     "alone: a kept token is its own answer, so with BERT's 80/10/10 a "
+                                                     "model that only copies its input and knows unigram frequencies "
+                                                     "scores ~half the unigram perplexity")
     eval_random_replace_prob: float | None = arg(None, "--random_replace_prob of validation (default: training's)")
     # The demo's values of shared flags.
     train_file: list[str] | None = arg([str(REPO / "data/moby_dick/chapters.jsonl")], "local text/json(l)/"
@@ -103,7 +111,8 @@ class MLMArguments(CorpusArguments, OptimizerArguments, LinformerRateArguments, 
             mask, random = self.replacement(prefix == "eval_")
             if mask + random > 1:
                 raise UsageError(f"--{prefix}mask_replace_prob {mask:g} + --{prefix}random_replace_prob {random:g} "
-                                 f"exceed 1: they are shares of the same masked tokens (BERT: 0.8 + 0.1, the rest kept)")
+                                 f"exceed 1: they are shares of the same masked tokens (BERT: 0.8 + 0.1, the rest "
+                                 f"kept)")
         if trains_tokenizer and self.tokenizer_vocab_size < MIN_VOCAB_SIZE:
             raise UsageError(f"--tokenizer_vocab_size {self.tokenizer_vocab_size}: a byte-level BPE has at least "
                              f"{MIN_VOCAB_SIZE} tokens (256 bytes and {MIN_VOCAB_SIZE - 256} special tokens); pass "
@@ -142,7 +151,8 @@ def pretrained_config(args):
                          ) from None
     if args.model_type and args.model_type != config.model_type:
         raise UsageError(f"--model_type {args.model_type}: --model_name_or_path {source} is a {config.model_type} "
-                         f"model, and continues as one; drop --model_type (or start a new model without the checkpoint)")
+                         f"model, and continues as one; drop --model_type (or start a new model without the "
+                         f"checkpoint)")
     return config
 
 
@@ -177,9 +187,25 @@ def own_rates(model, args):
     return (*head, *loop.linformer_rates(args))
 
 
+@dataclass
+class MLMSetup(loop.Setup):
+    """What this script settles before reading data (`check_inputs`)."""
+
+    block_size: int
+    planned_config: PreTrainedConfig  # a checkpoint's, final; a new model's, until the tokenizer fixes its vocabulary
+
+
+@dataclass
+class MLMData:
+    """The prepared data (`prepare_data`): the tokenizer, the model's final config, the packed blocks by split."""
+
+    tokenizer: PreTrainedTokenizerBase
+    config: PreTrainedConfig
+    blocks: dict
+
+
 def check_inputs(args, accelerator, accumulation):
-    """Every error that needs no data: the model config, the block size, files, the output folder. Returns the
-    config too (a checkpoint's is final; a new model's is its plan, before the tokenizer fixes its vocabulary)."""
+    """Every error that needs no data: the model config, the block size, files, the output folder."""
     config = model_config(args)
     trains_tokenizer = args.tokenizer_name is None and args.model_name_or_path is None
     if trains_tokenizer and config.vocab_size < args.tokenizer_vocab_size:
@@ -188,10 +214,10 @@ def check_inputs(args, accelerator, accumulation):
     block_size = models.input_length("--block_size", args.block_size, config,
                                      remedy="raise it with --config_overrides max_seq_length=N, or lower --block_size")
     check_masking(args, block_size, accelerator.num_processes * accumulation)
-    check_sources(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
-                  args.mix_probabilities)
-    out, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
-    return out, block_size, checkpoint, config
+    check_sources(**args.corpus_sources())
+    output_dir, checkpoint = checkpoints.open_run(args, accelerator, accumulation)
+    return MLMSetup(accelerator=accelerator, accumulation=accumulation, output_dir=output_dir, checkpoint=checkpoint,
+                    block_size=block_size, planned_config=config)
 
 
 def check_masking(args, block_size, forward_passes):
@@ -204,18 +230,16 @@ def check_masking(args, block_size, forward_passes):
                          f"pass at least {1 / tokens:.2g} (RoBERTa: 0.15)")
 
 
-def prepare_data(args, accelerator, out, block_size, checkpoint, planned):
-    """Corpus, tokenizer (the run's own when resuming), the model's config (`planned`, a checkpoint's, as it is: its
-    weights are not hashed again; a new model's built for the tokenizer), packed blocks; the main process goes
-    first."""
+def prepare_data(args, setup):
+    """Corpus, tokenizer (the run's own when resuming), the model's config (a checkpoint's as planned: its weights
+    are not hashed again; a new model's built for the tokenizer), packed blocks; the main process goes first."""
+    accelerator, out = setup.accelerator, setup.output_dir
     with processes.main_process_first(accelerator, "preparing the data"):
-        corpus = load_corpus(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
-                             args.text_column_name, args.validation_split_percentage, args.streaming,
-                             args.streaming_validation_docs, args.mix_probabilities, args.seed)
+        corpus = load_corpus(**args.corpus_options(), seed=args.seed)
         if args.tokenizer_name:
             tokenizer = load_tokenizer(args.tokenizer_name)
-        elif checkpoint is not None:
-            tokenizer = load_tokenizer(checkpoint / "tokenizer", "--resume_from_checkpoint")
+        elif setup.checkpoint is not None:
+            tokenizer = load_tokenizer(setup.checkpoint / "tokenizer", "--resume_from_checkpoint")
         elif args.model_name_or_path:
             tokenizer = load_tokenizer(args.model_name_or_path, "--model_name_or_path",
                                        trust_remote_code=args.trust_remote_code)
@@ -225,25 +249,20 @@ def prepare_data(args, accelerator, out, block_size, checkpoint, planned):
                                      accelerator.num_processes)
         else:
             tokenizer = load_tokenizer(out / "tokenizer", "--output_dir")
-        config = planned if args.model_name_or_path else model_config(args, tokenizer)
+        config = setup.planned_config if args.model_name_or_path else model_config(args, tokenizer)
         check_tokenizer(tokenizer, config)
-        blocks = pack_corpus(corpus, tokenizer, block_size, args)
-    return tokenizer, config, blocks
+        blocks = pack_corpus(corpus, tokenizer, setup.block_size, args)
+    return MLMData(tokenizer=tokenizer, config=config, blocks=blocks)
 
 
-def build_run(args, accelerator, config, tokenizer, blocks, out, accumulation):
-    """Model, optimizer, scheduler and data loaders, prepared by Accelerate, as one `loop.Run`."""
-    train_loader, eval_loader = block_loaders(
-        args, blocks, masking(tokenizer, args, validation=False), masking(tokenizer, args, validation=True))
-    model = load_model(args, config, accelerator)
-    optimizer = loop.build_optimizer(model, args, own_rates(model, args))
-    scheduler = loop.build_scheduler(optimizer, args, args.max_steps)
-    model, optimizer, train_loader, eval_loader, scheduler = accelerator.prepare(
-        model, optimizer, train_loader, eval_loader, scheduler)
-    return loop.Run(args, accelerator, model, optimizer, scheduler, train_loader, eval_loader,
-                    objective=objective(accelerator), log=MetricsLog(accelerator, out / "metrics.jsonl", "mlm", args.to_dict()),
-                    output_dir=out, max_steps=args.max_steps, accumulation=accumulation, eval_steps=args.eval_steps,
-                    tokenizer=tokenizer)
+def build_run(args, setup, data):
+    """The model and its masked blocks, prepared with the optimizer and schedule, as one `loop.Run`."""
+    train_loader, eval_loader = block_loaders(args, data.blocks, masking(data.tokenizer, args, validation=False),
+                                              masking(data.tokenizer, args, validation=True))
+    model = load_model(args, data.config, setup.accelerator)
+    prepared = loop.prepare(args, setup, model, train_loader, [eval_loader], own_rates=own_rates(model, args))
+    return loop.new_run(args, setup, prepared, objective=objective(setup.accelerator), project="mlm",
+                        eval_steps=args.eval_steps, tokenizer=data.tokenizer)
 
 
 def masking(tokenizer, args, validation):
@@ -280,13 +299,13 @@ def model_card(run):
 def main(argv=None):
     args = parse_args(MLMArguments, argv, prog="train_mlm.py")
     accelerator, accumulation = loop.start(args)
-    out, block_size, checkpoint, planned = check_inputs(args, accelerator, accumulation)
+    setup = check_inputs(args, accelerator, accumulation)
     set_seed(args.seed)
-    tokenizer, config, blocks = prepare_data(args, accelerator, out, block_size, checkpoint, planned)
-    run = build_run(args, accelerator, config, tokenizer, blocks, out, accumulation)
-    loop.fit(run, checkpoint, block_size=block_size)
-    return outputs.finish(run, model_card(run), f"{run.accelerator.unwrap_model(run.model).config.model_type} MLM, "
-                                                f"{run.state.step} updates")
+    data = prepare_data(args, setup)
+    run = build_run(args, setup, data)
+    loop.fit(run, setup.checkpoint, block_size=setup.block_size)
+    model_type = run.accelerator.unwrap_model(run.model).config.model_type
+    return outputs.finish(run, model_card(run), f"{model_type} MLM, {run.state.step} updates")
 
 if __name__ == "__main__":
     processes.run_script(main, "train_mlm.py")

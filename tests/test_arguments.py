@@ -4,16 +4,13 @@
 """Arguments: HfArgumentParser + YAML recipes (flags win), bounds on every number, unknown flags, overrides."""
 
 import dataclasses
-import sys
 from dataclasses import dataclass
 from typing import Literal
 
 import pytest
 
-from conftest import REPO
 from linformer_training import arguments
 from linformer_training.arguments import Arguments, UsageError, arg, parse_args, parse_overrides
-
 
 
 @dataclass

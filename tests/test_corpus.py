@@ -8,12 +8,11 @@ import gzip
 
 import datasets
 import pytest
-
 from conftest import write_jsonl
+
 from linformer_training import corpus as corpus_module
 from linformer_training.arguments import UsageError
 from linformer_training.mlm import pack
-
 
 # --- files and corpora -----------------------------------------------------------------------------
 

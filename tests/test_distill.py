@@ -11,19 +11,17 @@ import sys
 
 import pytest
 import torch
+from conftest import REPO, free_port, run_group, write_jsonl
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
+import distill  # noqa: E402
 from linformer_training import distillation
-from linformer_training.models import is_adapter, is_gate, is_long_path
 from linformer_training.arguments import ScriptError, parse_args
 from linformer_training.conversion import convert_to_linformer
 from linformer_training.corpus import ExcludedIds, load_corpus
+from linformer_training.models import is_adapter, is_gate, is_long_path
 from linformer_training.tracking import read_jsonl
-
-from conftest import REPO, free_port, run_group, write_jsonl
-
-import distill  # noqa: E402
 
 TEACHER_LIMIT, N, K = 32, 64, 8  # the teacher's positions, the student's n and k
 HELD_OUT = [3, 7, 11]
@@ -80,7 +78,8 @@ def models(tokenizer, tmp_path_factory):
     next(iter(state.values())).view(-1)[0] = float("nan")
     save_file(state, nan_student / "model.safetensors", metadata={"format": "pt"})
     (nan_student / "manifest.json").unlink()  # saved by a tool that writes none
-    return {"teacher": teacher, "student": student, "nan_student": nan_student, "exact": exact, "long": long, "roberta": roberta, "roberta_exact": roberta_exact,
+    return {"teacher": teacher, "student": student, "nan_student": nan_student, "exact": exact, "long": long,
+            "roberta": roberta, "roberta_exact": roberta_exact,
             "wide": make_teacher(root / "wide", tokenizer, hidden_size=48),
             "deep": make_teacher(root / "deep", tokenizer, layers=3),
             "other_tokenizer": make_teacher(root / "other_tokenizer", other)}
@@ -373,7 +372,8 @@ CASES = [  # case, flags added to a working command line, the expected one-line 
     ("unknown kind of input", ["--inputs", "pages"], "--inputs.*pages.*blocks.*documents"),
     # issue 33
     ("student with NaN weights", ["--student_name_or_path", "{nan_student}"],
-     r"^--student_name_or_path .*nan_student: model.safetensors: tensor .* holds NaN/inf; these weights cannot be used"),
+     r"^--student_name_or_path .*nan_student: model.safetensors: tensor .* holds NaN/inf; "
+     r"these weights cannot be used"),
     ("student path not made yet", ["--student_name_or_path", "tests/lin-k256"],  # tests/ is a folder in the repo
      r"^--student_name_or_path tests/lin-k256: no such folder \(read as a local path: ./tests is a folder here\)"),
 ]
@@ -418,7 +418,8 @@ def test_two_processes(models, data, tmp_path):
     first = [next(r for r in read_jsonl(tmp_path / name / "metrics.jsonl") if "eval_cosine" in r)
              for name in ("one", "two")]
     assert {k: v for k, v in first[0].items() if k != "time"} == pytest.approx(
-        {k: v for k, v in first[1].items() if k != "time"}, rel=1e-5, abs=1e-7)  # a ~1e-5 loss differs in float32's last bits with the batching
+        # a ~1e-5 loss differs in float32's last bits with the batching
+        {k: v for k, v in first[1].items() if k != "time"}, rel=1e-5, abs=1e-7)
     assert (tmp_path / "two" / "checkpoints" / "checkpoint_2" / "random_states_1.pkl").exists()
 
 

@@ -19,8 +19,9 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RT = SHARED_DATA / "rotten_tomatoes"
 
-import finetune_glue  # noqa: E402
 from conftest import Payload, error_of, free_port, run_group, tiny_config, updates_made  # noqa: E402
+
+import finetune_glue  # noqa: E402
 from finetune_glue import UsageError, main  # noqa: E402
 from linformer_training import loop  # noqa: E402
 from linformer_training.tracking import read_jsonl  # noqa: E402
@@ -42,7 +43,7 @@ def sentences(n, offset=0):
 def write(path, rows):
     path = Path(path)
     if path.suffix == ".csv":
-        with open(path, "w", newline="") as f:
+        with path.open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()
             writer.writerows(rows)
@@ -134,7 +135,8 @@ def test_glue_task_from_local_files_with_a_roberta_checkpoint(checkpoints, tmp_p
     """MNLI's columns and label names from local JSON lines, a standard RoBERTa model, GLUE submission file."""
     labels = ["entailment", "neutral", "contradiction"]
     rows = [{"premise": f"the ship sailed {w}", "hypothesis": f"a ship {v}", "label": labels[i % 3], "idx": 100 + i}
-            for i, (w, v) in enumerate(zip(["north", "south", "west"] * 8, ["moved", "sank", "stayed"] * 8))]
+            for i, (w, v) in enumerate(zip(["north", "south", "west"] * 8, ["moved", "sank", "stayed"] * 8,
+                                           strict=True))]
     files = {s: write(tmp_path / f"{s}.jsonl", part) for s, part in
              (("train", rows[:16]), ("dev", rows[16:]), ("test", [{**r, "label": -1} for r in rows[16:]]))}
     results = main(["--model_name_or_path", str(checkpoints / "roberta"), "--task_name", "mnli",
@@ -417,7 +419,7 @@ def test_bad_task_setups_fail_before_training(checkpoints, finetuned, own_data, 
          r"--resume_from_checkpoint continues training, so it needs --do_train true"),
     ]
     for flags, message in cases:
-        assert re.search(message, error_of(lambda: main([*flags, *base]), capsys)), message
+        assert re.search(message, error_of(lambda flags=flags: main([*flags, *base]), capsys)), message
 
 
 @pytest.mark.parametrize("where", ["best model", "results"])
@@ -549,7 +551,8 @@ def test_two_processes_with_dropout_resume_bit_for_bit_after_a_kill(checkpoints,
     from safetensors.torch import load_file
 
     def launch(out, *extra, kill=None):
-        script = [str(REPO / "tests" / "kill_at_update.py"), str(kill), "finetune_glue.py"] if kill else ["finetune_glue.py"]
+        script = ([str(REPO / "tests" / "kill_at_update.py"), str(kill), "finetune_glue.py"] if kill
+                  else ["finetune_glue.py"])
         command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                    "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
                    str(free_port()), *script,
@@ -689,7 +692,7 @@ def test_rotten_tomatoes_finetuning_beats_the_majority_class(tmp_path):
         cwd=REPO)
     assert run.returncode == 0, run.stderr[-3000:]
     results = json.loads((out / "eval_results.json").read_text())
-    labels = [int(r["label"]) for r in csv.DictReader(open(RT / "validation.csv"))]
+    labels = [int(r["label"]) for r in csv.DictReader((RT / "validation.csv").open())]
     majority = max(sum(labels), len(labels) - sum(labels)) / len(labels)
     accuracy = results["validation"]["accuracy"]
     print(f"Rotten Tomatoes validation accuracy {accuracy:.4f} vs majority-class rate {majority:.4f}")

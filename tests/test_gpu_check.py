@@ -14,13 +14,14 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 import torch
 
 from benchmarks import gpu_check, wheelhouse
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = Path(__file__).absolute().parents[1]  # absolute, not resolved: as benchmarks/harness.py spells its paths
 FIRST_PARTY = {"benchmarks", "experiments", "linformer_hf", "linformer_training", "train_mlm", "finetune_glue"}
 # What the GPU check runs: itself, the scripts it starts, the installer that runs first.
 CHECK_FILES = ["benchmarks/gpu_check.py", "benchmarks/inference.py", "benchmarks/max_batch.py",
@@ -31,31 +32,32 @@ LAUNCHED = {"accelerate"}  # `python -m accelerate.commands.launch`: the FSDP2 s
 
 def module_file(name):
     """The file of a first-party module (None: not a module, e.g. a name imported from a package)."""
-    path = name.replace(".", os.sep)
-    for base in (ROOT, os.path.join(ROOT, "src")):
-        for candidate in (path + ".py", os.path.join(path, "__init__.py")):
-            if os.path.isfile(os.path.join(base, candidate)):
-                return os.path.join(base, candidate)
+    path = name.replace(".", "/")
+    for base in (ROOT, ROOT / "src"):
+        for candidate in (base / f"{path}.py", base / path / "__init__.py"):
+            if candidate.is_file():
+                return candidate
     return None
 
 
 def imports_of(files):
     """The top-level third-party modules imported by `files` and every first-party module they import, lazily
     imported ones included (read from the source, not from what one run happened to import)."""
-    todo, seen, third_party = [os.path.join(ROOT, f) for f in files], set(), set()
+    todo, seen, third_party = [ROOT / f for f in files], set(), set()
     while todo:
         path = todo.pop()
         if path in seen:
             continue
         seen.add(path)
-        package = os.path.relpath(os.path.dirname(path), ROOT).removeprefix("src" + os.sep).replace(os.sep, ".")
-        for node in ast.walk(ast.parse(open(path).read())):
+        package = path.parent.relative_to(ROOT).as_posix().removeprefix("src/").replace("/", ".")
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:  # relative: from the module's own package
-                    base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                    parents = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(parents + ([base] if base else []))
                 names = [base] + [f"{base}.{alias.name}" for alias in node.names]
             else:
                 continue
@@ -128,9 +130,9 @@ def test_wheelhouse_install_warns_of_unmet_requirements_and_stops_on_a_stale_pac
     def pip_install(command, check):  # what pip puts in --target: our sources, edited when asked
         target = command[command.index("--target") + 1]
         for package in ("linformer_hf", "linformer_training"):
-            shutil.copytree(os.path.join(ROOT, "src", package), os.path.join(target, package))
+            shutil.copytree(ROOT / "src" / package, Path(target) / package)
         for name in edited:
-            with open(os.path.join(target, "linformer_hf", name), "a") as f:
+            with (Path(target) / "linformer_hf" / name).open("a") as f:
                 f.write("# edited\n")
 
     monkeypatch.setattr(wheelhouse.subprocess, "run", pip_install)
@@ -166,7 +168,7 @@ def test_the_plan_fits_the_loan(capsys):
     assert names == ["install", "start", *RACE_STEPS, *gpu_check.OLD_STEPS, "total"]
     names, total = planned(capsys, "--skip_committed")
     assert names == ["install", "start", *RACE_STEPS, "total"] and total <= gpu_check.BUDGET_S
-    assert "--skip_committed" in open(os.path.join(ROOT, "Makefile")).read()
+    assert "--skip_committed" in (ROOT / "Makefile").read_text()
     [compiled] = [group for group in gpu_check.readme_gpu_commands(gpu_check.RACE, grouped=True) if len(group) > 1]
     assert [flag for argv in compiled for flag in argv if flag.startswith("compiled_cuda")] == [
         "compiled_cuda_bf16_512", "compiled_cuda_bf16_4096", "compiled_cuda_fp16_512", "compiled_cuda_fp16_4096"]
@@ -177,8 +179,7 @@ def alive(pid):
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    with open(f"/proc/{pid}/stat") as f:  # a zombie is dead too
-        return f.read().split(") ", 1)[1][0] != "Z"
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][0] != "Z"  # a zombie is dead too
 
 
 def test_a_step_past_its_cap_is_cut_with_its_processes_and_the_next_runs(tmp_path):
@@ -201,11 +202,11 @@ def test_a_step_past_its_cap_is_cut_with_its_processes_and_the_next_runs(tmp_pat
     while alive(int(child.read_text())) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(int(child.read_text()))
-    assert json.load(open(tmp_path / "gpu_check.json"))["steps"]["slow"]["status"] == "cut"
+    assert json.loads((tmp_path / "gpu_check.json").read_text())["steps"]["slow"]["status"] == "cut"
     plan["end"] = time.monotonic() + gpu_check.MIN_STEP_S / 2
     gpu_check.run_step(results, plan, ("late", "never starts", 1, lambda plan: 1 / 0, ()), cap_s=100)
     assert results["steps"]["late"]["status"] == "not run"
-    assert "## late: not run" in open(tmp_path / "gpu_check.md").read()
+    assert "## late: not run" in (tmp_path / "gpu_check.md").read_text()
 
 
 @pytest.mark.slow
@@ -215,14 +216,15 @@ def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     fails here, not there. The check's own three commands run in the dry run below, as the check runs them (in
     processes of their own); these run each module's main() in this process, which has paid the imports."""
     check, longer = gpu_check.readme_gpu_commands(), gpu_check.readme_gpu_commands("On a longer GPU loan")
-    assert (len(check), len(longer), len(gpu_check.readme_gpu_commands(gpu_check.RACE))) == (3, 5, 8)  # a lost command fails here
+    # a lost command fails here
+    assert (len(check), len(longer), len(gpu_check.readme_gpu_commands(gpu_check.RACE))) == (3, 5, 8)
     for argv in longer:
         assert argv[:2] == ["python", "-m"] and argv[2].startswith("benchmarks.") and "cuda" in argv, argv
         args = gpu_check.on_cpu(argv[2], argv[3:], str(tmp_path))
         assert "cuda" not in args and "fp16" not in args and "float16" not in args, args
         importlib.import_module(argv[2]).main(args)  # conftest gives torch's thread count back after the test
         tag = args[args.index("--tag") + 1]
-        res = json.load(open(tmp_path / f"{tag}.json"))
+        res = json.loads((tmp_path / f"{tag}.json").read_text())
         assert res["rows"] and all(r["n"] in (64, 128) for r in res["rows"]), argv
 
 
@@ -236,14 +238,14 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     out = subprocess.run([sys.executable, "-m", "benchmarks.gpu_check", "--dry_run", "--work_dir", str(tmp_path),
                           "--archive", str(archive)], capture_output=True, text=True, timeout=1200, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    results = json.load(open(tmp_path / "gpu_check.json"))
+    results = json.loads((tmp_path / "gpu_check.json").read_text())
     steps = results["steps"]
     assert results["dry_run"] and list(steps) == [*RACE_STEPS, *gpu_check.OLD_STEPS]
     race = {name: steps.pop(name) for name in RACE_STEPS}
     assert all(step["status"] == "ok" for step in race.values()), race
     assert [run["readme_command"].split()[-1] for run in race["compiled_cuda"]["runs"]] == [
         "compiled_cuda_bf16_512", "compiled_cuda_bf16_4096", "compiled_cuda_fp16_512", "compiled_cuda_fp16_4096"]
-    trained = json.load(open(race["training_cuda_bf16"]["result"]))
+    trained = json.loads(Path(race["training_cuda_bf16"]["result"]).read_text())
     assert trained["matmul_flop_per_s"] > 0 and all(row["profile"] for row in trained["rows"])
     import tarfile
     with tarfile.open(archive) as tar:  # one file back from the loan, which unpacks into benchmarks/results/gpu
@@ -263,9 +265,9 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     tables = [steps[name] for name in list(steps)[:3]]
     assert [t["readme_command"].split()[2] for t in tables] == ["benchmarks.inference"] * 2 + ["benchmarks.max_batch"]
     assert all(t["rows"] > 0 and "--device cuda" in t["readme_command"] for t in tables)
-    kernels = {r["model"]: r["sdpa_kernels"] for r in json.load(open(tables[0]["result"]))["rows"]}
+    kernels = {r["model"]: r["sdpa_kernels"] for r in json.loads(Path(tables[0]["result"]).read_text())["rows"]}
     assert kernels["roberta-sdpa"] and kernels["roberta-eager"] == [], kernels
-    md = open(tmp_path / "gpu_check.md").read()
+    md = (tmp_path / "gpu_check.md").read_text()
     assert md.startswith("# GPU check (dry run") and md.count(": ok (") == 11 and "| total |" in md
 
 
@@ -277,13 +279,14 @@ def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, mo
     ran = []
     monkeypatch.setattr(gpu_check, "mlm_updates", fails)
     monkeypatch.setattr(gpu_check, "fsdp2_resume", lambda plan: 1 / 0)
-    monkeypatch.setattr(gpu_check, "benchmark_table", lambda plan, *argvs: ran.append(plan["dry_run"]) or dict(command="python -m benchmarks.x", table=""))
+    monkeypatch.setattr(gpu_check, "benchmark_table", lambda plan, *argvs: ran.append(plan["dry_run"])
+                        or dict(command="python -m benchmarks.x", table=""))
     assert gpu_check.main(["--dry_run", "--work_dir", str(tmp_path)]) == 1
-    steps = json.load(open(tmp_path / "gpu_check.json"))["steps"]
+    steps = json.loads((tmp_path / "gpu_check.json").read_text())["steps"]
     assert [s["status"] for s in steps.values()] == ["ok"] * 8 + ["failed"] * 3 and ran == [True] * 8
     assert steps["mlm_bf16"]["error"].endswith("train_mlm.py: error: no such file")
     assert "ZeroDivisionError" in steps["fsdp2_resume"]["error"]  # an unexpected error keeps its traceback
-    assert "train_mlm.py: error: no such file" in open(tmp_path / "gpu_check.md").read()
+    assert "train_mlm.py: error: no such file" in (tmp_path / "gpu_check.md").read_text()
     assert "not finished: mlm_fp16, mlm_bf16, fsdp2_resume" in capsys.readouterr().out
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import forward_calls, free_port, run_group, tiny_config
 from safetensors import safe_open
 from transformers import (
     AutoConfig,
@@ -18,7 +19,6 @@ from transformers import (
     pipeline,
 )
 
-from conftest import forward_calls, free_port, run_group, tiny_config
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerModel
 
 TESTS = Path(__file__).resolve().parent
@@ -41,7 +41,7 @@ def test_save_and_load_keeps_weights_and_sharing(sharing, tmp_path):
     assert len(stored) == {"none": 6, "headwise": 6, "key_value": 3, "layerwise": 1}[sharing]
     loaded = AutoModelForMaskedLM.from_pretrained(tmp_path)
     assert type(loaded) is LinformerForMaskedLM
-    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values()):
+    for (name, a), b in zip(model.state_dict().items(), loaded.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
     projections = loaded.linformer.encoder.projections
     distinct = {id(t) for i in range(3) for t in projections.for_layer(i)}
@@ -57,9 +57,9 @@ def test_saved_folder_carries_remote_code_for_every_head(tmp_path):
     assert len(auto_map) == 7
     imports = [line for line in (tmp_path / "modeling_linformer.py").read_text().splitlines()
                if line.startswith(("import ", "from "))]
-    standard_library = ("math", "collections", "dataclasses")  # what any Python has: nothing to install on the Hub
-    assert all(line.split()[1].split(".")[0] in (*standard_library, "torch", "transformers", "")
-               for line in imports), imports
+    # What any Python has (nothing to install on the Hub), torch and transformers, and the file's own package.
+    allowed = {*sys.stdlib_module_names, "torch", "transformers", ""}
+    assert all(line.split()[1].split(".")[0] in allowed for line in imports), imports
 
 
 def test_remote_code_loads_where_the_package_is_not_importable(tmp_path):
@@ -86,7 +86,8 @@ print(json.dumps(model(torch.tensor({ids})).logits.tolist()))
 
 def test_fill_mask_and_text_classification_pipelines(tokenizer, tmp_path):
     torch.manual_seed(0)
-    config = tiny_config(vocab_size=len(tokenizer), id2label={0: "rotten", 1: "fresh"}, label2id={"rotten": 0, "fresh": 1})
+    config = tiny_config(vocab_size=len(tokenizer), id2label={0: "rotten", 1: "fresh"},
+                         label2id={"rotten": 0, "fresh": 1})
     LinformerForMaskedLM(config).save_pretrained(tmp_path / "mlm")
     tokenizer.save_pretrained(tmp_path / "mlm")
     fill = pipeline("fill-mask", model=str(tmp_path / "mlm"), device="cpu")
@@ -189,7 +190,7 @@ def run_trainer_worker(tmp_path, processes, gradient_checkpointing=False):
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     result = run_group(command, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = [json.loads(l.split(" ", 1)[1]) for l in result.stdout.splitlines() if l.startswith("RESULT ")]
+    rows = [json.loads(line.split(" ", 1)[1]) for line in result.stdout.splitlines() if line.startswith("RESULT ")]
     return {row["head"]: row for row in rows}
 
 

@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
+from hub_server import LFS_MIN_SIZE, ME, OTHER
 from huggingface_hub import HfApi, hf_hub_download
 from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
-
-from hub_server import LFS_MIN_SIZE, ME, OTHER
 
 
 @pytest.fixture

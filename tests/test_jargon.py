@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import REPO
 from safetensors.torch import load_file, save_file
 from transformers import AutoModelForMaskedLM, AutoModelForSequenceClassification, AutoTokenizer, pipeline
 
-from conftest import REPO
 from linformer_hf import LinformerConfig, LinformerForMaskedLM
 from linformer_training.arguments import UsageError
 from linformer_training.conversion import convert_to_linformer

@@ -61,11 +61,11 @@ def test_training_data_leaves_out_every_held_out_article(news_dir, tmp_path):
     run.write_data(data, tmp_path / "runs")
     with gzip.open(tmp_path / "runs/data/train_not_heldout.jsonl.gz", "rt") as f:
         assert [json.loads(line)["id"] for line in f] == kept
-    outlets = {split: list(csv.DictReader(open(tmp_path / f"runs/data/outlets/{split}.csv")))
+    outlets = {split: list(csv.DictReader((tmp_path / f"runs/data/outlets/{split}.csv").open()))
                for split in ("train", "validation")}
     assert len(outlets["train"]) + len(outlets["validation"]) == 31  # 30 held out of train, 1 of validation
     assert {r["label"] for r in outlets["validation"]} == {"outlet0.com", "outlet1.com", "outlet2.com"}
-    assert list(csv.DictReader(open(tmp_path / "runs/data/rotten_tomatoes/train.csv")))[0] == \
+    assert list(csv.DictReader((tmp_path / "runs/data/rotten_tomatoes/train.csv").open()))[0] == \
         {"text": "good, fine", "label": "1"}
 
 
@@ -94,8 +94,8 @@ def test_masks_are_fixed_all_mask_tokens_and_a_window_reading_equals_the_whole_r
     articles = [" ".join(text[i:i + 15]) for i in range(0, 60, 15)]  # about 600 tokens each
     blocks, documents, cut = evaluate.masked_readings(tokenizer, articles)
     again = evaluate.masked_readings(tokenizer, articles)
-    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1]) for a, b in zip(blocks + documents,
-                                                                                    again[0] + again[1]))
+    assert all(torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+               for a, b in zip(blocks + documents, again[0] + again[1], strict=True))
     assert len(documents) == 4 and cut == 0 and all(len(ids[0]) <= evaluate.N for ids, _ in blocks)
     for ids, labels in blocks + documents:  # every scored token is the mask token: predicted from context alone
         scored = labels != -100
@@ -113,15 +113,17 @@ def test_masks_are_fixed_all_mask_tokens_and_a_window_reading_equals_the_whole_r
     read = []  # what each window hands the model: a longer document, cut into several
     real = evaluate.masked_scores
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(evaluate, "masked_scores", lambda m, i, l: read.append((i[0], l[0])) or real(m, i, l))
+        patched.setattr(evaluate, "masked_scores", lambda scorer, window, window_labels: (
+            read.append((window[0], window_labels[0])) or real(scorer, window, window_labels)))
         longer = evaluate.score_windows(model, tokenizer, ids, labels)
     assert len(longer) == (labels != -100).sum() and len(read) == -(-(ids.shape[1] - 2) // (evaluate.N - 2)) > 1
     for window, window_labels in read:  # [CLS] piece [SEP], at most N tokens, each label on its own (masked) token
-        assert len(window) <= evaluate.N and window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id
+        assert len(window) <= evaluate.N
+        assert window[0] == tokenizer.cls_token_id and window[-1] == tokenizer.sep_token_id
         assert torch.equal(window_labels != -100, window == tokenizer.mask_token_id)
     # the pieces are the document, in order, with nothing left out or read twice; and so are their labels
     assert torch.equal(torch.cat([w[1:-1] for w, _ in read]), ids[0, 1:-1])
-    assert torch.equal(torch.cat([l[1:-1] for _, l in read]), labels[0, 1:-1])
+    assert torch.equal(torch.cat([piece_labels[1:-1] for _, piece_labels in read]), labels[0, 1:-1])
 
 
 def test_paired_ratio_is_one_for_the_same_losses_and_brackets_a_real_difference():

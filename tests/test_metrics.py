@@ -76,8 +76,11 @@ def fake_evaluate(monkeypatch, loads):
         calls.append((path, config_name))
         if not loads:
             raise ConnectionError("Couldn't reach 'glue' on the Hub (LocalEntryNotFoundError)")
-        compute = lambda predictions, references: {  # noqa: E731
-            k: np.float64(v + 0.25) for k, v in metrics.glue_local(config_name, predictions, references).items()}
+
+        def compute(predictions, references):
+            figures = metrics.glue_local(config_name, predictions, references)
+            return {k: np.float64(v + 0.25) for k, v in figures.items()}
+
         return types.SimpleNamespace(compute=compute)
 
     monkeypatch.setitem(sys.modules, "evaluate", types.SimpleNamespace(load=load))

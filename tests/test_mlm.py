@@ -6,11 +6,10 @@
 import datasets
 import pytest
 import torch
-
 from conftest import write_jsonl
+
 from linformer_training import mlm
 from linformer_training.arguments import UsageError
-
 
 # --- packing and masking ---------------------------------------------------------------------------
 
@@ -32,7 +31,7 @@ def test_document_blocks_hold_one_document_each_and_keep_every_token(tok, docs):
     split = datasets.Dataset.from_dict({"text": docs + ["", "   "]})
     blocks = list(mlm.pack(split, tok, block_size=16, documents=True)["input_ids"])
     assert all(b[0] == tok.bos_token_id and 1 < len(b) <= 15 for b in blocks)
-    rebuilt, at = [], 0
+    at = 0
     for doc in docs:
         ids = tok(doc, add_special_tokens=False)["input_ids"]
         count = -(-len(ids) // 14)
@@ -73,7 +72,10 @@ def test_masking_is_80_10_10_at_15_percent(tok, blocks):
             masked_inputs.append(batch["input_ids"])
             labels.append(batch["labels"])
     width = max(x.shape[1] for x in originals)
-    pad = lambda x, v: torch.nn.functional.pad(x, (0, width - x.shape[1]), value=v)  # noqa: E731
+
+    def pad(x, value):
+        return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=value)
+
     orig = torch.cat([pad(x, tok.pad_token_id) for x in originals])
     inputs = torch.cat([pad(x, tok.pad_token_id) for x in masked_inputs])
     labels = torch.cat([pad(x, -100) for x in labels])

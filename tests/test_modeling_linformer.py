@@ -7,10 +7,10 @@ import itertools
 
 import pytest
 import torch
+from conftest import tiny_config
 from torch.nn import functional as F
 from transformers import RobertaConfig, RobertaModel
 
-from conftest import tiny_config
 from linformer_hf import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
@@ -19,8 +19,16 @@ from linformer_hf import (
     LinformerForTokenClassification,
     LinformerModel,
 )
-from linformer_hf.modeling_linformer import (LinformerRoute, LinformerSelfAttention, resample_columns,
-                                            window_mean_projection)
+from linformer_hf.modeling_linformer import (
+    SEQUENCE_PROJECTIONS,
+    LinformerRoute,
+    LinformerSelfAttention,
+    long_weights,
+    resample_columns,
+    window_mean_projection,
+)
+
+project_learned = SEQUENCE_PROJECTIONS["linear"].project
 
 SHARING = ["none", "headwise", "key_value", "layerwise"]
 TYPES = ["linear", "mean_pool", "max_pool", "conv"]
@@ -88,31 +96,28 @@ def test_length_scaling_is_padding_invariant(scaling, sharing, impl):
 def test_resample_is_adaptive_average_pooling_of_e_scaled_by_n_over_l(n, length):
     """Against float64 `adaptive_avg_pool1d` of each row of E to the real length L, times n / L, per
     sequence of a batch with different real lengths; 4096 - 1 also checks the count of a long fp16 mask."""
-    from linformer_hf.modeling_linformer import project_sequence
-
     k, padded = 8, length + 3
     weight = torch.randn(1, k, n, dtype=torch.float64)
     x = torch.randn(2, 1, padded, 5, dtype=torch.float64)
     mask = torch.zeros(2, 1, padded, 1, dtype=torch.float64)
     mask[0, :, :length], mask[1, :, : max(1, length // 2)] = 1, 1
-    out, _ = project_sequence(x, weight, "linear", n // k, mask, "resample")
+    out, _ = project_learned(x, weight, n // k, mask, "resample")
     for row, real in ((0, length), (1, max(1, length // 2))):
         pooled = F.adaptive_avg_pool1d(weight, real) * (n / real)
         torch.testing.assert_close(out[row, 0], pooled[0] @ x[row, 0, :real], rtol=0, atol=1e-10)
-    half, _ = project_sequence(x.half(), weight.half(), "linear", n // k, mask.half(), "resample")
+    half, _ = project_learned(x.half(), weight.half(), n // k, mask.half(), "resample")
     torch.testing.assert_close(half.double(), out, rtol=2e-2, atol=2e-2)
 
 
 def test_resample_keeps_window_mean_windows_at_any_length():
     """With a window-mean E (row i averages positions [i n/k, (i+1) n/k)), an input of L tokens, n/k | L,
     reads row i as the mean of its own window of L/k tokens: the conversion's windows, scaled to L."""
-    from linformer_hf.modeling_linformer import project_sequence
     from linformer_training.conversion import window_mean_projection
 
     n, k, length = 64, 8, 24
     weight = window_mean_projection(k, n).double()[None]
     x = torch.randn(1, 1, length, 3, dtype=torch.float64)
-    out, _ = project_sequence(x, weight, "linear", n // k, None, "resample")
+    out, _ = project_learned(x, weight, n // k, None, "resample")
     expected = x[0, 0].unflatten(0, (k, length // k)).mean(1)
     torch.testing.assert_close(out[0, 0], expected, rtol=0, atol=1e-12)
 
@@ -120,14 +125,12 @@ def test_resample_keeps_window_mean_windows_at_any_length():
 @pytest.mark.parametrize("scaling, power", [("none", 0.0), ("sqrt", 0.5), ("linear", 1.0)])
 def test_length_scaling_multiplies_the_projection_by_n_over_l(scaling, power):
     """Against a float64 hand computation: (n / L)^p * E[:, :L] X for the real tokens only."""
-    from linformer_hf.modeling_linformer import project_sequence
-
     n, k, length, real = 32, 8, 20, 11
     weight = torch.randn(1, k, n, dtype=torch.float64)
     x = torch.randn(2, 1, length, 5, dtype=torch.float64)
     mask = torch.zeros(2, 1, length, 1, dtype=torch.float64)
     mask[0, :, :real], mask[1] = 1, 1
-    out, _ = project_sequence(x, weight, "linear", n // k, mask, scaling)
+    out, _ = project_learned(x, weight, n // k, mask, scaling)
     expected_0 = (n / real) ** power * weight[0, :, :real] @ x[0, 0, :real]
     expected_1 = (n / length) ** power * weight[0, :, :length] @ x[1, 0]
     torch.testing.assert_close(out[0, 0], expected_0, rtol=0, atol=1e-12)
@@ -168,7 +171,7 @@ def test_both_projection_orders_agree(sharing, kind, monkeypatch):
     mask[1, 11:] = 0
     outputs = []
     for first in (True, False):
-        monkeypatch.setattr(LinformerSelfAttention, "project_inputs_first", lambda self, n, s, f=first: f)
+        monkeypatch.setattr(LinformerSelfAttention, "project_inputs_first", lambda self, n, f=first: f)
         outputs.append(model(ids, attention_mask=mask).last_hidden_state)
     torch.testing.assert_close(outputs[0], outputs[1], rtol=0, atol=1e-10)
 
@@ -179,7 +182,7 @@ def test_cheaper_projection_order_is_chosen_for_the_paper_setting():
 
     def first(sharing, kind="linear"):
         config = LinformerConfig(num_hidden_layers=1, projection_sharing=sharing, projection_type=kind)
-        return LinformerSelfAttention(config, 0).project_inputs_first(512, sharing in ("key_value", "layerwise"))
+        return LinformerSelfAttention(config, 0).project_inputs_first(512)
 
     assert not first("none")
     assert first("headwise") and first("key_value") and first("layerwise")
@@ -543,7 +546,7 @@ def test_short_inputs_reproduce_roberta_and_long_ones_keep_the_projection(sharin
         model.config.exact_attention_length = None
         projected = model(ids, attention_mask=mask).last_hidden_state
         model.config.exact_attention_length = 8
-        for row, (seq, span) in enumerate(zip(rows, spans)):
+        for row, (seq, span) in enumerate(zip(rows, spans, strict=True)):
             if len(seq) <= 8:
                 expected = roberta(seq[None]).last_hidden_state[0]
                 worst_short = max(worst_short, (out[row, span] - expected).abs().max().item())
@@ -602,7 +605,7 @@ def test_inputs_up_to_exact_attention_length_are_roberta_and_only_longer_ones_us
                                                                   "long_input_adapter_rank": 0}),
                                         attn_implementation=impl).eval()
     plain.load_state_dict(model.state_dict(), strict=False)
-    for row, (seq, span) in enumerate(zip(sequences, spans)):
+    for row, (seq, span) in enumerate(zip(sequences, spans, strict=True)):
         alone = model(seq[None]).last_hidden_state[0]
         torch.testing.assert_close(out[row, span], alone, rtol=0, atol=1e-5)
         if len(seq) <= 16:
@@ -685,7 +688,7 @@ def test_closed_gates_read_a_long_input_as_the_source_reads_each_window(impl, si
     sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (5, 16, 17, 27, 32)]
     ids, mask, spans = padded_batch(sequences, 32, side)
     out = model(ids, attention_mask=mask).last_hidden_state
-    for row, (seq, span) in enumerate(zip(sequences, spans)):
+    for row, (seq, span) in enumerate(zip(sequences, spans, strict=True)):
         expected = torch.cat([roberta(part[None]).last_hidden_state[0] for part in seq.split(16)])
         torch.testing.assert_close(out[row, span], expected, rtol=0, atol=1e-5)
         torch.testing.assert_close(model(seq[None]).last_hidden_state[0], expected, rtol=0, atol=1e-5)
@@ -705,7 +708,7 @@ def test_open_gates_add_the_whole_sequence_to_long_rows_only(impl):
     sequences = [torch.randint(5, 300, (length,), generator=generator) for length in (9, 16, 30)]
     ids, mask, spans = padded_batch(sequences, 30, "left")
     out = model(ids, attention_mask=mask).last_hidden_state
-    for row, (seq, span) in enumerate(zip(sequences, spans)):
+    for row, (seq, span) in enumerate(zip(sequences, spans, strict=True)):
         torch.testing.assert_close(out[row, span], model(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
         if len(seq) <= 16:
             torch.testing.assert_close(out[row, span], roberta(seq[None]).last_hidden_state[0], rtol=0, atol=1e-5)
@@ -741,7 +744,7 @@ def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
     out, _ = attention(x, LinformerRoute(proj_key=proj_key, proj_value=proj_value))
 
     def mapped(name):
-        weight, bias = attention._long_map(name)
+        weight, bias = long_weights(getattr(attention, name))
         return attention._heads(F.linear(x, weight, bias))[0]  # (H, L, D)
 
     def attend(q, k, v):
@@ -761,7 +764,8 @@ def test_windowed_attention_equals_its_definition_in_float64(sharing, length):
 def test_windowed_model_refuses_bad_settings_and_attention_maps_of_long_inputs():
     _, model = windowed_pair("sdpa")
     assert model(torch.randint(5, 300, (1, 16)), output_attentions=True).attentions[0].shape == (1, 4, 16, 16)
-    with pytest.raises(ValueError, match="output_attentions=True: with attention_type='windowed' \\(windows of 16 tokens\\)"):
+    with pytest.raises(ValueError,
+                       match="output_attentions=True: with attention_type='windowed' \\(windows of 16 tokens\\)"):
         model(torch.randint(5, 300, (1, 17)), output_attentions=True)
 
 
@@ -891,9 +895,9 @@ def test_forward_kwargs_are_typed_for_transformers():
 
     from linformer_hf.modeling_linformer import LinformerEncoder, LinformerLayer
 
-    classes = [LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification, LinformerForTokenClassification,
-               LinformerForQuestionAnswering, LinformerForMultipleChoice, LinformerEncoder, LinformerLayer,
-               LinformerSelfAttention]
+    classes = [LinformerModel, LinformerForMaskedLM, LinformerForSequenceClassification,
+               LinformerForTokenClassification, LinformerForQuestionAnswering, LinformerForMultipleChoice,
+               LinformerEncoder, LinformerLayer, LinformerSelfAttention]
     for cls in classes:
         annotation = inspect.signature(cls.forward).parameters["kwargs"].annotation
         assert get_args(annotation) == (TransformersKwargs,), cls.__name__
@@ -975,8 +979,9 @@ def test_a_shared_projection_is_applied_once_however_it_is_passed(sharing, monke
     model = model_for(sharing, "linear")
     ids = torch.randint(5, 300, (2, 20))
     calls = []
-    original = modeling_linformer.project_sequence
-    monkeypatch.setattr(modeling_linformer, "project_sequence", lambda *a, **k: calls.append(1) or original(*a, **k))
+    original = modeling_linformer.LearnedProjection.project
+    monkeypatch.setattr(modeling_linformer.LearnedProjection, "project",
+                        lambda *a, **k: calls.append(1) or original(*a, **k))
     expected = model(ids).last_hidden_state
     same_object = len(calls)
     calls.clear()
@@ -1062,15 +1067,14 @@ def tiny_release(name):
     """A released configuration at a tiny size: its attention type, exact and windowed lengths and adapter as
     released, every length divided by 32 (n = 128), the width and depth shrunk."""
     import json
-    import os
+    from pathlib import Path
 
     from linformer_hf import LinformerConfig
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "release", name, "config.json")
-    fields = {k: v for k, v in json.load(open(path)).items()
+    path = Path(__file__).resolve().parent.parent / "release" / name / "config.json"
+    fields = {k: v for k, v in json.loads(path.read_text()).items()
               if k not in ("auto_map", "architectures", "transformers_version", "dtype")}
-    for key in ("max_seq_length", "projected_dim", "short_input_max_length", "local_attention_window",
-                "exact_attention_length"):
+    for key in ("max_seq_length", "projected_dim", "exact_attention_length"):
         if fields.get(key):
             fields[key] //= 32
     fields.update(hidden_size=32, num_attention_heads=4, intermediate_size=64, num_hidden_layers=2, vocab_size=100,
@@ -1099,6 +1103,7 @@ def test_released_configurations_compile_whole(name):
             if call == 2:  # the third call pads its second input
                 mask[1, n // 2:] = 0
             with torch.no_grad():
-                out, want = compiled(input_ids=ids, attention_mask=mask)[0], model(input_ids=ids, attention_mask=mask)[0]
+                out = compiled(input_ids=ids, attention_mask=mask)[0]
+                want = model(input_ids=ids, attention_mask=mask)[0]
             assert torch.equal(out, want), (name, n, call)
         assert counters["stats"]["unique_graphs"] == 1, (name, n, dict(counters["stats"]))

@@ -13,17 +13,16 @@ import sys
 
 import pytest
 import torch
-
 from conftest import REPO, tiny_config
+
+from linformer_hf import LinformerForSequenceClassification, LinformerModel
+from linformer_training import processes
+from linformer_training.arguments import UsageError
+from linformer_training.onnx_export import export_onnx  # imports onnx and onnxruntime only when it runs them
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 onnx = pytest.importorskip("onnx")
-
-from linformer_hf import LinformerForSequenceClassification, LinformerModel  # noqa: E402
-from linformer_training import processes  # noqa: E402
-from linformer_training.arguments import UsageError  # noqa: E402
-from linformer_training.onnx_export import export_onnx  # noqa: E402
 
 
 def random_model(model_class, **overrides):

@@ -15,13 +15,12 @@ import types
 from pathlib import Path
 
 import pytest
-
-from linformer_training import checkpoints, outputs
-from linformer_training.arguments import UsageError
-
 from conftest import REPO, write_jsonl
 from hub_server import ME, OTHER, HubStandIn
 from test_distill import make_teacher
+
+from linformer_training import checkpoints, outputs
+from linformer_training.arguments import UsageError
 
 TINY_MODEL = ("hidden_size=32,num_hidden_layers=2,num_attention_heads=4,intermediate_size=64,max_seq_length=64,"
               "projected_dim=16")

@@ -9,9 +9,9 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_group
 
 # A script whose teardown blocks forever: a non-daemon thread that never ends, as a gloo worker waiting for the
@@ -54,7 +54,8 @@ def test_nothing_a_test_launches_outlives_it(tmp_path):
     """run_group kills the whole session of the command it ran: here a launcher whose child would sleep on after
     the launcher itself timed out."""
     pid_file = tmp_path / "child.pid"
-    launcher = (f"import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+    launcher = (f"import subprocess, sys; "
+                f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
                 f"open({str(pid_file)!r}, 'w').write(str(p.pid)); p.wait()")
     with pytest.raises(AssertionError, match="still running after 3 s"):
         run_group([sys.executable, "-c", launcher], timeout=3)
@@ -68,8 +69,7 @@ def test_nothing_a_test_launches_outlives_it(tmp_path):
 def alive(pid):
     """Whether `pid` runs (a zombie, killed and waiting for its reaper, does not)."""
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
 
@@ -90,7 +90,8 @@ def test_a_terminated_test_run_leaves_nothing_running(tmp_path):
         f"import sys\nsys.path.insert(0, {str(REPO / 'tests')!r})\nfrom conftest import run_group\n\n\n"
         f"def test_sleep():\n    run_group([sys.executable, '-c', {sleeper!r}], timeout=600)\n")
     pytest_run = subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_sleeper.py"],
-                                  cwd=tmp_path, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                  cwd=tmp_path, start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
         while not (pid_file.is_file() and pid_file.read_text()) and time.monotonic() < deadline:

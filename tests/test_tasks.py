@@ -11,8 +11,18 @@ import torch
 
 from linformer_training.arguments import UsageError
 from linformer_training.metrics import GLUE_METRIC_KEYS, load_glue_metric
-from linformer_training.tasks import (PAPER_TASKS, TASKS, ClassificationObjective, adapt_task, attach_labels,
-                                      custom_task, get_task, own_task, split_metrics, submission)
+from linformer_training.tasks import (
+    PAPER_TASKS,
+    TASKS,
+    ClassificationObjective,
+    adapt_task,
+    attach_labels,
+    custom_task,
+    get_task,
+    own_task,
+    split_metrics,
+    submission,
+)
 
 
 def test_all_nine_glue_tasks_imdb_and_the_diagnostic_set_are_known():

@@ -4,11 +4,10 @@
 """Tokenizers: trained on the corpus with RoBERTa's special tokens, loaded, and checked against the model."""
 
 import pytest
-
 from conftest import tiny_config
+
 from linformer_training import tokenization
 from linformer_training.arguments import UsageError
-
 
 # --- tokenizer -------------------------------------------------------------------------------------
 

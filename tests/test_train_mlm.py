@@ -8,9 +8,9 @@ import errno
 import json
 import logging
 import math
+import os
 import re
 import shutil
-import os
 import signal
 import socket
 import subprocess
@@ -21,16 +21,14 @@ from pathlib import Path
 import accelerate
 import pytest
 import torch
+from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, updates_made, write_jsonl
 from safetensors.torch import load_file, save_file
 
+import train_mlm  # noqa: E402
 from linformer_training import checkpoints, loop
 from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
 from linformer_training.tracking import read_jsonl
-
-from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, updates_made, write_jsonl
-
-import train_mlm  # noqa: E402
 
 MICRO = """\
 model_type: {model_type}
@@ -287,9 +285,11 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
     ("missing RNG state", "no rng", RESUME, "random_states_0.pkl missing.*pass --allow_inexact_resume true", True),
     ("missing RNG state, accepted", "no rng", RESUME + ["--allow_inexact_resume", "true"],
      r"Resumed from .*checkpoint_4", False),
-    ("every checkpoint damaged", "all damaged", RESUME, "no checkpoint can be resumed: .*checkpoint_4.*checkpoint_2", True),
+    ("every checkpoint damaged", "all damaged", RESUME,
+     "no checkpoint can be resumed: .*checkpoint_4.*checkpoint_2", True),
     ("damaged checkpoint named by path", "truncated weights",
-     ["--resume_from_checkpoint", "{out}/" + LATEST, "--max_steps", "6"], r"checkpoint .*checkpoint_4 is damaged", True),
+     ["--resume_from_checkpoint", "{out}/" + LATEST, "--max_steps", "6"],
+     r"checkpoint .*checkpoint_4 is damaged", True),
     ("finished folder, no checkpoints", "no checkpoints", ["--max_steps", "6"],
      r"--output_dir .* is not empty; pass --overwrite_output_dir to replace it$", True),
     ("earlier run with checkpoints", "nan weights", ["--max_steps", "6"],
@@ -304,11 +304,13 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
      r"--validation_split_percentage 150.0: must be in \[0, 100\)", True),
     ("gradient_accumulation_steps -2", None, ["--gradient_accumulation_steps", "-2"],
      r"--gradient_accumulation_steps -2: must be in \[1, ∞\)", True),
-    ("fp16 on CPU", None, ["--mixed_precision", "fp16"], "--mixed_precision fp16: needs a GPU; on CPU use bf16 or no", True),
+    ("fp16 on CPU", None, ["--mixed_precision", "fp16"],
+     "--mixed_precision fp16: needs a GPU; on CPU use bf16 or no", True),
     ("unknown config field", None, ["--config_overrides", "hiden_size=64"], "did you mean `hidden_size`", True),
     ("vocab_size 0", None, ["--config_overrides", "vocab_size=0", "--tokenizer_vocab_size", "261"],
      "`vocab_size`=0 is invalid", True),
-    ("negative dropout", None, ["--config_overrides", "hidden_dropout_prob=-0.1"], "`hidden_dropout_prob`=-0.1 is invalid", True),
+    ("negative dropout", None, ["--config_overrides", "hidden_dropout_prob=-0.1"],
+     "`hidden_dropout_prob`=-0.1 is invalid", True),
     ("whitespace-only corpus", None, ["--train_file", "{data}/blank.jsonl"], "the train split has no text", True),
     ("header-only CSV", None, ["--train_file", "{data}/header.csv"], "header.csv: no rows", True),
     ("0-byte CSV", None, ["--train_file", "{data}/empty.csv"], "empty.csv: file is empty", True),
@@ -318,22 +320,25 @@ CASES = [  # case, damage (a DAMAGE key) or None, flags, expected output (regex)
     ("unwritable output", None, ["--output_dir", "{data}/a_file/out"], "--output_dir .*not a writable folder", True),
     ("batch arithmetic", None, ["--total_batch_size", "12"], "--total_batch_size 12 is not a multiple of", True),
     ("push without id", None, ["--push_to_hub"], "--push_to_hub needs --hub_model_id", True),
-    ("not a checkpoint", None, ["--resume_from_checkpoint", "{data}"], "--resume_from_checkpoint .*not a complete checkpoint", True),
-    ("tokenizer too big", None, ["--config_overrides", "vocab_size=100"], "vocab_size=100 is below --tokenizer_vocab_size 400", True),
+    ("not a checkpoint", None, ["--resume_from_checkpoint", "{data}"],
+     "--resume_from_checkpoint .*not a complete checkpoint", True),
+    ("tokenizer too big", None, ["--config_overrides", "vocab_size=100"],
+     "vocab_size=100 is below --tokenizer_vocab_size 400", True),
     ("unknown tracker", None, ["--report_to", "tensorbord"], "--report_to: unknown tracker `tensorbord`", True),
     ("all warmup", None, ["--max_steps", "2"], "--warmup_steps 2 leaves no updates for the polynomial decay", True),
     # issue 23: damage that still decodes is found by the checkpoint's manifest, before any training
     ("finite garbage in the weights", "finite weights", RESUME,
      FALLBACK.replace(": .*;", ": model.safetensors does not match its SHA-256 in manifest.json.*;") +
      r"[\s\S]*Done: 6 updates", False),
-    ("another run's RNG state", "foreign rng", RESUME, FALLBACK.replace(": .*;", r": random_states_0.pkl has \d+ bytes, "
-                                                                       r"manifest.json says \d+;"), False),
+    ("another run's RNG state", "foreign rng", RESUME,
+     FALLBACK.replace(": .*;", r": random_states_0.pkl has \d+ bytes, manifest.json says \d+;"), False),
     ("finite garbage in the optimizer", "finite optimizer", RESUME,
      FALLBACK.replace(": .*;", ": optimizer.bin does not match its SHA-256.*;"), False),
     # issue 23: the bad inputs that ended in a traceback, an unclear message or silence
     ("invalid JSON", None, ["--train_file", "{data}/broken.jsonl"],
      r"cannot read .*broken.jsonl: JSON parse error: Missing a comma .* in row 1", True),
-    ("non-UTF-8 text file", None, ["--train_file", "{data}/latin1.txt"], r"cannot read .*latin1.txt: not UTF-8 text", True),
+    ("non-UTF-8 text file", None, ["--train_file", "{data}/latin1.txt"],
+     r"cannot read .*latin1.txt: not UTF-8 text", True),
     ("non-UTF-8 JSON lines", None, ["--train_file", "{data}/latin1.jsonl"],
      r"--train_file: the train split is not UTF-8 text .*iconv", True),
     ("integer texts", None, ["--train_file", "{data}/numbers.jsonl"],
@@ -505,7 +510,7 @@ def test_a_folder_in_use_refuses_a_second_run_until_its_run_dies(tmp_path, micro
         in_use = rf"^--output_dir {out} is in use by another run \(PID {holder.pid} on host {socket.gethostname()}\)"
         for flags in ([], ["--overwrite_output_dir"], RESUME):
             fresh_state()
-            message = error_of(lambda: run(micro, out, "--max_steps", "4", *flags), capsys)
+            message = error_of(lambda flags=flags: run(micro, out, "--max_steps", "4", *flags), capsys)
             assert re.search(in_use, message), message
         assert {p: p.stat().st_mtime_ns for p in out.rglob("*") if not p.name.startswith(".lock")} == before
     finally:
@@ -531,7 +536,8 @@ def test_a_full_disk_says_what_was_being_written_and_publishes_nothing(tmp_path,
 
     real = accelerate.utils.other.safe_save_file
     monkeypatch.setattr(accelerate.utils.other, "safe_save_file",
-                        lambda t, f, metadata=None: (full_disk if "checkpoint_4" in str(f) else real)(t, f, metadata=metadata))
+                        lambda t, f, metadata=None:
+                        (full_disk if "checkpoint_4" in str(f) else real)(t, f, metadata=metadata))
     out = tmp_path / "out"
     message = error_of(lambda: run(micro, out, "--max_steps", "6", "--checkpointing_steps", "2"), capsys)
     assert message == (f"could not write the checkpoint of step 4 into {out / 'checkpoints'} (No space left on "
@@ -620,9 +626,9 @@ def test_validation_can_hide_every_masked_token(tmp_path, micro):
     """--eval_mask_replace_prob 1 --eval_random_replace_prob 0: every token validation scores is <mask> in its
     input, so no kept token answers itself (with 80/10/10 a model that copies its input and knows only unigram
     frequencies scored half the unigram perplexity); training keeps its 80/10/10, and the same positions are masked."""
-    from linformer_training.tokenization import train_tokenizer
     from linformer_training.corpus import load_corpus
     from linformer_training.mlm import pack
+    from linformer_training.tokenization import train_tokenizer
 
     args = parse_args(train_mlm.MLMArguments, ["--config", str(micro / "micro.yaml"), "--eval_mask_replace_prob", "1",
                                                "--eval_random_replace_prob", "0"])
@@ -725,7 +731,8 @@ def test_fp16_loss_scaling_skips_overflows_and_resumes_exactly(tmp_path, micro, 
     skipped = rows[-1]["skipped_updates"]
     assert 0 < skipped < 4 and said.count("fp16 gradients overflowed") == skipped, said
     assert rows[0]["loss_scale"] == FP16_INIT_SCALE / 2 and rows[-1]["loss_scale"] == FP16_INIT_SCALE / 2**skipped
-    skips = [b["skipped_updates"] - a["skipped_updates"] for a, b in zip([{"skipped_updates": 0}] + rows, rows)]
+    skips = [b["skipped_updates"] - a["skipped_updates"]
+             for a, b in zip([{"skipped_updates": 0}] + rows, rows, strict=False)]  # consecutive rows: one short
     assert [math.isnan(r["train_loss"]) for r in rows] == [s == 1 for s in skips]  # one row per update
     step_8 = straight / "checkpoints" / "checkpoint_8"
     assert json.loads((step_8 / checkpoints.STATE_FILE).read_text())["skipped_updates"] == skipped
@@ -801,7 +808,8 @@ def test_resume_latest_continues_and_refuses_another_layout(tmp_path, micro, mon
         run(micro, tmp_path, "--max_steps", "6", "--resume_from_checkpoint", "latest", "--checkpointing_steps", "2")
     assert steps == [4, 5]
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl") if "train_loss" in r] == [1, 2, 3, 4, 5, 6]
-    assert json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())["tokens_seen"] > 6 * 8 * 50
+    state = json.loads((tmp_path / "checkpoints" / "checkpoint_6" / checkpoints.STATE_FILE).read_text())
+    assert state["tokens_seen"] > 6 * 8 * 50
 
 
 # --- continued pretraining (--model_name_or_path) -------------------------------------------------
@@ -846,7 +854,8 @@ def test_resuming_a_finished_run_measures_what_it_publishes(tmp_path, micro, fin
 def bare_bert(tmp_path_factory):
     """A small BERT encoder without a masked-LM head (as a sentence-transformers model ships), with a
     WordPiece tokenizer: what continued pretraining from a real encoder starts from."""
-    from tokenizers import Tokenizer, models as tok_models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, pre_tokenizers, trainers
+    from tokenizers import models as tok_models
     from transformers import BertConfig, BertModel, BertTokenizerFast
 
     folder = tmp_path_factory.mktemp("bare_bert")
@@ -893,9 +902,9 @@ def test_gates_and_projections_take_their_own_rates_only_when_given(micro):
     from transformers import AutoModelForMaskedLM
 
     def rates(*flags):
-        args = train_mlm.parse_args(train_mlm.MLMArguments, ["--config", str(micro / "micro.yaml"), "--config_overrides",
-                                                             "attention_type=windowed,exact_attention_length=16",
-                                                             *flags])
+        args = train_mlm.parse_args(train_mlm.MLMArguments,
+                                    ["--config", str(micro / "micro.yaml"), "--config_overrides",
+                                     "attention_type=windowed,exact_attention_length=16", *flags])
         model = AutoModelForMaskedLM.from_config(train_mlm.model_config(args))
         optimizer = loop.build_optimizer(model, args, train_mlm.own_rates(model, args))
         by_id = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
@@ -1017,8 +1026,9 @@ def test_two_processes_match_one_process(tmp_path, micro):
     run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
     env = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
     result = run_group(
-        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+         "--main_process_port", str(free_port()),
          *script("--config", str(micro / "micro.yaml"), "--max_steps", "4", "--per_device_train_batch_size", "4",
                  "--checkpointing_steps", "2", "--output_dir", str(tmp_path / "two"), *NO_DROPOUT)[1:]],
         env=env, timeout=600)
@@ -1035,8 +1045,9 @@ def test_two_processes_match_one_process(tmp_path, micro):
     # An error found on the main process only (the tokenizer is checked there first) stops both ranks
     # with the message, instead of leaving rank 1 waiting at a barrier.
     result = run_group(
-        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
-         "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", str(free_port()),
+        [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+         "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
+         "--main_process_port", str(free_port()),
          *script("--config", str(micro / "micro.yaml"), "--config_overrides", "vocab_size=100",
                  "--output_dir", str(tmp_path / "bad"))[1:]],
         env=env, timeout=300)
@@ -1061,7 +1072,7 @@ def launch_without_agent(tmp_path, *command, timeout=300):
         env = {**os.environ, "OMP_NUM_THREADS": "1", "ACCELERATE_USE_CPU": "1", "RANK": str(rank),
                "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
                "MASTER_PORT": port}
-        with open(tmp_path / f"stderr_{rank}", "w") as err:
+        with (tmp_path / f"stderr_{rank}").open("w") as err:
             procs.append(subprocess.Popen([sys.executable, *command], cwd=REPO, env=env, stdout=subprocess.DEVNULL,
                                           stderr=err, start_new_session=True))
     ended = [None, None]
@@ -1076,7 +1087,8 @@ def launch_without_agent(tmp_path, *command, timeout=300):
     finally:
         for proc in procs:
             kill_session(proc)
-    return [(proc.returncode, (tmp_path / f"stderr_{rank}").read_text(), ended[rank]) for rank, proc in enumerate(procs)]
+    return [(proc.returncode, (tmp_path / f"stderr_{rank}").read_text(), ended[rank])
+            for rank, proc in enumerate(procs)]
 
 
 @pytest.mark.slow
@@ -1094,10 +1106,12 @@ def test_a_failure_on_one_process_ends_every_process(case, tmp_path, micro):
     else:
         command = [str(REPO / "tests" / "fail_on_rank0.py"), "linformer_training.checkpoints:publish", "train_mlm.py",
                    *flags]
-        mine, theirs = "could not write the final model .*No space left on device", "saving the final model failed on process 0"
+        mine = "could not write the final model .*No space left on device"
+        theirs = "saving the final model failed on process 0"
     (code_0, err_0, end_0), (code_1, err_1, end_1) = launch_without_agent(tmp_path, *command)
     assert code_0 != 0 and re.search(f"train_mlm.py: error: {mine}", err_0), err_0[-3000:]
-    assert code_1 != 0 and f"train_mlm.py: error: {theirs} (see its error); process 1 stopped too" in err_1, err_1[-3000:]
+    assert code_1 != 0 and f"train_mlm.py: error: {theirs} (see its error); process 1 stopped too" in err_1, \
+        err_1[-3000:]
     assert "Traceback" not in err_1 and abs(end_0 - end_1) < 30
 
 
@@ -1110,11 +1124,13 @@ def test_fsdp_on_cpu_processes_is_refused_not_run_as_something_else(tmp_path, mi
     parallelism (ACCELERATE_USE_CPU=1), or as 2 unrelated 1-process runs writing the same folder (without
     it): both stop with a one-line error before anything is written."""
     flags = ["--config", str(micro / "micro.yaml"), "--max_steps", "3"]
-    for env, expected in [({"ACCELERATE_USE_CPU": "1"}, "FSDP was requested .* Accelerate runs this as MULTI_CPU on cpu"),
+    for env, expected in [({"ACCELERATE_USE_CPU": "1"},
+                           "FSDP was requested .* Accelerate runs this as MULTI_CPU on cpu"),
                           ({}, "launched as 2 processes, but Accelerate set up 1 .*each would train alone")]:
         out = tmp_path / f"out{len(env)}"
         result = launch(*FSDP2, "train_mlm.py", *flags, "--output_dir", str(out), env_extra=env, timeout=300)
-        assert result.returncode != 0 and re.search("train_mlm.py: error: " + expected, result.stderr), result.stderr[-3000:]
+        assert result.returncode != 0 and re.search("train_mlm.py: error: " + expected, result.stderr), \
+            result.stderr[-3000:]
         assert not out.exists()
 
 
@@ -1122,7 +1138,8 @@ def test_the_documented_cpu_launch_starts_two_processes(tmp_path, micro):
     """docs/training.md's multi-process CPU command, run as written (the tiny recipe appended), trains on 2
     processes."""
     doc = (REPO / "docs" / "training.md").read_text()
-    (line,) = [l for l in doc.splitlines() if l.startswith("ACCELERATE_USE_CPU=1 accelerate launch")]
+    (line,) = [doc_line for doc_line in doc.splitlines()
+               if doc_line.startswith("ACCELERATE_USE_CPU=1 accelerate launch")]
     words = line.split()
     env, launcher = dict(w.split("=") for w in words[:1]), words[3:words.index("train_mlm.py")]
     result = launch(*[w for w in launcher if w not in ("--num_processes", "2")], "train_mlm.py",
@@ -1157,7 +1174,8 @@ def test_fsdp2_trains_checkpoints_resumes_exactly_and_saves_a_plain_folder(tmp_p
 
     run(micro, tmp_path / "one", "--max_steps", "4", *NO_DROPOUT)
     fsdp = [*FSDP2, "--fsdp_activation_checkpointing", "true",
-            "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP", "--fsdp_transformer_layer_cls_to_wrap", "LinformerLayer",
+            "--fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP",
+            "--fsdp_transformer_layer_cls_to_wrap", "LinformerLayer",
             str(REPO / "tests" / "fsdp_on_cpu.py"), "train_mlm.py", "--config", str(micro / "micro.yaml"),
             "--max_steps", "4", "--per_device_train_batch_size", "4", "--checkpointing_steps", "2", *NO_DROPOUT]
     env = {"ACCELERATE_USE_CPU": "1"}

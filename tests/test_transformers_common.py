@@ -14,10 +14,6 @@ the tester says so instead, as transformers' own testers do for their models:
 * The config rejects keys that are none of its fields: the suite's `set_config_for_less_flaky_test` sets
   seven differently named epsilons on every config before saving and reloading it; here it sets the one
   LinformerConfig has (`layer_norm_eps`).
-* The weight conversions (a folder's `lm_head.bias` is the decoder's bias; long-input adapters are stored
-  in one dict per block, as before they moved onto the maps they update) are tested by
-  `test_reverse_loading_mapping`, on a config with adapters, which first sets four MoE fields on the config:
-  they are not saved.
 * Positions follow RoBERTa, numbered by skipping pad ids, which `inputs_embeds` cannot see: real tokens
   never carry the pad id (as from a tokenizer), or ids and embeddings would legitimately disagree.
 * A registered model is absent from transformers' Auto*_MAPPING_NAMES tables, from which the mixin reads
@@ -25,6 +21,7 @@ the tester says so instead, as transformers' own testers do for their models:
 
 Not run because they do not apply, and skipped by the suite itself: generation and causal/seq2seq loss
 tests (encoder only: no decoder, cache or cross-attention; GenerationTesterMixin is not in the sdist),
+`test_reverse_loading_mapping` (weights are saved under the modules' own names: no conversion to test),
 `test_resize_position_vector_embeddings` (n is fixed: E has n columns; RoBERTa's tester leaves it off
 too), RoPE, MoE, composite-model and tensor-parallel tests, and those needing a GPU,
 flash attention, kernels or DeepSpeed. NOT_RUN lists the few left out only to keep the runtime short.
@@ -60,7 +57,8 @@ COMMON_TESTS = Path(os.environ.get("TRANSFORMERS_COMMON_TESTS",
 # Not run, to keep this file near a minute of CPU: each is transformers' own machinery or repeats a
 # code path another case covers. Test name (or prefix of a parameterized family) -> why.
 NOT_RUN = {
-    "test_bc_torch_dtype": "loading in each dtype is transformers' machinery (bf16/fp16 are run in test_hf_integration)",
+    "test_bc_torch_dtype": "loading in each dtype is transformers' machinery (bf16/fp16 are run in "
+                           "test_hf_integration)",
     **{f"test_eager_matches_sdpa_inference_{case}": "same path as the fp32 cases; one left-padded masked case per "
        "half-precision dtype is kept (01, 17)"
        for case in ("00", "02", "03", "04", "05", "06", "07", "16", "18", "19", "20", "21", "22", "23")},
@@ -209,16 +207,6 @@ class LinformerModelTest(modeling_common.ModelTesterMixin, unittest.TestCase):
     def test_config(self):
         self.config_tester.run_common_tests()
 
-    def test_reverse_loading_mapping(self):
-        # The suite sets four MoE layer fields on the config, saves and reloads it; LinformerConfig rejects
-        # fields it does not have, so here they are left out of the saved config (as the epsilons above).
-        moe = {"first_k_dense_replace", "moe_layer_start_index", "mlp_only_layers", "num_dense_layers"}
-        to_dict = LinformerConfig.to_dict
-        self.model_tester = LinformerModelTester(self, long_input_adapter_rank=2)  # every renaming applies
-        with mock.patch.object(LinformerConfig, "to_dict",
-                               lambda config: {k: v for k, v in to_dict(config).items() if k not in moe}):
-            super().test_reverse_loading_mapping()
-
 
 class LinformerShortInputsModelTest(LinformerModelTest):
     """The numerics tests again, with per-head projections and `exact_attention_length`: random masks
@@ -246,12 +234,3 @@ class LinformerPreNormModelTest(LinformerModelTest):
             self.skipTest("configuration-independent: run once, by LinformerModelTest")
         super().setUp()
         self.model_tester = LinformerModelTester(self, layer_norm_placement="pre", embedding_layer_norm=False)
-
-    def test_reverse_loading_mapping(self):
-        self.model_tester = LinformerModelTester(self, long_input_adapter_rank=2, layer_norm_placement="pre",
-                                                 embedding_layer_norm=False)
-        moe = {"first_k_dense_replace", "moe_layer_start_index", "mlp_only_layers", "num_dense_layers"}
-        to_dict = LinformerConfig.to_dict
-        with mock.patch.object(LinformerConfig, "to_dict",
-                               lambda config: {k: v for k, v in to_dict(config).items() if k not in moe}):
-            super(LinformerModelTest, self).test_reverse_loading_mapping()

@@ -12,10 +12,10 @@ import sys
 
 import torch
 import torch.distributed as dist
+from conftest import tiny_config  # tests/ is sys.path[0]: this file is run as a script
 from torch.nn import functional as F
 from transformers import Trainer, TrainingArguments
 
-from conftest import tiny_config  # tests/ is sys.path[0]: this file is run as a script
 from linformer_hf import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
@@ -32,12 +32,14 @@ mask[::3, 8:] = 0
 
 HEADS = {
     "masked_lm": (LinformerForMaskedLM, {}, lambda: {"labels": torch.where(mask.bool(), ids, -100)}),
-    "regression": (LinformerForSequenceClassification, {"num_labels": 1}, lambda: {"labels": torch.randn(N, generator=g)}),
+    "regression": (LinformerForSequenceClassification, {"num_labels": 1},
+                   lambda: {"labels": torch.randn(N, generator=g)}),
     "single_label": (LinformerForSequenceClassification, {"num_labels": 3},
                      lambda: {"labels": torch.randint(0, 3, (N,), generator=g)}),
     "multi_label": (LinformerForSequenceClassification, {"num_labels": 3, "problem_type": "multi_label_classification"},
                     lambda: {"labels": torch.randint(0, 2, (N, 3), generator=g).float()}),
-    "token": (LinformerForTokenClassification, {"num_labels": 4}, lambda: {"labels": torch.randint(0, 4, (N, L), generator=g)}),
+    "token": (LinformerForTokenClassification, {"num_labels": 4},
+              lambda: {"labels": torch.randint(0, 4, (N, L), generator=g)}),
     "qa": (LinformerForQuestionAnswering, {}, lambda: {"start_positions": torch.randint(0, L, (N,), generator=g),
                                                        "end_positions": torch.randint(0, L, (N,), generator=g)}),
     # Two choices per example: (N, 2, L) inputs replace the shared ones.
@@ -74,11 +76,12 @@ def main(output_dir, sharing, gradient_checkpointing=False):
         inputs = {"input_ids": labels.pop("input_ids", ids), "attention_mask": labels.pop("attention_mask", mask)}
         rows = [{**{k: v[i] for k, v in inputs.items()}, **{k: v[i] for k, v in labels.items()}} for i in range(N)]
         model = cls(tiny_config(projection_sharing=sharing, **extra))
+        backend = "gloo" if dist.is_available() and dist.is_torchelastic_launched() else None
         args = TrainingArguments(output_dir=f"{output_dir}/{name}", per_device_train_batch_size=4,
                                  per_device_eval_batch_size=N, max_steps=4, learning_rate=1e-3, use_cpu=True,
                                  report_to=[], save_strategy="no", logging_steps=1, seed=0,
                                  gradient_checkpointing=gradient_checkpointing,
-                                 ddp_backend="gloo" if dist.is_available() and dist.is_torchelastic_launched() else None)
+                                 ddp_backend=backend)
         trainer = Trainer(model=model, args=args, train_dataset=rows, eval_dataset=rows)
         trainer.train()
         reported = trainer.evaluate()["eval_loss"]

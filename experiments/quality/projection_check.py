@@ -46,8 +46,8 @@ def main(argv=None):
     if model.config.model_type != "linformer":
         p.error(f"model: {args.model} is a {model.config.model_type!r} model; only a Linformer has projections")
     projections = next(m for m in model.modules() if isinstance(m, LinformerProjections))
-    if projections.kind != "linear":
-        p.error(f"model: {args.model} has projection_type={projections.kind!r}: its projections are fixed "
+    if model.config.projection_type != "linear":
+        p.error(f"model: {args.model} has projection_type={model.config.projection_type!r}: its projections are fixed "
                 f"poolings of n / k positions by construction; only 'linear' E/F are learnt position by position")
     report = {f"{name}[{group}]": describe(matrix) for name, param in projections.named_parameters()
               for group, matrix in enumerate(param.detach().float())}

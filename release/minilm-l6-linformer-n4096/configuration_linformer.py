@@ -46,6 +46,11 @@ AUTO_MAP = {
     "AutoModelForMultipleChoice": "modeling_linformer.LinformerForMultipleChoice",
 }
 
+# The fields `attention_type` and `exact_attention_length` replaced. A config carrying them is refused in one line
+# naming the command that rewrites its folder (which also renames the weights saved in that format).
+RETIRED_FIELDS = frozenset({"full_attention_short_inputs", "short_input_max_length", "local_attention_window"})
+UPGRADE_COMMAND = "python -m linformer_training.upgrade"  # linformer-hf's training package
+
 # Keys that config.json files written by transformers 4.x (and BERT/RoBERTa configs) still carry and
 # that transformers 5 stores as plain attributes. They are accepted so old or converted folders load.
 LEGACY_CONFIG_KEYS = frozenset({
@@ -81,15 +86,9 @@ def describe_type(annotation) -> str:
     return "None" if annotation is type(None) else getattr(annotation, "__name__", str(annotation))
 
 
-def invalid(field, value, allowed):
+def field_error(field, value, allowed):
     """The one-line error of every check: the field, its value and what it allows."""
-    raise ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
-
-
-def in_range(field, holds, allowed, optional=False):
-    """A rule that `holds(value)` for `field` (or, `optional`, that the value is None)."""
-    return (field, lambda config, value: (value is None and optional) or (value is not None and holds(value)),
-            allowed + (" (or None)" if optional else ""))
+    return ValueError(f"LinformerConfig: `{field}`={value!r} is invalid; {allowed}.")
 
 
 def token_ids(value):
@@ -101,70 +100,11 @@ def suggestion(value, names):
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-# Every range and combination check of the config, as (field, holds(config, value), what the field allows: a
-# string or a function of the config). `validate_architecture` checks them in order and raises the first broken
-# one through `invalid`, so a later rule may rely on the earlier ones (e.g. num_attention_heads >= 1 before
-# dividing by it).
-ENCODER_RULES = [  # RoBERTa's fields: sizes, rates, activation, token ids, the position table; never a decoder
-    *[(field, lambda config, value: not value, "Linformer projects keys along the whole sequence, so it cannot be "
-       "causal or a decoder; it must be False") for field in ("is_decoder", "add_cross_attention")],
-    *[in_range(field, lambda v: v >= 1, "it must be an integer >= 1")
-      for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
-                    "type_vocab_size", "max_seq_length")],
-    in_range("chunk_size_feed_forward", lambda v: v >= 0, "it must be an integer >= 0"),
-    *[in_range(field, lambda v: 0 <= v < 1, "a dropout probability must satisfy 0 <= p < 1", optional)
-      for field, optional in (("hidden_dropout_prob", False), ("attention_probs_dropout_prob", False),
-                              ("classifier_dropout", True))],
-    *[in_range(field, lambda v: v > 0, "it must be > 0", optional)
-      for field, optional in (("initializer_range", False), ("layer_norm_eps", False), ("projection_init_std", True))],
-    ("hidden_size", lambda config, value: not value % config.num_attention_heads,
-     lambda config: f"it must be divisible by num_attention_heads={config.num_attention_heads}"),
-    ("hidden_act", lambda config, value: value in ACT2FN,
-     lambda config: "it must name an activation of transformers.activations.ACT2FN"
-                    + suggestion(config.hidden_act, ACT2FN)),
-    ("pad_token_id", lambda config, value: isinstance(value, int),
-     "an integer is required (positions are numbered after it)"),
-    *[(field, lambda config, value: all(token is None or 0 <= token < config.vocab_size for token in token_ids(value)),
-       lambda config: f"token ids must satisfy 0 <= id < vocab_size={config.vocab_size}")
-      for field in ("pad_token_id", "bos_token_id", "eos_token_id")],
-    ("max_position_embeddings",
-     lambda config, value: value is not None and value >= config.max_seq_length + config.pad_token_id + 1,
-     lambda config: f"it must be at least max_seq_length + pad_token_id + 1 = "
-                    f"{config.max_seq_length + config.pad_token_id + 1}"),
-]
-PROJECTION_RULES = [  # Linformer's fields: k per layer, sharing, pooling windows, the exact length, attention type
-    ("projected_dim", lambda config, value: not isinstance(value, list) or len(value) == config.num_hidden_layers,
-     lambda config: f"a list needs one k per layer (num_hidden_layers={config.num_hidden_layers})"),
-    ("projected_dim", lambda config, value: all(1 <= k <= config.max_seq_length for k in config.projected_dims),
-     lambda config: f"each k must be an integer with 1 <= k <= max_seq_length={config.max_seq_length}"),
-    ("projected_dim",
-     lambda config, value: config.projection_sharing != "layerwise" or len(set(config.projected_dims)) <= 1,
-     "layerwise sharing uses one matrix for all layers, so every layer needs the same k "
-     "(use projection_sharing='key_value', 'headwise' or 'none' for per-layer k)"),
-    ("projected_dim", lambda config, value: config.projection_type == "linear"
-     or not any(config.max_seq_length % k for k in config.projected_dims),
-     lambda config: f"projection_type={config.projection_type!r} pools windows of n/k positions, so "
-                    f"max_seq_length={config.max_seq_length} must be divisible by every k"),
-    in_range("long_input_adapter_rank", lambda v: v >= 0, "it must be an integer >= 0"),
-    ("exact_attention_length", lambda config, value: not isinstance(value, list) or (
-        len(value) == config.num_hidden_layers
-        and all(k <= e <= config.max_seq_length for k, e in zip(config.projected_dims, value))),
-     lambda config: f"a list needs one length per layer (num_hidden_layers={config.num_hidden_layers}), each with "
-                    f"k <= it <= max_seq_length={config.max_seq_length} (k per layer: {config.projected_dims})"),
-    ("exact_attention_length", lambda config, value: isinstance(value, list) or value is None
-     or max(config.projected_dims) <= value <= config.max_seq_length,
-     lambda config: f"it must satisfy max(k)={max(config.projected_dims)} <= it <= "
-                    f"max_seq_length={config.max_seq_length}"),
-    ("attention_type", lambda config, value: value != "windowed" or isinstance(config.exact_attention_length, int),
-     "'windowed' reads windows of exact_attention_length tokens, so it needs exact_attention_length set to one "
-     "integer (e.g. 512 for a model converted from a 512-position encoder)"),
-    ("projection_init", lambda config, value: value == "normal" or config.projection_type == "linear",
-     lambda config: f"only learned projections (projection_type='linear') have E/F to initialise; "
-                    f"projection_type={config.projection_type!r} needs 'normal' (conv kernels start as mean pooling)"),
-    ("projection_length_scaling", lambda config, value: value == "none" or config.projection_type == "linear",
-     lambda config: f"only learned projections (projection_type='linear') sum over positions; "
-                    f"projection_type={config.projection_type!r} needs 'none'"),
-]
+# What the checks say a field allows, where several fields share the rule.
+AT_LEAST_ONE = "it must be an integer >= 1"
+DROPOUT = "a dropout probability must satisfy 0 <= p < 1"
+POSITIVE = "it must be > 0"
+OR_NONE = " (or None)"
 
 
 def one_line_field_errors(cls):
@@ -249,10 +189,6 @@ class LinformerConfig(PreTrainedConfig):
             sequences read through the projections use; sequences read exactly keep the plain weights. The
             long-input path can then be trained without moving the short one. 0: no adapters.
 
-    Configs written before `attention_type` and `exact_attention_length` existed carry the three fields they
-    replace, and still load as the same model: `full_attention_short_inputs=True` becomes
-    `exact_attention_length=short_input_max_length` (or k, per layer, when that is unset), and `local_attention_window`
-    becomes `attention_type="windowed"`.
         classifier_pooling (`str`, defaults to `"cls"`):
             What `LinformerForSequenceClassification` classifies: the first token's final state (`"cls"`,
             RoBERTa's head) or the mean of the real tokens' final states (`"mean"`). A head-shared projection
@@ -316,7 +252,13 @@ class LinformerConfig(PreTrainedConfig):
                 "Linformer; convert a BERT/RoBERTa encoder first: python convert_to_linformer.py "
                 "--model_name_or_path <that checkpoint> --output_dir <new folder>."
             )
-        self._read_legacy_long_input_fields(kwargs)
+        retired = sorted(RETIRED_FIELDS & set(kwargs))
+        if retired:
+            raise ValueError(
+                f"LinformerConfig: `{retired[0]}` belongs to the format of linformer-hf's first releases "
+                f"(attention_type and exact_attention_length replaced it); rewrite the folder once with: "
+                f"{UPGRADE_COMMAND} <folder>"
+            )
         unknown = sorted(key for key in set(kwargs) - standard_config_keys() if not key.startswith("_"))
         if unknown:
             known = [f.name for f in dataclasses.fields(self)] + sorted(standard_config_keys())
@@ -343,39 +285,104 @@ class LinformerConfig(PreTrainedConfig):
         # called here first, a bad value fails with the plain one-line ValueError below.
         self.validate_architecture()
 
-    def _read_legacy_long_input_fields(self, kwargs):
-        """Map the three fields that configs saved before `attention_type` carried onto the two that replaced them,
-        so that every such folder (the released model's included) loads as the same model."""
-        exact = kwargs.pop("full_attention_short_inputs", None)
-        length = kwargs.pop("short_input_max_length", None)
-        window = kwargs.pop("local_attention_window", None)
-        if exact not in (None, True, False):
-            invalid("full_attention_short_inputs", exact, "allowed: True or False (a config from before attention_type)")
-        if not exact and length is None and window is None:
-            return
-        if length is not None and not exact:
-            invalid("short_input_max_length", length, "it needs full_attention_short_inputs=True (a config from "
-                    "before attention_type); in new configs set exact_attention_length instead")
-        if window is not None and window != length:
-            invalid("local_attention_window", window, f"it needs short_input_max_length equal to it (now {length}); "
-                    "in new configs set attention_type='windowed' and exact_attention_length instead")
-        if self.exact_attention_length is not None or self.attention_type != "projected":
-            invalid("full_attention_short_inputs", exact, "it is replaced by exact_attention_length and "
-                    "attention_type; pass only the new fields")
-        if not isinstance(self.projected_dim, (int, list)) or not self.projected_dim:
-            invalid("projected_dim", self.projected_dim, "an integer or a list of integers is required")
-        self.exact_attention_length = length if length is not None else self.projected_dim
-        if window is not None:
-            self.attention_type = "windowed"
-
     def validate_architecture(self):
-        """Every range and combination check (`ENCODER_RULES`, then `PROJECTION_RULES`), in one place; also run by
-        `validate()` and `save_pretrained`."""
+        """Every range and combination check, in one place (also run by `validate()` and `save_pretrained`). The
+        first broken one raises, so a later check may rely on the earlier ones (num_attention_heads >= 1 before
+        dividing by it, each k in range before comparing it with exact_attention_length)."""
         super().validate_architecture()
-        for field, holds, allowed in ENCODER_RULES + PROJECTION_RULES:
+        self._check_encoder_sizes()
+        self._check_encoder_combinations()
+        self._check_projected_dims()
+        self._check_long_input_fields()
+
+    def _check_encoder_sizes(self):
+        """RoBERTa's fields one by one: never a decoder; sizes, dropout rates and scales in range."""
+        for field in ("is_decoder", "add_cross_attention"):
+            if getattr(self, field):
+                raise field_error(field, getattr(self, field), "Linformer projects keys along the whole sequence, "
+                                  "so it cannot be causal or a decoder; it must be False")
+        for field in ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+                      "type_vocab_size", "max_seq_length"):
+            if getattr(self, field) < 1:
+                raise field_error(field, getattr(self, field), AT_LEAST_ONE)
+        if self.chunk_size_feed_forward < 0:
+            raise field_error("chunk_size_feed_forward", self.chunk_size_feed_forward, "it must be an integer >= 0")
+        for field in ("hidden_dropout_prob", "attention_probs_dropout_prob"):
+            if not 0 <= getattr(self, field) < 1:
+                raise field_error(field, getattr(self, field), DROPOUT)
+        if self.classifier_dropout is not None and not 0 <= self.classifier_dropout < 1:
+            raise field_error("classifier_dropout", self.classifier_dropout, DROPOUT + OR_NONE)
+        for field in ("initializer_range", "layer_norm_eps"):
+            if not getattr(self, field) > 0:  # not `<= 0`: NaN is refused too
+                raise field_error(field, getattr(self, field), POSITIVE)
+        if self.projection_init_std is not None and not self.projection_init_std > 0:
+            raise field_error("projection_init_std", self.projection_init_std, POSITIVE + OR_NONE)
+
+    def _check_encoder_combinations(self):
+        """RoBERTa's fields together: heads divide the width, the activation exists, token ids fit the vocabulary
+        and the position table is long enough for n positions numbered after the pad id."""
+        if self.hidden_size % self.num_attention_heads:
+            raise field_error("hidden_size", self.hidden_size,
+                              f"it must be divisible by num_attention_heads={self.num_attention_heads}")
+        if self.hidden_act not in ACT2FN:
+            raise field_error("hidden_act", self.hidden_act, "it must name an activation of "
+                              "transformers.activations.ACT2FN" + suggestion(self.hidden_act, ACT2FN))
+        if not isinstance(self.pad_token_id, int):
+            raise field_error("pad_token_id", self.pad_token_id,
+                              "an integer is required (positions are numbered after it)")
+        for field in ("pad_token_id", "bos_token_id", "eos_token_id"):
             value = getattr(self, field)
-            if not holds(self, value):
-                invalid(field, value, allowed(self) if callable(allowed) else allowed)
+            if not all(token is None or 0 <= token < self.vocab_size for token in token_ids(value)):
+                raise field_error(field, value, f"token ids must satisfy 0 <= id < vocab_size={self.vocab_size}")
+        positions = self.max_seq_length + self.pad_token_id + 1
+        if self.max_position_embeddings is None or self.max_position_embeddings < positions:
+            raise field_error("max_position_embeddings", self.max_position_embeddings,
+                              f"it must be at least max_seq_length + pad_token_id + 1 = {positions}")
+
+    def _check_projected_dims(self):
+        """k: one per layer where a list, within 1..n, one for all layers under layerwise sharing, and dividing n
+        where the projection pools windows of n/k positions."""
+        n, dims = self.max_seq_length, self.projected_dim
+        if isinstance(dims, list) and len(dims) != self.num_hidden_layers:
+            raise field_error("projected_dim", dims,
+                              f"a list needs one k per layer (num_hidden_layers={self.num_hidden_layers})")
+        if not all(1 <= k <= n for k in self.projected_dims):
+            raise field_error("projected_dim", dims, f"each k must be an integer with 1 <= k <= max_seq_length={n}")
+        if self.projection_sharing == "layerwise" and len(set(self.projected_dims)) > 1:
+            raise field_error("projected_dim", dims, "layerwise sharing uses one matrix for all layers, so every "
+                              "layer needs the same k (use projection_sharing='key_value', 'headwise' or 'none' for "
+                              "per-layer k)")
+        if self.projection_type != "linear" and any(n % k for k in self.projected_dims):
+            raise field_error("projected_dim", dims, f"projection_type={self.projection_type!r} pools windows of "
+                              f"n/k positions, so max_seq_length={n} must be divisible by every k")
+
+    def _check_long_input_fields(self):
+        """The adapter rank, the exact length (per layer, between k and n), what windowed attention needs, and the
+        two options only learned E/F have."""
+        n, dims, exact = self.max_seq_length, self.projected_dims, self.exact_attention_length
+        if self.long_input_adapter_rank < 0:
+            raise field_error("long_input_adapter_rank", self.long_input_adapter_rank, "it must be an integer >= 0")
+        if isinstance(exact, list) and (len(exact) != self.num_hidden_layers or not all(
+                k <= length <= n for k, length in zip(dims, exact, strict=True))):
+            raise field_error("exact_attention_length", exact, f"a list needs one length per layer (num_hidden_layers="
+                              f"{self.num_hidden_layers}), each with k <= it <= max_seq_length={n} (k per layer: "
+                              f"{dims})")
+        if isinstance(exact, int) and not max(dims) <= exact <= n:
+            raise field_error("exact_attention_length", exact,
+                              f"it must satisfy max(k)={max(dims)} <= it <= max_seq_length={n}")
+        if self.attention_type == "windowed" and not isinstance(exact, int):
+            raise field_error("attention_type", self.attention_type, "'windowed' reads windows of "
+                              "exact_attention_length tokens, so it needs exact_attention_length set to one integer "
+                              "(e.g. 512 for a model converted from a 512-position encoder)")
+        learned = self.projection_type == "linear"
+        if self.projection_init != "normal" and not learned:
+            raise field_error("projection_init", self.projection_init, f"only learned projections (projection_type="
+                              f"'linear') have E/F to initialise; projection_type={self.projection_type!r} needs "
+                              "'normal' (conv kernels start as mean pooling)")
+        if self.projection_length_scaling != "none" and not learned:
+            raise field_error("projection_length_scaling", self.projection_length_scaling, "only learned projections "
+                              f"(projection_type='linear') sum over positions; projection_type="
+                              f"{self.projection_type!r} needs 'none'")
 
     @property
     def projected_dims(self) -> list[int]:

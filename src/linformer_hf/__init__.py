@@ -18,7 +18,6 @@ from transformers import (
 )
 
 from .configuration_linformer import LinformerConfig
-from .modeling_linformer import __all__ as modeling_names
 from .modeling_linformer import (
     LinformerForMaskedLM,
     LinformerForMultipleChoice,
@@ -47,4 +46,15 @@ for auto_class, model_class in AUTO_CLASSES.items():
     # Makes save_pretrained copy the modeling files next to the weights (remote code).
     model_class.register_for_auto_class(auto_class.__name__)
 
-__all__ = ["LinformerConfig", *(name for name in modeling_names if name != "LinformerProjections")]
+# The names the package itself holds, so `from linformer_hf import *` finds each (the attention classes and
+# projections are in linformer_hf.modeling_linformer).
+__all__ = [
+    "LinformerConfig",
+    "LinformerForMaskedLM",
+    "LinformerForMultipleChoice",
+    "LinformerForQuestionAnswering",
+    "LinformerForSequenceClassification",
+    "LinformerForTokenClassification",
+    "LinformerModel",
+    "LinformerPreTrainedModel",
+]

@@ -20,17 +20,19 @@ Three choices that differ from other public implementations, and why:
   layers receive theirs as forward arguments. Shared matrices are therefore one parameter for
   safetensors, DDP, FSDP and the optimizer alike: no aliasing, no tying to restore on load.
 
-Learned projections are linear maps, so when a projection is shared by all heads it is applied to
-the layer input before the key/value linear maps (E X W instead of E (X W)): k x n x d + k x d x d
-instead of n x d x d FLOPs. Each layer picks the cheaper order from the actual shapes.
+Each `projection_type` is one class (`SEQUENCE_PROJECTIONS`): learned E/F, mean or max pooling, or a
+convolution. The linear ones, when shared by all heads, are applied to the layer input before the key/value
+linear maps (E X W instead of E (X W)): k x n x d + k x d x d instead of n x d x d FLOPs. Each layer picks the
+cheaper order from the actual shapes.
 
 Two attention algorithms, each its own class, chosen per layer from `config.attention_type`:
 `LinformerSelfAttention` (the paper's; with `config.exact_attention_length`, a sequence of at most that many
 real tokens attends exactly instead, which is what a model converted from RoBERTa needs to keep its source's
 outputs) and `LinformerWindowedSelfAttention` (exact windows plus gated global slots, for long inputs read by a
-converted 512-token encoder). `config.long_input_adapter_rank` swaps every linear map of a layer for
-`LinformerLongInputLinear`, whose low-rank update only sequences read through the projections use, so the long
-path can be trained while the short one stays its source, bit for bit.
+converted 512-token encoder). Which sequences of a batch take which path in a layer is one value, `BatchPaths`.
+`config.long_input_adapter_rank` builds every linear map of a layer as a `LinformerLongInputLinear`, whose
+low-rank update only sequences read through the projections use, so the long path can be trained while the short
+one stays its source, bit for bit.
 
 Layers are RoBERTa's post-LN blocks unless `config.layer_norm_placement="pre"` builds `LinformerPreNormLayer`
 (LayerNorm before each block, one more closing the encoder) and `config.embedding_layer_norm=False` leaves the
@@ -38,17 +40,21 @@ embeddings unnormalised: the arrangement of the only published Linformer weights
 `convert_to_linformer.py` converts). Both are chosen when the model is built; the defaults add no weights.
 """
 
+import enum
+import json
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 from torch.nn import BCEWithLogitsLoss, CrossEntropyLoss, MSELoss
 from torch.nn import functional as F
-
 from transformers import PreTrainedModel
 from transformers import initialization as init
+from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
 from transformers.modeling_outputs import (
     BaseModelOutput,
@@ -59,24 +65,19 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
     TokenClassifierOutput,
 )
-from transformers.conversion_mapping import register_checkpoint_conversion_mapping
-from transformers.core_model_loading import WeightRenaming
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.roberta.modeling_roberta import (
     RobertaClassificationHead,
     RobertaEmbeddings,
-    RobertaIntermediate,
     RobertaLMHead,
-    RobertaOutput,
     RobertaPooler,
-    RobertaSelfOutput,
 )
 from transformers.processing_utils import Unpack
 from transformers.utils import TransformersKwargs, logging
 from transformers.utils.generic import can_return_tuple, merge_with_config_defaults
 from transformers.utils.output_capturing import capture_outputs
 
-from .configuration_linformer import PROJECTION_LENGTH_SCALING, LinformerConfig
+from .configuration_linformer import PROJECTION_LENGTH_SCALING, UPGRADE_COMMAND, LinformerConfig
 
 logger = logging.get_logger(__name__)
 
@@ -100,16 +101,43 @@ def resample_columns(weight, lengths, width):
     return window.permute(2, 0, 1, 3).to(weight.dtype)
 
 
-def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
-    """Map `x` (B, G, L, C) along L to (B, G', slots, C).
+def window_mean_projection(k, n):
+    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n. Each slot
+    then reads one stretch of neighbouring tokens, where random E/F mix all n positions with random signs."""
+    edges = [i * n // k for i in range(k + 1)]
+    matrix = torch.zeros(k, n)
+    for i in range(k):
+        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
+    return matrix
 
-    `weight` is (G', k, n) for "linear" and (G', n/k) for "conv"; G and G' broadcast (1 or heads).
-    `mask` is (B|1, 1, L, 1), 1 for real tokens (compacted to the front), or None when all are real.
-    A linear projection of L real tokens follows `length_scaling` (the config's `projection_length_scaling`).
-    Returns the projection and, for windowed kinds, which slots hold at least one real token.
+
+class LearnedProjection:
+    """`projection_type="linear"`, the paper's: learned E/F of (G, k, n) each, G = heads or 1 (`projection_sharing`).
+
+    A linear map, so where E is shared by all heads it may meet the layer input before the key/value maps
+    (`commutes_with_maps`). An input of L real tokens meets E as `projection_length_scaling` says.
     """
-    length = x.shape[-2]
-    if kind == "linear":
+
+    has_weights = True
+    commutes_with_maps = True
+
+    def parameter_shape(self, groups, k, n):
+        return (groups, k, n)
+
+    def slots(self, k, stride, length):
+        return k
+
+    def cost_per_channel(self, k, length):
+        """Multiply-adds of one projection of one channel of a length-L input."""
+        return k * length
+
+    def project(self, x, weight, stride, mask, length_scaling="none"):
+        """Map `x` (B, G, L, C) along L to (B, G', k, C) with `weight` (G', k, n); G and G' broadcast (1 or heads).
+
+        `mask` is (B|1, 1, L, 1), 1 for real tokens (compacted to the front), or None when all are real. Every
+        slot holds a mix of real tokens, so the second value (the slots holding none) is always None.
+        """
+        length = x.shape[-2]
         if mask is not None:
             x = x * mask
         n = weight.shape[-1]
@@ -134,34 +162,128 @@ def project_sequence(x, weight, kind, stride, mask, length_scaling="none"):
             out = out * (n / real) ** power
         return out, None
 
-    slots = -(-length // stride)
-    if mask is None:
-        mask = x.new_ones(1, 1, length, 1)
-    pad = slots * stride - length
-    if pad:
-        x = F.pad(x, (0, 0, 0, pad))
-        mask = F.pad(mask, (0, 0, 0, pad))
-    windows = x.unflatten(-2, (slots, stride))
-    window_mask = mask.unflatten(-2, (slots, stride))
-    count = window_mask.sum(-2)
-    if kind == "max_pool":
+    def initialise(self, param, config):
+        """`projection_init`: random as in the paper (std `projection_init_std`, or 1/sqrt(n)), or window means."""
+        n = config.max_seq_length
+        if config.projection_init == "window_mean":
+            init.copy_(param, window_mean_projection(param.shape[1], n).expand_as(param))
+        else:
+            init.normal_(param, mean=0.0, std=config.projection_init_std or 1.0 / math.sqrt(n))
+
+
+def window_count(length, stride):
+    """How many windows of `stride` positions cover `length` (the last one may be partly past the end)."""
+    return -(-length // stride)
+
+
+class WindowProjection:
+    """The projections that read consecutive windows of n/k positions (the stride), one slot per window, so a
+    sequence of L tokens fills ceil(L / stride) slots; a window past a padded sequence's end holds no token and is
+    reported, to be kept out of the softmax. `reduce` says what a window becomes."""
+
+    has_weights = False
+    commutes_with_maps = True
+
+    def slots(self, k, stride, length):
+        return window_count(length, stride)
+
+    def cost_per_channel(self, k, length):
+        return length
+
+    def project(self, x, weight, stride, mask, length_scaling="none"):
+        """Map `x` (B, G, L, C) along L to (B, G', slots, C), and which slots hold at least one real token; `mask`
+        as in `LearnedProjection.project`. `length_scaling` is always "none" here (the config allows no other)."""
+        length = x.shape[-2]
+        slots = window_count(length, stride)
+        if mask is None:
+            mask = x.new_ones(1, 1, length, 1)
+        pad = slots * stride - length
+        if pad:
+            x = F.pad(x, (0, 0, 0, pad))
+            mask = F.pad(mask, (0, 0, 0, pad))
+        windows = x.unflatten(-2, (slots, stride))
+        window_mask = mask.unflatten(-2, (slots, stride))
+        count = window_mask.sum(-2)
+        return self.reduce(windows, window_mask, count, weight), count > 0
+
+
+class MeanPooling(WindowProjection):
+    """`projection_type="mean_pool"`: each slot is the mean of its window's real tokens."""
+
+    def reduce(self, windows, window_mask, count, weight):
+        return (windows * window_mask).sum(-2) / count.clamp(min=1)
+
+
+class MaxPooling(WindowProjection):
+    """`projection_type="max_pool"`: each slot is its window's elementwise maximum over real tokens (0 when it
+    holds none). Not linear, so it always follows the key/value maps."""
+
+    commutes_with_maps = False
+
+    def reduce(self, windows, window_mask, count, weight):
         out = windows.masked_fill(window_mask == 0, float("-inf")).amax(-2)
-        out = out.masked_fill(count == 0, 0.0)
-    elif kind == "mean_pool":
-        out = (windows * window_mask).sum(-2) / count.clamp(min=1)
-    else:  # conv: one learned kernel of length n/k, stride n/k, shared by all channels
-        out = torch.matmul(weight[:, None, None, :], windows * window_mask).squeeze(-2)
-    return out, count > 0
+        return out.masked_fill(count == 0, 0.0)
 
 
-def long_sequences(short):
-    """The sequences that take the projected path and its adapters, from a layer's `short`: True (all), False
-    (none) or a (batch,) bool tensor."""
-    if short is None:
-        return True
-    if short is True:
-        return False
-    return ~short
+class ConvolutionProjection(WindowProjection):
+    """`projection_type="conv"`: one learned kernel of length n/k per group (G, n/k), stride n/k, shared by all
+    channels; it starts as mean pooling over its window."""
+
+    has_weights = True
+
+    def parameter_shape(self, groups, k, n):
+        return (groups, n // k)
+
+    def reduce(self, windows, window_mask, count, weight):
+        return torch.matmul(weight[:, None, None, :], windows * window_mask).squeeze(-2)
+
+    def initialise(self, param, config):
+        init.constant_(param, 1.0 / param.shape[-1])
+
+
+# `projection_type` -> how keys and values are mapped from length L to k: the one place a type is told apart.
+SEQUENCE_PROJECTIONS = {"linear": LearnedProjection(), "mean_pool": MeanPooling(), "max_pool": MaxPooling(),
+                        "conv": ConvolutionProjection()}
+
+
+class LinformerProjections(nn.Module):
+    """Every distinct sequence projection of the model, each stored exactly once.
+
+    Parameters have the shape `SEQUENCE_PROJECTIONS[projection_type]` gives them, with G = heads for sharing "none"
+    and 1 otherwise; "key_value" and "layerwise" keep no separate value projection (F = E). Pooling has none.
+    """
+
+    def __init__(self, config: LinformerConfig):
+        super().__init__()
+        self.projection = SEQUENCE_PROJECTIONS[config.projection_type]
+        sharing = config.projection_sharing
+        n = config.max_seq_length
+        groups = config.num_attention_heads if sharing == "none" else 1
+
+        # Registered directly on this module (no ParameterList): HF's init walk would mark a child
+        # list's tensors as initialised before `_init_weights` reaches this module, leaving E/F empty.
+        self.names = []
+        if not self.projection.has_weights:
+            return
+        for idx, k in enumerate(config.projected_dims):
+            key = "shared" if sharing == "layerwise" else f"key_{idx}"
+            value = key if sharing in ("key_value", "layerwise") else f"value_{idx}"
+            for name in (key, value):
+                if name not in self._parameters:
+                    self.register_parameter(name, nn.Parameter(torch.empty(self.projection.parameter_shape(
+                        groups, k, n))))
+            self.names.append((key, value))
+
+    def for_layer(self, idx):
+        """(E, F) of layer `idx`; F is E itself when keys and values share it."""
+        if not self.names:
+            return None, None
+        key, value = self.names[idx]
+        return getattr(self, key), getattr(self, value)
+
+    def num_matrices(self):
+        """How many distinct k x n projection matrices (or conv kernels) the model holds."""
+        return sum(p.shape[0] for p in self.parameters())
 
 
 def pad_slots(key, value, blocked, slots):
@@ -177,6 +299,14 @@ def take_rows(x, index):
     batch, width = index.shape
     rows = index + torch.arange(batch, device=index.device)[:, None] * x.shape[1]
     return x.flatten(0, 1).index_select(0, rows.flatten()).unflatten(0, (batch, width))
+
+
+def additive_mask(blocked, query):
+    """The attention function's mask for `blocked` keys, (B', s) or (B', heads, s): the dtype's minimum where a key
+    is blocked, 0 elsewhere, shaped to broadcast over (B', heads, queries, s)."""
+    mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
+    mask = mask.masked_fill(blocked, torch.finfo(query.dtype).min)
+    return mask.unflatten(-1, (1, -1)) if blocked.dim() == 3 else mask[:, None, None]
 
 
 def eager_attention_forward(
@@ -198,15 +328,41 @@ def eager_attention_forward(
     return output, weights
 
 
+class AttentionPath(enum.Enum):
+    """What the sequences of a batch attend to in one layer (`route_sequences` decides)."""
+
+    EXACT = "exact"  # every sequence its own keys and values: none has more than `exact_attention_length` tokens
+    PROJECTED = "projected"  # every sequence the k slots projected from it, through the long-input adapters
+    MIXED = "mixed"  # each sequence one or the other, as `BatchPaths.exact` says
+
+
+@dataclass(frozen=True)
+class BatchPaths:
+    """The path the sequences of a batch take through one layer: one `path` for all of them, or MIXED with
+    `exact`, a (batch,) bool tensor that is True for the sequences read exactly."""
+
+    path: AttentionPath
+    exact: torch.Tensor | None = None
+
+    @property
+    def projected(self):
+        """(batch,) bool, for a MIXED batch: the sequences read through the projections and the adapters."""
+        return ~self.exact
+
+
+ALL_EXACT = BatchPaths(AttentionPath.EXACT)
+ALL_PROJECTED = BatchPaths(AttentionPath.PROJECTED)
+
+
 class LinformerLongInputLinear(nn.Linear):
     """`nn.Linear` plus a low-rank update W + B A (and a bias update) that only long inputs use.
 
-    Swapped in for every linear map of a layer when `long_input_adapter_rank` > 0, so the blocks calling it
-    (the attention's query/key/value, and the output, intermediate and feed-forward maps) call it through `adapted`
-    with the layer's `LinformerRoute.long`: True (every sequence is read through the projections), False (none) or
-    a (batch,) bool tensor. B starts at zero, so a new adapter changes nothing. A whole long batch uses the merged
-    weight (one matmul, no cost per token); in a mixed batch the update is added per sequence and the others get
-    the plain map's output untouched, so training the long path never moves the short one.
+    Built for every linear map of a layer when `long_input_adapter_rank` > 0 (`build_linear`), so the blocks calling
+    it (the attention's query/key/value, and the output, intermediate and feed-forward maps) call it through
+    `adapted` with the layer's `BatchPaths`: the update applies to the sequences on the projected path. B starts at
+    zero, so a new adapter changes nothing. A whole projected batch uses the merged weight (one matmul, no cost per
+    token); in a mixed batch the update is added per sequence and the others get the plain map's output untouched,
+    so training the long path never moves the short one.
     """
 
     def __init__(self, in_features, out_features, rank):
@@ -215,15 +371,15 @@ class LinformerLongInputLinear(nn.Linear):
         self.adapter_up = nn.Parameter(torch.empty(out_features, rank))
         self.adapter_bias = nn.Parameter(torch.empty(out_features))
 
-    def forward(self, x, long=True):
-        if long is False:
+    def forward(self, x, paths=ALL_PROJECTED):
+        if paths.path is AttentionPath.EXACT:
             return super().forward(x)
-        if long is True:
+        if paths.path is AttentionPath.PROJECTED:
             return F.linear(x, *self.long_weights())
         plain = super().forward(x)
         update = F.linear(F.linear(x, self.adapter_down.to(x.dtype)), self.adapter_up.to(x.dtype),
                           self.adapter_bias.to(x.dtype))
-        return torch.where(long.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
+        return torch.where(paths.projected.reshape(-1, *[1] * (x.dim() - 1)), plain + update, plain)
 
     def long_weights(self):
         """(weight, bias) of the adapted map, as long sequences use it."""
@@ -231,130 +387,77 @@ class LinformerLongInputLinear(nn.Linear):
         return weight, self.bias + self.adapter_bias.to(self.bias.dtype)
 
 
-def adapted(linear, x, long):
-    """`linear(x)`, with a long-input adapter's update for the sequences `long` selects where the map has one."""
-    return linear(x, long) if isinstance(linear, LinformerLongInputLinear) else linear(x)
+def build_linear(config, in_features, out_features):
+    """A layer's linear map: `nn.Linear`, or with `long_input_adapter_rank` a `LinformerLongInputLinear`."""
+    if config.long_input_adapter_rank:
+        return LinformerLongInputLinear(in_features, out_features, config.long_input_adapter_rank)
+    return nn.Linear(in_features, out_features)
+
+
+def adapted(linear, x, paths):
+    """`linear(x)`, with a long-input adapter's update for the sequences `paths` projects where the map has one."""
+    return linear(x, paths) if isinstance(linear, LinformerLongInputLinear) else linear(x)
+
+
+def long_weights(linear):
+    """(weight, bias) of a map as the sequences on the projected path use it: adapted, where it has an adapter."""
+    return linear.long_weights() if isinstance(linear, LinformerLongInputLinear) else (linear.weight, linear.bias)
 
 
 @dataclass
 class LinformerRoute:
     """How one layer reads the batch, by name: built by `LinformerEncoder.forward` (the padding once per forward,
-    then each layer's choice between exact and projected keys and its E/F) and handed down to the attention.
+    then each layer's paths and its E/F) and handed down to the attention.
 
     Args:
         key_mask: (batch, length) bool, which compacted key positions hold real tokens; None without padding.
         key_index: (batch, length) positions that move each sequence's real tokens first (`take_rows`), so the j-th
             real token meets column j of E however it is padded; None where nothing has to move.
-        short: None (every sequence is projected), True (every sequence has at most `exact_length` real tokens and
-            is read exactly) or a (batch,) bool tensor choosing per sequence.
+        paths: which sequences attend exactly and which through the projections and adapters (`BatchPaths`).
         proj_key, proj_value: the layer's E and F (`LinformerProjections.for_layer`); None for pooling.
     """
 
     key_mask: torch.Tensor | None = None
     key_index: torch.Tensor | None = None
-    short: bool | torch.Tensor | None = None
+    paths: BatchPaths = ALL_PROJECTED
     proj_key: torch.Tensor | None = None
     proj_value: torch.Tensor | None = None
 
-    @property
-    def long(self):
-        """The sequences read through the projections, and through the long-input adapters (`long_sequences`)."""
-        return long_sequences(self.short)
+
+class LinformerResidualOutput(nn.Module):
+    """RoBERTa's output blocks (after the attention and after the feed-forward expansion): dense map, dropout, and
+    LayerNorm of the sum with the block's input. In a pre-LN layer (`post_norm=False`) the LayerNorm is an identity
+    without weights: that layer normalises each block's input instead. The dense map reads the long sequences
+    through its adapter."""
+
+    def __init__(self, config: LinformerConfig, in_features: int, post_norm: bool = True):
+        super().__init__()
+        self.dense = build_linear(config, in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps) if post_norm else nn.Identity()
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, paths=ALL_PROJECTED) -> torch.Tensor:
+        return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, paths)) + input_tensor)
 
 
-class LinformerSelfOutput(RobertaSelfOutput):
-    """RoBERTa's attention output block; its dense map reads the long sequences through its adapter."""
-
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, long=True) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, long)) + input_tensor)
-
-
-class LinformerIntermediate(RobertaIntermediate):
-    """RoBERTa's feed-forward expansion; its dense map reads the long sequences through its adapter."""
-
-    def forward(self, hidden_states: torch.Tensor, long=True) -> torch.Tensor:
-        return self.intermediate_act_fn(adapted(self.dense, hidden_states, long))
-
-
-class LinformerOutput(RobertaOutput):
-    """RoBERTa's feed-forward output block; its dense map reads the long sequences through its adapter."""
-
-    def forward(self, hidden_states: torch.Tensor, input_tensor: torch.Tensor, long=True) -> torch.Tensor:
-        return self.LayerNorm(self.dropout(adapted(self.dense, hidden_states, long)) + input_tensor)
-
-
-# On disk, adapters keep the layout of the folders written before they moved onto the maps they update (one
-# `long_input_adapters` dict per block): every saved folder, the release included, has one format. Loading renames
-# them into the modules; saving writes them back (transformers reverses each renaming).
-_ADAPTED_MAPS = {"attention.self.long_input_adapters.query": "attention.self.query",
-                 "attention.self.long_input_adapters.key": "attention.self.key",
-                 "attention.self.long_input_adapters.value": "attention.self.value",
-                 "attention.long_input_adapter": "attention.output.dense",
-                 "long_input_adapters.intermediate": "intermediate.dense",
-                 "long_input_adapters.output": "output.dense"}
-_ADAPTER_RENAMINGS = [
-    WeightRenaming(r"layer\.(\d+)\." + rf"{stored}.{part}".replace(".", r"\."), rf"layer.\1.{live}.adapter_{part}")
-    for stored, live in _ADAPTED_MAPS.items() for part in ("down", "up", "bias")]
-
-
-def window_mean_projection(k, n):
-    """k x n matrix whose row i averages positions [i n / k, (i + 1) n / k): the identity when k = n. Each slot
-    then reads one stretch of neighbouring tokens, where random E/F mix all n positions with random signs."""
-    edges = [i * n // k for i in range(k + 1)]
-    matrix = torch.zeros(k, n)
-    for i in range(k):
-        matrix[i, edges[i]:edges[i + 1]] = 1.0 / (edges[i + 1] - edges[i])
-    return matrix
-
-
-class LinformerProjections(nn.Module):
-    """Every distinct sequence projection of the model, each stored exactly once.
-
-    Parameters are (G, k, n) for "linear" and (G, n/k) for "conv", with G = heads for sharing "none"
-    and 1 otherwise; "key_value" and "layerwise" keep no separate value projection (F = E).
-    """
+class LinformerIntermediate(nn.Module):
+    """RoBERTa's feed-forward expansion (dense map and activation); the dense map reads the long sequences through
+    its adapter."""
 
     def __init__(self, config: LinformerConfig):
         super().__init__()
-        self.kind = config.projection_type
-        sharing = config.projection_sharing
-        n = config.max_seq_length
-        groups = config.num_attention_heads if sharing == "none" else 1
+        self.dense = build_linear(config, config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
 
-        def make(k):
-            shape = (groups, k, n) if self.kind == "linear" else (groups, n // k)
-            return nn.Parameter(torch.empty(shape))
-
-        # Registered directly on this module (no ParameterList): HF's init walk would mark a child
-        # list's tensors as initialised before `_init_weights` reaches this module, leaving E/F empty.
-        self.names = []
-        if self.kind in ("mean_pool", "max_pool"):
-            return
-        for idx, k in enumerate(config.projected_dims):
-            key = "shared" if sharing == "layerwise" else f"key_{idx}"
-            value = key if sharing in ("key_value", "layerwise") else f"value_{idx}"
-            for name in (key, value):
-                if name not in self._parameters:
-                    self.register_parameter(name, make(k))
-            self.names.append((key, value))
-
-    def for_layer(self, idx):
-        """(E, F) of layer `idx`; F is E itself when keys and values share it."""
-        if not self.names:
-            return None, None
-        key, value = self.names[idx]
-        return getattr(self, key), getattr(self, value)
-
-    def num_matrices(self):
-        """How many distinct k x n projection matrices (or conv kernels) the model holds."""
-        return sum(p.shape[0] for p in self.parameters())
+    def forward(self, hidden_states: torch.Tensor, paths=ALL_PROJECTED) -> torch.Tensor:
+        return self.intermediate_act_fn(adapted(self.dense, hidden_states, paths))
 
 
 class LinformerSelfAttention(nn.Module):
     """The paper's attention: keys and values projected along the sequence from its length to k.
 
     With `exact_attention_length` set, a sequence of at most that many real tokens attends to its own keys
-    exactly (standard attention) instead: the layer's `LinformerRoute.short` says which, per sequence, and a padded
+    exactly (standard attention) instead: the layer's `LinformerRoute.paths` says which, per sequence, and a padded
     batch may mix both.
     """
 
@@ -366,7 +469,7 @@ class LinformerSelfAttention(nn.Module):
         self.head_dim = config.hidden_size // config.num_attention_heads
         self.scaling = self.head_dim**-0.5
         self.is_causal = False
-        self.kind = config.projection_type
+        self.projection = SEQUENCE_PROJECTIONS[config.projection_type]
         self.k = config.projected_dims[layer_idx]
         self.stride = config.max_seq_length // self.k
         self.groups = self.num_heads if config.projection_sharing == "none" else 1
@@ -375,12 +478,11 @@ class LinformerSelfAttention(nn.Module):
         # config, not by `proj_key is proj_value`: FSDP2 hands a layer a fresh view of each parameter per
         # access in forward and the parameter itself in a checkpointed layer's recomputation, so identity
         # would change between the two and break activation checkpointing.
-        self.shared_kv = config.projection_type in ("mean_pool", "max_pool") or config.projection_sharing in (
-            "key_value", "layerwise")
+        self.shared_kv = not self.projection.has_weights or config.projection_sharing in ("key_value", "layerwise")
 
-        self.query = nn.Linear(config.hidden_size, config.hidden_size)
-        self.key = nn.Linear(config.hidden_size, config.hidden_size)
-        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.query = build_linear(config, config.hidden_size, config.hidden_size)
+        self.key = build_linear(config, config.hidden_size, config.hidden_size)
+        self.value = build_linear(config, config.hidden_size, config.hidden_size)
         self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
 
     def forward(
@@ -390,10 +492,10 @@ class LinformerSelfAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """`route`: the padding, which sequences are read exactly and E/F (see `LinformerRoute`)."""
-        query = self._heads(adapted(self.query, hidden_states, route.long))
+        query = self._heads(adapted(self.query, hidden_states, route.paths))
         # Real tokens first, in order, so the j-th real token meets column j of E however it is padded.
         x = hidden_states if route.key_index is None else take_rows(hidden_states, route.key_index)
-        key, value, blocked = self._keys_values(x, route.key_mask, route.proj_key, route.proj_value, route.short)
+        key, value, blocked = self._keys_values(x, route)
         output, weights = self._attend(query, key, value, blocked, kwargs)
         return output.reshape(*hidden_states.shape[:-1], -1), weights
 
@@ -404,46 +506,39 @@ class LinformerSelfAttention(nn.Module):
         length = self.config.exact_attention_length
         return length[self.layer_idx] if isinstance(length, list) else length
 
-    def _keys_values(self, x, key_mask, proj_key, proj_value, short):
-        """Keys and values (B, H, slots, D) and the slots no query may read: exact for the sequences `short`
-        selects, projected for the others."""
-        if short is True:
-            return self._exact(x, key_mask)
-        key, value, blocked = self._projected(x, key_mask, proj_key, proj_value)
-        if short is None:
+    def _keys_values(self, x, route):
+        """Keys and values (B, H, slots, D) and the slots no query may read: exact for the sequences on the exact
+        path, projected for the others."""
+        paths = route.paths
+        if paths.path is AttentionPath.EXACT:
+            return self._exact(x, route.key_mask)
+        key, value, blocked = self._projected(x, route)
+        if paths.path is AttentionPath.PROJECTED:
             return key, value, blocked
         # A mixed batch: exact sequences fill at most exact_length slots, projected ones k (pooling may fill
         # fewer), and k <= exact_length. Both kinds are padded with empty slots to exact_length, and one
         # attention call serves both, each sequence masked.
-        exact_key, exact_value, exact_blocked = self._exact(x, key_mask)
+        exact_key, exact_value, exact_blocked = self._exact(x, route.key_mask)
         if blocked is None:
-            blocked = key_mask.new_zeros(1, key.shape[-2])
-        slots = self.exact_length
-        key, value, blocked = pad_slots(key, value, blocked, slots)
-        exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, slots)
-        pick = short[:, None, None, None]
+            blocked = route.key_mask.new_zeros(1, key.shape[-2])
+        key, value, blocked = pad_slots(key, value, blocked, self.exact_length)
+        exact_key, exact_value, exact_blocked = pad_slots(exact_key, exact_value, exact_blocked, self.exact_length)
+        pick = paths.exact[:, None, None, None]
         key, value = torch.where(pick, exact_key, key), torch.where(pick, exact_value, value)
-        pick = short[:, None]  # and/or, not torch.where: ONNX Runtime has no Where on booleans
+        pick = paths.exact[:, None]  # and/or, not torch.where: ONNX Runtime has no Where on booleans
         return key, value, (pick & exact_blocked) | (~pick & blocked)
 
-    def _long_map(self, name):
-        """(weight, bias) that projected (long) sequences use for the key or value map."""
-        linear = getattr(self, name)
-        if isinstance(linear, LinformerLongInputLinear):
-            return linear.long_weights()
-        return linear.weight, linear.bias
-
-    def project_inputs_first(self, length, shared_kv):
+    def project_inputs_first(self, length):
         """Whether projecting X before the key/value maps costs fewer FLOPs than after them."""
-        if self.kind == "max_pool":  # not linear: must follow the key/value maps
+        if not self.projection.commutes_with_maps:
             return False
         if torch.compiler.is_exporting():
             length = self.config.max_seq_length
         d = self.config.hidden_size
-        slots = self.k if self.kind == "linear" else -(-length // self.stride)
-        per_column = self.k * length if self.kind == "linear" else length
-        groups = self.groups if self.kind != "mean_pool" else 1
-        first = (1 if shared_kv else 2) * groups * per_column * d + 2 * slots * d * d
+        slots = self.projection.slots(self.k, self.stride, length)
+        per_column = self.projection.cost_per_channel(self.k, length)
+        groups = self.groups if self.projection.has_weights else 1
+        first = (1 if self.shared_kv else 2) * groups * per_column * d + 2 * slots * d * d
         after = 2 * length * d * d + 2 * per_column * d
         return first < after
 
@@ -466,42 +561,37 @@ class LinformerSelfAttention(nn.Module):
             F.linear(x, self.value.weight, self.value.bias))
         return key, value, None if key_mask is None else ~key_mask[:, : self.exact_length]
 
-    def _projected(self, x, key_mask, proj_key, proj_value):
+    def _projected(self, x, route):
         """Keys and values projected to k slots (windows for pooling), and the slots that hold no token."""
         length = x.shape[1]
-        mask = None if key_mask is None else key_mask[:, None, :, None].to(x.dtype)
+        mask = None if route.key_mask is None else route.key_mask[:, None, :, None].to(x.dtype)
 
         def project(t, weight):
-            return project_sequence(t, weight, self.kind, self.stride, mask, self.length_scaling)
+            return self.projection.project(t, weight, self.stride, mask, self.length_scaling)
 
-        shared_kv = self.shared_kv
-        (key_weight, key_bias), (value_weight, value_bias) = self._long_map("key"), self._long_map("value")
-        if self.project_inputs_first(length, shared_kv):
+        (key_weight, key_bias), (value_weight, value_bias) = long_weights(self.key), long_weights(self.value)
+        if self.project_inputs_first(length):
             ones = x.new_ones(1, 1, length, 1) if mask is None else mask
-            xk, valid = project(x[:, None], proj_key)
-            mk, _ = project(ones, proj_key)
-            if shared_kv:
+            xk, valid = project(x[:, None], route.proj_key)
+            mk, _ = project(ones, route.proj_key)
+            if self.shared_kv:
                 xv, mv = xk, mk
             else:
-                xv, _ = project(x[:, None], proj_value)
-                mv, _ = project(ones, proj_value)
+                xv, _ = project(x[:, None], route.proj_value)
+                mv, _ = project(ones, route.proj_value)
             key = self._map_projected(xk, mk, key_weight, key_bias)
             value = self._map_projected(xv, mv, value_weight, value_bias)
         else:
-            key, valid = project(self._heads(F.linear(x, key_weight, key_bias)), proj_key)
-            value, _ = project(self._heads(F.linear(x, value_weight, value_bias)), proj_value)
+            key, valid = project(self._heads(F.linear(x, key_weight, key_bias)), route.proj_key)
+            value, _ = project(self._heads(F.linear(x, value_weight, value_bias)), route.proj_value)
         # Pooling windows past the end of a padded sequence hold no token: they are kept out of the softmax.
-        blocked = None if valid is None or key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        blocked = None if valid is None or route.key_mask is None else ~valid.reshape(valid.shape[0], -1)
         return key, value, blocked
 
     def _attend(self, query, key, value, blocked, kwargs):
         """One call of the configured attention function; `blocked` (B', s), or (B', heads, s), marks keys no query
         may read."""
-        attention_mask = None
-        if blocked is not None:
-            attention_mask = torch.zeros(blocked.shape, dtype=query.dtype, device=query.device)
-            attention_mask = attention_mask.masked_fill(blocked, torch.finfo(query.dtype).min)
-            attention_mask = attention_mask.unflatten(-1, (1, -1)) if blocked.dim() == 3 else attention_mask[:, None, None]
+        attention_mask = None if blocked is None else additive_mask(blocked, query)
         implementation = self.config._attn_implementation or "sdpa"
         if kwargs.get("output_attentions") and implementation == "sdpa":
             implementation = "eager"  # SDPA never materialises the n x k maps that were asked for
@@ -531,28 +621,29 @@ class LinformerWindowedSelfAttention(LinformerSelfAttention):
         route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """`route.short` as in `LinformerSelfAttention`: True when every sequence fits one window, which is then
+        """`route.paths` as in `LinformerSelfAttention`: EXACT when every sequence fits one window, which is then
         standard attention over its own tokens (and has attention maps to return)."""
-        if route.short is True:
+        paths = route.paths
+        if paths.path is AttentionPath.EXACT:
             return super().forward(hidden_states, route, **kwargs)
         if kwargs.get("output_attentions"):
             raise ValueError(
                 f"output_attentions=True: with attention_type='windowed' (windows of {self.window} tokens), an input "
                 f"longer than {self.window} tokens has no single attention map (its windows and the k slots are "
                 f"separate); ask for attentions on inputs of at most {self.window} tokens")
-        long, key_mask, key_index = route.long, route.key_mask, route.key_index
-        query = self._heads(adapted(self.query, hidden_states, long))
-        x = hidden_states if key_index is None else take_rows(hidden_states, key_index)  # real tokens first
-        key, value = self._heads(adapted(self.key, x, long)), self._heads(adapted(self.value, x, long))  # (B, H, L, D)
+        query = self._heads(adapted(self.query, hidden_states, paths))
+        x = hidden_states if route.key_index is None else take_rows(hidden_states, route.key_index)  # real first
+        key, value = self._heads(adapted(self.key, x, paths)), self._heads(adapted(self.value, x, paths))  # (B,H,L,D)
         # The k slots come from the projected path's own route (E x first where that is cheaper: one
         # (k, L) x (L, d) product instead of one per head on the already mapped keys and values).
-        far_key, far_value, blocked = self._projected(x, key_mask, route.proj_key, route.proj_value)
+        far_key, far_value, blocked = self._projected(x, route)
         far, _ = self._attend(query, far_key, far_value, blocked, kwargs)  # (B, L, H, D), input order
-        near = self._near(query, key, value, key_mask, key_index, kwargs)
+        near = self._near(query, key, value, route.key_mask, route.key_index, kwargs)
         far = far * self.global_gate.to(far.dtype)[:, None]
-        if long is True:
+        if paths.path is AttentionPath.PROJECTED:
             return (near + far).reshape(*hidden_states.shape[:-1], -1), None
-        return torch.where(long[:, None, None, None], near + far, near).reshape(*hidden_states.shape[:-1], -1), None
+        return torch.where(paths.projected[:, None, None, None], near + far, near).reshape(
+            *hidden_states.shape[:-1], -1), None
 
     def _near(self, query, key, value, key_mask, key_index, kwargs):
         """Exact attention inside consecutive windows of `window` real tokens (B, L, H, D), in input order."""
@@ -582,10 +673,10 @@ LINFORMER_ATTENTION_CLASSES = {"projected": LinformerSelfAttention, "windowed": 
 
 
 class LinformerAttention(nn.Module):
-    def __init__(self, config: LinformerConfig, layer_idx: int):
+    def __init__(self, config: LinformerConfig, layer_idx: int, post_norm: bool = True):
         super().__init__()
         self.self = LINFORMER_ATTENTION_CLASSES[config.attention_type](config, layer_idx)
-        self.output = LinformerSelfOutput(config)
+        self.output = LinformerResidualOutput(config, config.hidden_size, post_norm)
 
     def forward(
         self,
@@ -594,22 +685,21 @@ class LinformerAttention(nn.Module):
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
         attended, _ = self.self(hidden_states, route, **kwargs)
-        return self.output(attended, hidden_states, route.long)
+        return self.output(attended, hidden_states, route.paths)
 
 
 class LinformerLayer(GradientCheckpointingLayer):
+    """RoBERTa's post-LN layer (`layer_norm_placement="post"`): LN(x + Attention(x)), then LN(y + FeedForward(y)).
+    Every linear map is built with its long-input adapter where the config asks for one (`build_linear`)."""
+
+    post_norm = True
+
     def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__()
         self.config = config
-        self.attention = LinformerAttention(config, layer_idx)
+        self.attention = LinformerAttention(config, layer_idx, self.post_norm)
         self.intermediate = LinformerIntermediate(config)
-        self.output = LinformerOutput(config)
-        if config.long_input_adapter_rank:
-            for path in _ADAPTED_MAPS.values():
-                owner, name = self.get_submodule(path.rpartition(".")[0]), path.rpartition(".")[2]
-                linear = getattr(owner, name)
-                setattr(owner, name, LinformerLongInputLinear(linear.in_features, linear.out_features,
-                                                              config.long_input_adapter_rank))
+        self.output = LinformerResidualOutput(config, config.intermediate_size, self.post_norm)
 
     def forward(
         self,
@@ -617,22 +707,21 @@ class LinformerLayer(GradientCheckpointingLayer):
         route: LinformerRoute,
         **kwargs: Unpack[TransformersKwargs],
     ) -> torch.Tensor:
-        """`route`: how this layer reads the batch (`LinformerRoute`); its `long` also picks the sequences whose
+        """`route`: how this layer reads the batch (`LinformerRoute`); its `paths` also pick the sequences whose
         maps go through the long-input adapters."""
         attended = self.attend(hidden_states, route, **kwargs)
-        long = route.long
         chunk = self.config.chunk_size_feed_forward
         if chunk and attended.shape[1] > chunk:
             # Once attention is O(n k), the n x intermediate_size activation is the peak: bound it.
             # (split, not apply_chunking_to_forward, which needs the length to be a multiple of chunk.)
-            return torch.cat([self.feed_forward(part, long) for part in attended.split(chunk, dim=1)], 1)
-        return self.feed_forward(attended, long)
+            return torch.cat([self.feed_forward(part, route.paths) for part in attended.split(chunk, dim=1)], 1)
+        return self.feed_forward(attended, route.paths)
 
     def attend(self, hidden_states, route, **kwargs):
         return self.attention(hidden_states, route, **kwargs)
 
-    def feed_forward(self, attended, long=True):
-        return self.output(self.intermediate(attended, long), attended, long)
+    def feed_forward(self, attended, paths=ALL_PROJECTED):
+        return self.output(self.intermediate(attended, paths), attended, paths)
 
 
 class LinformerPreNormLayer(LinformerLayer):
@@ -640,23 +729,23 @@ class LinformerPreNormLayer(LinformerLayer):
 
     fairseq's `encoder_normalize_before` arrangement, which the Jargon models were trained in: the residual stream
     is never normalised inside the stack, so `LinformerEncoder` closes it with `final_layer_norm`. The blocks keep
-    RoBERTa's modules and names (adapters included); their post-sum LayerNorms are absent (identities, no weights),
-    and each block's input LayerNorm is the layer's own.
+    RoBERTa's modules and names (adapters included); their post-sum LayerNorms are built as identities (no
+    weights), and each block's input LayerNorm is the layer's own.
     """
+
+    post_norm = False
 
     def __init__(self, config: LinformerConfig, layer_idx: int):
         super().__init__(config, layer_idx)
-        self.attention.output.LayerNorm = nn.Identity()
-        self.output.LayerNorm = nn.Identity()
         self.attention_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
         self.feed_forward_layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
 
     def attend(self, hidden_states, route, **kwargs):
         attended, _ = self.attention.self(self.attention_layer_norm(hidden_states), route, **kwargs)
-        return self.attention.output(attended, hidden_states, route.long)
+        return self.attention.output(attended, hidden_states, route.paths)
 
-    def feed_forward(self, attended, long=True):
-        return self.output(self.intermediate(self.feed_forward_layer_norm(attended), long), attended, long)
+    def feed_forward(self, attended, paths=ALL_PROJECTED):
+        return self.output(self.intermediate(self.feed_forward_layer_norm(attended), paths), attended, paths)
 
 
 LINFORMER_LAYER_CLASSES = {"post": LinformerLayer, "pre": LinformerPreNormLayer}
@@ -686,24 +775,26 @@ def compact_padding(attention_mask):
     return real.gather(1, key_index), key_index
 
 
-def route_short_sequences(key_mask, length, limit):
-    """`short` for a layer that reads sequences of at most `limit` real tokens exactly: True (all are short),
-    None (none) or a (batch,) bool tensor.
+def route_sequences(key_mask, length, limit):
+    """The paths of a layer that reads sequences of at most `limit` real tokens exactly (`BatchPaths`): all exact,
+    all projected, or chosen per sequence.
 
-    On CPU one read of the real lengths tells whether all or none are, so a batch of one kind computes only that
-    kind; on an accelerator and under torch.compile both kinds are prepared and chosen per sequence, and the
+    On CPU one read of the real lengths tells whether all or none are short, so a batch of one kind computes only
+    that kind; on an accelerator and under torch.compile both kinds are prepared and chosen per sequence, and the
     padded length alone still rules out the long kind."""
     if limit is None:
-        return None
+        return ALL_PROJECTED
     if torch.compiler.is_exporting() and key_mask is not None:
-        return key_mask.sum(1) <= limit
+        return BatchPaths(AttentionPath.MIXED, key_mask.sum(1) <= limit)
     if key_mask is None or length <= limit:
-        return True if length <= limit else None
+        return ALL_EXACT if length <= limit else ALL_PROJECTED
     lengths = key_mask.sum(1)
     if torch.compiler.is_compiling() or lengths.device.type != "cpu":
-        return lengths <= limit
+        return BatchPaths(AttentionPath.MIXED, lengths <= limit)
     shortest, longest = torch.stack(torch.aminmax(lengths)).tolist()
-    return True if longest <= limit else (lengths <= limit if shortest <= limit else None)
+    if longest <= limit:
+        return ALL_EXACT
+    return BatchPaths(AttentionPath.MIXED, lengths <= limit) if shortest <= limit else ALL_PROJECTED
 
 
 class LinformerEncoder(nn.Module):
@@ -725,9 +816,10 @@ class LinformerEncoder(nn.Module):
     ) -> BaseModelOutput:
         key_mask, key_index = compact_padding(attention_mask)
         for idx, layer in enumerate(self.layer):
-            short = route_short_sequences(key_mask, hidden_states.shape[1], layer.attention.self.exact_length)
+            paths = route_sequences(key_mask, hidden_states.shape[1], layer.attention.self.exact_length)
             proj_key, proj_value = self.projections.for_layer(idx)
-            route = LinformerRoute(key_mask, key_index, short, proj_key, proj_value)
+            route = LinformerRoute(key_mask=key_mask, key_index=key_index, paths=paths, proj_key=proj_key,
+                                   proj_value=proj_value)
             hidden_states = layer(hidden_states, route, **kwargs)
         return BaseModelOutput(last_hidden_state=self.final_layer_norm(hidden_states))
 
@@ -745,7 +837,7 @@ def out_of_range_ids(config, **ids):
     if not given or any(tensor.device.type != "cpu" for _, tensor in given):
         return None
     ranges = torch.stack([torch.stack(torch.aminmax(tensor)) for _, tensor in given]).tolist()
-    for (name, _), (low, high) in zip(given, ranges):
+    for (name, _), (low, high) in zip(given, ranges, strict=True):
         limit = getattr(config, limits[name])
         if low < 0 or high >= limit:
             return (f"`{name}` holds values from {low} to {high}, but each must satisfy 0 <= id < "
@@ -787,6 +879,22 @@ def empty_rows(attention_mask):
     return None
 
 
+# Weight names of the format of linformer-hf's first releases: long-input adapters stored as one dict per block, the
+# masked-LM head's bias as `lm_head.bias`. Loading them is refused in one line naming the command that renames them.
+RETIRED_WEIGHT_NAMES = re.compile(r"(^|\.)long_input_adapters?\.|^lm_head\.bias$")
+
+
+def stored_names(files):
+    """The tensor names a list of weight files holds, read from each safetensors file's header (an 8-byte length,
+    then JSON) without reading a tensor; other formats are not read."""
+    names = []
+    for file in files:
+        if str(file).endswith(".safetensors"):
+            with Path(file).open("rb") as f:
+                names += json.loads(f.read(int.from_bytes(f.read(8), "little")))
+    return names
+
+
 class LinformerPreTrainedModel(PreTrainedModel):
     config_class = LinformerConfig
     config: LinformerConfig
@@ -806,15 +914,8 @@ class LinformerPreTrainedModel(PreTrainedModel):
     def _init_weights(self, module):
         super()._init_weights(module)
         if isinstance(module, LinformerProjections):
-            n = self.config.max_seq_length
-            std = self.config.projection_init_std or 1.0 / math.sqrt(n)
             for param in module.parameters():
-                if module.kind != "linear":  # conv kernels start as mean pooling over their window
-                    init.constant_(param, 1.0 / param.shape[-1])
-                elif self.config.projection_init == "window_mean":
-                    init.copy_(param, window_mean_projection(param.shape[1], n).expand_as(param))
-                else:
-                    init.normal_(param, mean=0.0, std=std)
+                module.projection.initialise(param, self.config)
         elif isinstance(module, LinformerWindowedSelfAttention):
             init.zeros_(module.global_gate)
         elif isinstance(module, LinformerLongInputLinear):
@@ -824,6 +925,19 @@ class LinformerPreTrainedModel(PreTrainedModel):
         elif isinstance(module, RobertaEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1]).expand((1, -1)))
             init.zeros_(module.token_type_ids)
+
+    @staticmethod
+    def _load_pretrained_model(model, state_dict, checkpoint_files, *args, **kwargs):
+        """transformers' loading, after refusing weights stored under the first releases' names: they would load as
+        missing and unexpected keys, leaving the adapters or the masked-LM bias at their random start."""
+        names = state_dict if state_dict is not None else stored_names(checkpoint_files or [])
+        retired = sorted(name for name in names if RETIRED_WEIGHT_NAMES.search(name))
+        if retired:
+            folder = getattr(args[0] if args else None, "pretrained_model_name_or_path", None) or "<folder>"
+            raise ValueError(f"{type(model).__name__}: {folder} stores weights under the names of linformer-hf's "
+                             f"first releases (`{retired[0]}`, {len(retired)} in all); rename them once with: "
+                             f"{UPGRADE_COMMAND} {folder}")
+        return PreTrainedModel._load_pretrained_model(model, state_dict, checkpoint_files, *args, **kwargs)
 
 
 class LinformerModel(LinformerPreTrainedModel):
@@ -863,13 +977,15 @@ class LinformerModel(LinformerPreTrainedModel):
             if kwargs.get(name) is not None and kwargs.get(name) is not False:
                 fail(f"`{name}` is not supported: Linformer projects keys along the whole sequence, so it is an "
                      "encoder only (no causal attention, cache or cross-attention).")
-        for name, value in (("input_ids", input_ids), ("attention_mask", attention_mask), ("inputs_embeds", inputs_embeds),
-                            ("token_type_ids", token_type_ids), ("position_ids", position_ids)):
+        for name, value in (("input_ids", input_ids), ("attention_mask", attention_mask),
+                            ("inputs_embeds", inputs_embeds), ("token_type_ids", token_type_ids),
+                            ("position_ids", position_ids)):
             if value is not None and not isinstance(value, torch.Tensor):
                 fail(f"`{name}` must be a torch.Tensor, got a {type(value).__name__}; a tokenizer gives tensors with "
                      "tokenizer(texts, return_tensors=\"pt\"), a list becomes one with torch.tensor(ids).")
         source = input_ids if input_ids is not None else inputs_embeds
-        expected = "(batch, sequence)" if input_ids is not None else f"(batch, sequence, hidden_size={self.config.hidden_size})"
+        expected = ("(batch, sequence)" if input_ids is not None
+                    else f"(batch, sequence, hidden_size={self.config.hidden_size})")
         if source.dim() != (2 if input_ids is not None else 3) or (inputs_embeds is not None and
                                                                  source.shape[-1] != self.config.hidden_size):
             fail(f"`{'input_ids' if input_ids is not None else 'inputs_embeds'}` must be {expected}; got shape "
@@ -925,7 +1041,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
 
     `labels` (batch, sequence): the token to predict at each masked position and -100 elsewhere; the loss is the
     mean cross-entropy over the positions that have one. The decoder's bias is stored once, as
-    `lm_head.decoder.bias` (folders that also name it `lm_head.bias` load).
+    `lm_head.decoder.bias`.
     """
     _tied_weights_keys = {"lm_head.decoder.weight": "linformer.embeddings.word_embeddings.weight"}
 
@@ -935,7 +1051,7 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
         self.lm_head = RobertaLMHead(config)
         # The output bias has one name, the decoder's. RoBERTa's head also calls it `lm_head.bias`, and torch's
         # FSDP2 rejects a parameter that two names put in two groups (Accelerate groups the decoder with the
-        # input embeddings, `lm_head.bias` stays in the root). Folders naming it `lm_head.bias` still load: below.
+        # input embeddings, `lm_head.bias` stays in the root).
         del self.lm_head.bias
         self.post_init()
 
@@ -964,14 +1080,6 @@ class LinformerForMaskedLM(LinformerPreTrainedModel):
             loss = CrossEntropyLoss()(logits.view(-1, logits.shape[-1]), labels.to(logits.device).view(-1))
         return MaskedLMOutput(loss=loss, logits=logits, hidden_states=outputs.hidden_states,
                               attentions=outputs.attentions)
-
-
-register_checkpoint_conversion_mapping("linformer", list(_ADAPTER_RENAMINGS), overwrite=True)
-# Folders saved while the decoder's bias was also `lm_head.bias` (RoBERTa's layout) hold it under that name. (A
-# mapping found by class name replaces the model type's: the adapters' renamings are listed again.)
-register_checkpoint_conversion_mapping(
-    "LinformerForMaskedLM", [*_ADAPTER_RENAMINGS, WeightRenaming(r"lm_head\.bias", "lm_head.decoder.bias")],
-    overwrite=True)
 
 
 class LinformerForSequenceClassification(LinformerPreTrainedModel):

@@ -52,7 +52,8 @@ _INTERVAL = re.compile(r"^\s*([\[(])\s*(\S+?)\s*,\s*(\S+?)\s*([\])])\s*$")
 def _check_bound(name, value, interval):
     low_bracket, low, high, high_bracket = _INTERVAL.match(interval).groups()
     low, high = float(low), float(high)
-    inside = (value > low if low_bracket == "(" else value >= low) and (value < high if high_bracket == ")" else value <= high)
+    above = value > low if low_bracket == "(" else value >= low
+    inside = above and (value < high if high_bracket == ")" else value <= high)
     if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and inside):
         raise UsageError(f"--{name} {value}: must be in {interval.replace('inf', '∞')}")
 
@@ -260,7 +261,8 @@ class OptimizerArguments(Arguments):
 
     per_device_train_batch_size: int = arg(16, "sequences per process per forward pass")
     per_device_eval_batch_size: int = arg(64, "sequences per process per evaluation batch")
-    gradient_accumulation_steps: int | None = arg(None, "forward passes per update (default: from --total_batch_size, else 1)")
+    gradient_accumulation_steps: int | None = arg(None, "forward passes per update (default: from --total_batch_size, "
+                                                        "else 1)")
     total_batch_size: int | None = arg(None, "sequences per update: per-device batch x processes x accumulation")
     learning_rate: float = arg(1e-3, "peak learning rate")
     weight_decay: float = arg(0.01, "AdamW weight decay (not applied to biases and norms)")
@@ -374,3 +376,16 @@ class CorpusArguments(Arguments):
             self.dataset_config_name = [None if c in ("none", "null", "") else c for c in self.dataset_config_name]
         if self.mix_probabilities and abs(sum(self.mix_probabilities) - 1) > 1e-6:
             raise UsageError(f"--mix_probabilities {self.mix_probabilities}: must sum to 1")
+
+    def corpus_sources(self):
+        """Where the corpus comes from, by the names `corpus.check_sources` takes."""
+        return {"dataset_name": self.dataset_name, "dataset_config_name": self.dataset_config_name,
+                "train_file": self.train_file, "validation_file": self.validation_file,
+                "mix_probabilities": self.mix_probabilities}
+
+    def corpus_options(self):
+        """The corpus as `corpus.load_corpus` reads it, by name: its sources and how its validation split is drawn
+        (the seed is the run's)."""
+        return {**self.corpus_sources(), "text_column_name": self.text_column_name,
+                "validation_split_percentage": self.validation_split_percentage, "streaming": self.streaming,
+                "streaming_validation_docs": self.streaming_validation_docs}

@@ -42,6 +42,7 @@ import pickle
 import re
 import shutil
 import socket
+import tempfile
 from pathlib import Path
 
 import torch
@@ -167,7 +168,7 @@ def check_no_links(output_dir):
             path = Path(folder) / name
             if path.is_symlink():
                 raise UsageError(f"--output_dir {out}: {path.relative_to(out)} is a symbolic link (to "
-                                 f"{os.readlink(path)}); a run removes and rewrites what is inside its output folder, "
+                                 f"{path.readlink()}); a run removes and rewrites what is inside its output folder, "
                                  f"never through a link: replace the link with a copy (cp -rL) or remove it")
 
 
@@ -181,7 +182,7 @@ def publish(tmp, target, whole=False):
         for name in sorted((p.name for p in tmp.iterdir()), key=lambda n: (n == "config.json", n == MANIFEST)):
             if (target / name).is_dir() or (target / name).is_symlink():
                 remove(target / name)
-            os.replace(tmp / name, target / name)
+            (tmp / name).replace(target / name)
         tmp.rmdir()
     elif target.exists():  # the same checkpoint saved by an earlier attempt: swap, never delete first
         old = target.with_name(f".old-{target.name}")
@@ -200,7 +201,7 @@ def writing(what, tmp, output_dir, num_processes):
     failed write as a RuntimeError and safetensors as a SafetensorError, not as an OSError."""
     try:
         yield
-    except Exception as e:  # noqa: BLE001  narrowed by write_error
+    except Exception as e:  # narrowed by write_error
         if isinstance(e, ScriptError) or not write_error(e):
             raise
         reason = write_error(e, Path(tmp).parent)  # before the cleanup frees space
@@ -237,9 +238,9 @@ def write_text(path, text, output_dir, num_processes, append=False):
     try:
         if not append:
             tmp.write_text(text)
-            os.replace(tmp, path)
+            tmp.replace(path)
             return
-        with open(path, "ab") as f:
+        with path.open("ab") as f:
             size = f.tell()
             try:
                 f.write(text.encode())
@@ -265,6 +266,45 @@ def write_folder(write, target, what, output_dir, num_processes):
         if target.exists():
             remove(target)
         tmp.rename(target)
+
+
+def check_new_output_dir(output_dir, overwrite):
+    """A conversion's --output_dir: new or empty (or, with `overwrite`, to be replaced), in a folder this user can
+    write in."""
+    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not overwrite:
+        raise UsageError(f"--output_dir {output_dir}: exists and is not empty; pass --overwrite_output_dir to replace "
+                         f"it")
+    existing = next(p for p in (output_dir, *output_dir.parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise UsageError(f"--output_dir {output_dir}: {existing} is not a folder this user can write in; pick "
+                         f"another --output_dir")
+
+
+def write_converted_folder(output_dir, overwrite, write):
+    """Publish the folder `write(staging)` fills (returning its card) at `output_dir`: written under a temporary
+    sibling name and renamed only once complete, so a crash, a full disk or a rights problem never leaves half a
+    model there; such a failure is one line and nothing at `output_dir`."""
+    try:
+        output_dir.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
+    except OSError as e:
+        raise UsageError(f"--output_dir {output_dir}: cannot write there ({e.strerror or e}); pick another "
+                         f"--output_dir") from None
+    try:
+        card = write(staging)
+        (staging / "README.md").write_text(card, encoding="utf-8")
+        staging.chmod(0o755)
+        check_new_output_dir(output_dir, overwrite)  # someone may have written there meanwhile
+        publish(staging, output_dir, whole=True)
+    except (OSError, SafetensorError) as e:  # a full disk, a quota, a folder made read-only meanwhile
+        shutil.rmtree(staging, ignore_errors=True)
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else first_line(e)
+        raise WriteFailed(f"could not write the converted model into {output_dir.parent} ({reason}); nothing was "
+                          f"written to --output_dir {output_dir}") from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output_dir
 
 
 def check_finite(model, what):
@@ -319,7 +359,7 @@ def save_checkpoint(accelerator, output_dir, state, total_limit=None, tokenizer=
 
 def sha256(path):
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with Path(path).open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
     return digest.hexdigest()
@@ -383,7 +423,7 @@ def check_torch_weights(file):
         state = load_plain(file)
     except pickle.UnpicklingError as e:
         raise ValueError(f"{e}; use a copy saved as model.safetensors by whoever can vouch for the file") from None
-    except Exception as e:  # noqa: BLE001  a damaged file
+    except Exception as e:  # a damaged file
         raise ValueError(f"unreadable ({type(e).__name__}: {first_line(e)})") from None
     for key, tensor in state.items() if isinstance(state, dict) else []:
         if isinstance(tensor, torch.Tensor) and tensor.is_floating_point() and not torch.isfinite(tensor).all():
@@ -403,7 +443,7 @@ def check_model_folder(folder, flag):
         for file, check in checks:
             try:
                 check(file)
-            except Exception as e:  # noqa: BLE001  any decoding error means the same: unusable weights
+            except Exception as e:  # any decoding error means the same: unusable weights
                 raise ValueError(f"{file.name}: {first_line(e)}") from None
     except ValueError as e:
         raise UsageError(f"{flag} {folder}: {e}; these weights cannot be used") from None
@@ -444,7 +484,8 @@ def verify_checkpoint(path, num_processes, allow_inexact=False, allow_missing_ma
             raise ValueError("no integer `step`")
     except (OSError, ValueError) as e:
         raise damaged(f"{STATE_FILE} is unreadable ({e})") from None
-    missing = [f"random_states_{i}.pkl" for i in range(num_processes) if not (path / f"random_states_{i}.pkl").is_file()]
+    missing = [f"random_states_{i}.pkl" for i in range(num_processes)
+               if not (path / f"random_states_{i}.pkl").is_file()]
     if missing and not allow_inexact:
         raise damaged(f"{', '.join(missing)} missing, so the run cannot continue bit-exactly; pass "
                       f"--allow_inexact_resume true to resume anyway")
@@ -487,7 +528,7 @@ def check_resume_files(path):
     for file, check, problem in checks:
         try:
             check(file)
-        except Exception as e:  # noqa: BLE001  any decoding error means the same: cannot resume from it
+        except Exception as e:  # any decoding error means the same: cannot resume from it
             raise ValueError(problem.format(name=file.name, kind=type(e).__name__, error=first_line(e))) from None
 
 

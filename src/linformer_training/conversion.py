@@ -20,30 +20,34 @@ The output folder is written to a temporary sibling and renamed into place only 
 """
 
 import json
-import os
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import torch
-import yaml
 from safetensors import SafetensorError
-from transformers.models.auto.modeling_auto import (MODEL_FOR_MASKED_LM_MAPPING_NAMES,
-                                                    MODEL_FOR_PRETRAINING_MAPPING_NAMES, MODEL_MAPPING_NAMES)
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    MODEL_FOR_PRETRAINING_MAPPING_NAMES,
+    MODEL_MAPPING_NAMES,
+)
 
-import linformer_hf  # noqa: F401  (registers the Auto classes, so save_pretrained writes remote code)
+# Importing linformer_hf registers the Auto classes, so save_pretrained writes the remote code.
 from linformer_hf import LinformerConfig, LinformerForMaskedLM, LinformerModel
-from linformer_hf.configuration_linformer import (AttentionType, ProjectionLengthScaling, ProjectionSharing,
-                                                  ProjectionType)
+from linformer_hf.configuration_linformer import (
+    AttentionType,
+    ProjectionLengthScaling,
+    ProjectionSharing,
+    ProjectionType,
+)
 from linformer_hf.modeling_linformer import window_mean_projection
 
-from . import checkpoints, outputs
+from . import checkpoints, jargon, outputs
 from .arguments import Arguments, UsageError, arg
-from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, is_long_path
-from .tokenization import load_tokenizer
+from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, is_long_path, model_file
+from .tokenization import copy_vocabulary_files, load_source_tokenizer
 
 MAX_SEQ_LENGTH = 8192
 BASE_ARCHITECTURES = tuple(MODEL_MAPPING_NAMES[t] for t in SOURCE_TYPES)
@@ -55,8 +59,6 @@ CARRIED_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attenti
                   "hidden_act", "hidden_dropout_prob", "attention_probs_dropout_prob", "type_vocab_size",
                   "initializer_range", "layer_norm_eps", "pad_token_id", "bos_token_id", "eos_token_id",
                   "classifier_dropout", "tie_word_embeddings")
-VOCABULARY_FILES = ("vocab.txt", "vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
-                    "special_tokens_map.json", "added_tokens.json")
 # BERT's masked-LM head under RoBERTa's names (the converted model uses RoBERTa's head).
 BERT_HEAD_NAMES = {
     "cls.predictions.transform.dense.weight": "lm_head.dense.weight",
@@ -113,48 +115,6 @@ def extend_positions(learned, length):
     return learned.repeat(repeats, 1)[:length]
 
 
-def _source_file(source, name):
-    """Local path of `name` in a folder or Hub repo, or None when the source has no such file."""
-    from transformers.utils import cached_file
-
-    try:
-        return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
-                           _raise_exceptions_for_connection_errors=False)
-    except OSError:
-        return None
-
-
-def _source_card(source):
-    """(licence, title) from the source's model card: its YAML `license` and its first heading."""
-    card = _source_file(source, "README.md")
-    if not card:
-        return None, None
-    text = Path(card).read_text(encoding="utf-8", errors="replace")
-    meta, body = {}, text
-    if text.startswith("---"):
-        _, front, body = (text.split("---", 2) + ["", ""])[:3]
-        try:
-            meta = yaml.safe_load(front) or {}
-        except yaml.YAMLError:
-            meta = {}
-    licence = meta.get("license") if isinstance(meta, dict) else None
-    in_code = False
-    for line in body.splitlines():
-        in_code ^= line.startswith("```")
-        if not in_code and line.startswith("# "):
-            return (str(licence) if licence else None), line[2:].strip()
-    return (str(licence) if licence else None), None
-
-
-def _check_output_dir(output_dir, overwrite):
-    if output_dir.exists() and (not output_dir.is_dir() or any(output_dir.iterdir())) and not overwrite:
-        raise UsageError(f"--output_dir {output_dir}: exists and is not empty; pass --overwrite_output_dir to replace it")
-    existing = next(p for p in (output_dir, *output_dir.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise UsageError(f"--output_dir {output_dir}: {existing} is not a folder this user can write in; pick "
-                         f"another --output_dir")
-
-
 def _source_config(source):
     """The source's config, refused unless it is an encoder of SOURCE_TYPES with absolute positions."""
     from transformers import AutoConfig
@@ -196,24 +156,12 @@ def _linformer_config(source_config, args):
         raise UsageError(f"--model_name_or_path {args.model_name_or_path}: {e}") from None
 
 
-def _source_tokenizer(source_config, source, flag, **kwargs):
-    """The tokenizer to carry over, refused unless it fits the source's embedding table."""
-    tokenizer = load_tokenizer(source, flag, **kwargs)
-    vocab_size, pad = source_config.vocab_size, source_config.pad_token_id
-    # Checkpoints may pad their table to a round number of rows, never by a tenth.
-    if not 0.9 * vocab_size <= len(tokenizer) <= vocab_size or tokenizer.pad_token_id != pad:
-        raise UsageError(f"{flag} {source}: the tokenizer does not match the model's embedding table "
-                         f"({len(tokenizer)} tokens, pad id {tokenizer.pad_token_id}; the model has "
-                         f"{vocab_size} rows, pad id {pad})")
-    return tokenizer
-
-
 def _source_model(source, source_config):
     """The source model in eval mode (with its masked-LM head when it has one) and whether it has a pooler."""
     from transformers import AutoModel, AutoModelForMaskedLM
 
     masked_lm = (source_config.architectures or [None])[0] in MLM_ARCHITECTURES
-    if os.path.isdir(source):  # truncated, NaN or pickled weights: named here, not a raw loader error
+    if Path(source).is_dir():  # truncated, NaN or pickled weights: named here, not a raw loader error
         checkpoints.check_model_folder(source, "--model_name_or_path")
     try:
         model, info = (AutoModelForMaskedLM if masked_lm else AutoModel).from_pretrained(
@@ -279,26 +227,17 @@ def _copy_weights(source, target, roberta_positions, projection_init, seed):
                 tensor.copy_(head[key])
 
 
-def _copy_vocabulary_files(source, folder):
-    """The source's own vocabulary files, for tools that read them rather than tokenizer.json."""
-    for name in VOCABULARY_FILES:
-        if not (folder / name).exists():
-            path = _source_file(source, name)
-            if path:
-                shutil.copy(path, folder / name)
-
-
 def _copy_sentence_transformers_files(source, folder, max_seq_length):
     """Carry a sentence-transformers source's modules (pooling, normalisation, ...) so the result loads there too.
 
     Returns None for a plain transformers source, else the source's own `max_seq_length` (None if unset)."""
-    modules_file = _source_file(source, "modules.json")
+    modules_file = model_file(source, "modules.json")
     if not modules_file:
         return None
     modules = json.loads(Path(modules_file).read_text())
     shutil.copy(modules_file, folder / "modules.json")
     for name in ("config_sentence_transformers.json", "sentence_bert_config.json"):
-        path = _source_file(source, name)
+        path = model_file(source, name)
         if path:
             shutil.copy(path, folder / name)
     settings = folder / "sentence_bert_config.json"
@@ -310,24 +249,22 @@ def _copy_sentence_transformers_files(source, folder, max_seq_length):
         path = module.get("path", "")
         if not path:
             continue
-        if os.path.isdir(source):
-            if os.path.isdir(os.path.join(source, path)):
-                shutil.copytree(os.path.join(source, path), folder / path)
-            else:
-                (folder / path).mkdir(parents=True)  # e.g. Normalize, which stores nothing
+        if Path(source).is_dir():
+            stored = Path(source)
         else:
             from huggingface_hub import snapshot_download
 
-            downloaded = snapshot_download(source, allow_patterns=[f"{path}/*"])
-            if os.path.isdir(os.path.join(downloaded, path)):
-                shutil.copytree(os.path.join(downloaded, path), folder / path)
-            else:
-                (folder / path).mkdir(parents=True)
+            stored = Path(snapshot_download(source, allow_patterns=[f"{path}/*"]))
+        if (stored / path).is_dir():
+            shutil.copytree(stored / path, folder / path)
+        else:
+            (folder / path).mkdir(parents=True)  # e.g. Normalize, which stores nothing
     return {"max_seq_length": previous}
 
 
-def _changes(source_config, config, projection_init, positions, sentence_transformers, class_name, has_pooler):
-    """The card's "What changed": a bullet per way the converted model differs from its source."""
+def _changes(source_config, target, projection_init, positions, sentence_transformers):
+    """The card's "What changed": a bullet per way the converted model `target` differs from its source."""
+    config, class_name = target.config, type(target).__name__
     n, k = config.max_seq_length, config.projected_dim
     linear = config.projection_type == "linear"
     changes = [
@@ -355,7 +292,7 @@ def _changes(source_config, config, projection_init, positions, sentence_transfo
     if sentence_transformers is not None:
         changes.append(f"sentence-transformers modules (pooling, normalisation) are carried over; `max_seq_length` "
                        f"is set to {n} (the source's: {sentence_transformers['max_seq_length']}).")
-    if not has_pooler and class_name == "LinformerModel":
+    if class_name == "LinformerModel" and target.pooler is None:
         changes.append("The source has no pooler weights, so none are stored; `pooler_output` is untrained.")
     if class_name == "LinformerForMaskedLM" and source_config.hidden_act != "gelu":
         changes.append(f"The masked-LM head uses GELU, as RoBERTa's; the source's head used "
@@ -363,14 +300,15 @@ def _changes(source_config, config, projection_init, positions, sentence_transfo
     return changes
 
 
-def _model_card(source, source_config, config, projection_init, positions, sentence_transformers, class_name,
-                has_pooler):
-    licence, title = _source_card(source)
-    changes = _changes(source_config, config, projection_init, positions, sentence_transformers, class_name,
-                       has_pooler)
+def _model_card(args, source_config, target, positions, sentence_transformers):
+    """The converted folder's README.md: what it was built from, what changed, how to load it."""
+    source, class_name = args.model_name_or_path, type(target).__name__
+    licence, title = outputs.read_card(source)
+    changes = _changes(source_config, target, args.projection_init, positions, sentence_transformers)
     use = [outputs.code_block(
         "from transformers import AutoModel, AutoTokenizer\n"
-        "# trust_remote_code runs the modeling files stored with the weights; `import linformer_hf` makes it unnecessary\n"
+        "# trust_remote_code runs the modeling files stored with the weights; `import linformer_hf` makes it "
+        "unnecessary\n"
         'model = AutoModel.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)\n'
         'tokenizer = AutoTokenizer.from_pretrained("PATH_OR_HUB_ID", trust_remote_code=True)')]
     if sentence_transformers is not None:
@@ -381,7 +319,7 @@ def _model_card(source, source_config, config, projection_init, positions, sente
                                       'fill = pipeline("fill-mask", model="PATH_OR_HUB_ID", trust_remote_code=True)'))
     return outputs.model_card(
         title=f"Linformer converted from `{source}`", license=licence or "other",
-        base_model=None if os.path.isdir(source) else source,
+        base_model=None if Path(source).is_dir() else source,
         tags=["linformer", *(["sentence-transformers"] if sentence_transformers is not None else [])],
         intro=f"`{class_name}` (Linformer, Wang et al. 2020) built from the pretrained {source_config.model_type} "
               f"encoder `{source}`" + (f" (its model card: \"{title}\")" if title else "")
@@ -404,15 +342,13 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
     """
     args = ConvertArguments(str(model_name_or_path), str(output_dir), **options)
     source, output_dir = args.model_name_or_path, Path(args.output_dir)
-    _check_output_dir(output_dir, args.overwrite_output_dir)
-    from . import jargon  # which builds on this module
-
+    checkpoints.check_new_output_dir(output_dir, args.overwrite_output_dir)
     if jargon.is_jargon(source):
         return jargon.convert_jargon(args)
     source_config = _source_config(source)
     config = _linformer_config(source_config, args)
-    tokenizer = _source_tokenizer(source_config, args.tokenizer_name or source,
-                                  "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path")
+    tokenizer = load_source_tokenizer(source_config, args.tokenizer_name or source,
+                                      "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path")
     source_model, has_pooler = _source_model(source, source_config)
     masked_lm = hasattr(source_model, "cls") or hasattr(source_model, "lm_head")
     roberta_positions = source_config.model_type in OFFSET_POSITIONS
@@ -427,36 +363,9 @@ def convert_to_linformer(model_name_or_path, output_dir, **options):
         target.save_pretrained(staging)
         tokenizer.model_max_length = args.max_seq_length
         tokenizer.save_pretrained(staging)
-        _copy_vocabulary_files(args.tokenizer_name or source, staging)
+        copy_vocabulary_files(args.tokenizer_name or source, staging)
         sentence_transformers = _copy_sentence_transformers_files(source, staging, args.max_seq_length)
-        return _model_card(source, source_config, config, args.projection_init, positions, sentence_transformers,
-                           type(target).__name__, has_pooler)
+        return _model_card(args, source_config, target, positions, sentence_transformers)
 
-    return write_converted_folder(output_dir, args.overwrite_output_dir, write)
+    return checkpoints.write_converted_folder(output_dir, args.overwrite_output_dir, write)
 
-
-def write_converted_folder(output_dir, overwrite, write):
-    """Publish the folder `write(staging)` fills (returning its card) at `output_dir`: written under a temporary
-    sibling name and renamed only once complete, so a crash, a full disk or a rights problem never leaves half a
-    model there; such a failure is one line and nothing at `output_dir`."""
-    try:
-        output_dir.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{output_dir.name}.converting-", dir=output_dir.parent))
-    except OSError as e:
-        raise UsageError(f"--output_dir {output_dir}: cannot write there ({e.strerror or e}); pick another "
-                         f"--output_dir") from None
-    try:
-        card = write(staging)
-        (staging / "README.md").write_text(card, encoding="utf-8")
-        os.chmod(staging, 0o755)
-        _check_output_dir(output_dir, overwrite)  # someone may have written there meanwhile
-        checkpoints.publish(staging, output_dir, whole=True)
-    except (OSError, SafetensorError) as e:  # a full disk, a quota, a folder made read-only meanwhile
-        shutil.rmtree(staging, ignore_errors=True)
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else checkpoints.first_line(e)
-        raise checkpoints.WriteFailed(f"could not write the converted model into {output_dir.parent} ({reason}); "
-                                      f"nothing was written to --output_dir {output_dir}") from None
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return output_dir

@@ -7,9 +7,7 @@ missing values (pandas' default would drop them silently). What a corpus loses o
 column read as text when none is called `text`, and how many documents had no text.
 """
 
-import glob
 import logging
-import os
 from pathlib import Path
 
 import datasets
@@ -30,11 +28,22 @@ def file_format(path):
     for suffix in COMPRESSIONS:
         if name.endswith(suffix):
             name = name[: -len(suffix)]
-    fmt = FILE_FORMATS.get(os.path.splitext(name)[1])
+    fmt = FILE_FORMATS.get(Path(name).suffix)
     if fmt is None:
         raise UsageError(f"{path}: unknown data file type; allowed: {', '.join(FILE_FORMATS)} "
                          f"(optionally compressed: {', '.join(COMPRESSIONS)})")
     return fmt
+
+
+def glob_files(pattern):
+    """The paths a shell-style pattern (`~`, `*`, `**` for any depth) matches, as strings spelt as the pattern is
+    (relative stays relative); an absolute pattern is matched from its root."""
+    expanded = Path(pattern).expanduser()
+    if not expanded.parts:
+        return []
+    if expanded.is_absolute():
+        return [str(path) for path in Path(expanded.anchor).glob(str(expanded.relative_to(expanded.anchor)))]
+    return [str(path) for path in Path().glob(str(expanded))]
 
 
 def resolve_files(patterns, flag):
@@ -44,18 +53,18 @@ def resolve_files(patterns, flag):
         if "://" in pattern:  # remote (hf://, s3://, https://): `datasets` checks these itself
             files.append(pattern)
             continue
-        matches = sorted(glob.glob(os.path.expanduser(pattern), recursive=True))
+        matches = sorted(glob_files(pattern))
         if not matches:
             raise UsageError(f"{flag} {pattern}: no such file (or no file matches the pattern)")
         for path in matches:
-            if not os.path.isfile(path):
+            if not Path(path).is_file():
                 raise UsageError(f"{flag} {path}: not a file")
-            if os.path.getsize(path) == 0:
+            if Path(path).stat().st_size == 0:
                 raise UsageError(f"{flag} {path}: file is empty")
         files.extend(matches)
     kinds = {}
     for f in files:
-        kinds.setdefault(repr(file_format(f)), (file_format(f), os.path.basename(f)))
+        kinds.setdefault(repr(file_format(f)), (file_format(f), Path(f).name))
     if len(kinds) > 1:
         raise UsageError(f"{flag}: files of different types ({', '.join(name for _, name in kinds.values())}); "
                          f"use one type")
@@ -196,7 +205,7 @@ def check_sources(dataset_name=None, dataset_config_name=None, train_file=None, 
             vfmt, data_files["validation"] = resolve_files(validation_file, "--validation_file")
             if vfmt != fmt:
                 raise UsageError(f"--validation_file is {vfmt} but --train_file is {fmt}; use one type")
-    return list(zip(names, configs)), data_files
+    return list(zip(names, configs, strict=True)), data_files
 
 
 def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, validation_file=None,
@@ -208,8 +217,9 @@ def load_corpus(dataset_name=None, dataset_config_name=None, train_file=None, va
     streaming, so that no source waits for another to run out). A corpus without a validation split
     gives up `validation_split_percentage`% of its documents (streaming: the first
     `streaming_validation_docs` documents); at 0% it gives up none, and when no source has a validation split
-    the corpus has none (None: the run does not evaluate). `exclude` (an `ExcludedIds`, or any `(split, where) -> split`)
-    sees every split first, with all its columns, before the validation documents are drawn.
+    the corpus has none (None: the run does not evaluate). `exclude` (an `ExcludedIds`, or any
+    `(split, where) -> split`) sees every split first, with all its columns, before the validation documents are
+    drawn.
     """
     hub, data_files = check_sources(dataset_name, dataset_config_name, train_file, validation_file, mix_probabilities)
     trains, vals = [], []

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import checkpoints
 from .arguments import UsageError
 from .mlm import content_generator
-from . import checkpoints
 from .models import OFFSET_POSITIONS, SOURCE_TYPES, check_local_path, input_limit, is_projection
 
 TEACHER_LONG_INPUTS = ("extended", "windows")
@@ -240,7 +240,7 @@ def compare(student_states, teacher_states, mask):
     tokens, the mean relative error per token (B, layers), and the cosine of mean-pooled last states (B,)."""
     tokens = mask.sum(1).float()
     errors, norms, relative = [], [], []
-    for ours, theirs in zip(student_states, teacher_states):
+    for ours, theirs in zip(student_states, teacher_states, strict=True):
         ours, theirs = ours.float(), theirs.float()
         error = (ours - theirs).square().sum(-1)  # (B, T)
         norm = theirs.square().sum(-1)
@@ -378,7 +378,8 @@ class DistillationObjective:
         a new class, so under FSDP2 `hidden_states` would come back None."""
         states = []
         layers = self.accelerator.unwrap_model(model).encoder.layer
-        hooks = [layer.register_forward_hook(lambda _module, _inputs, output: states.append(output)) for layer in layers]
+        hooks = [layer.register_forward_hook(lambda _module, _inputs, output: states.append(output))
+                 for layer in layers]
         try:
             model(input_ids=ids, attention_mask=mask)
         finally:
@@ -425,7 +426,7 @@ class DistillationObjective:
                 one_each = self.document.pieces(ids, mask, generator)[::self.document.spans]
                 documents.append(accelerator.gather_for_metrics(mean_pool(states[-1], mask)).cpu())
                 pieces.append(accelerator.gather_for_metrics(self.document.embed(one_each)).cpu())
-        errors, norms, cosine, loss, lengths = (torch.cat(parts) for parts in zip(*rows))
+        errors, norms, cosine, loss, lengths = (torch.cat(parts) for parts in zip(*rows, strict=True))
         metrics = {"eval_loss": loss.mean().item(), "eval_cosine": cosine.mean().item()}
         if documents:  # each validation input must rank first for one of its own pieces, among all inputs
             similarity = F.normalize(torch.cat(pieces), dim=-1) @ F.normalize(torch.cat(documents), dim=-1).T

@@ -45,9 +45,8 @@ from linformer_hf.configuration_linformer import standard_config_keys
 
 from . import checkpoints, outputs
 from .arguments import UsageError
-from .conversion import (ConvertArguments, _copy_vocabulary_files, _source_card, _source_file, _source_tokenizer,
-                         write_converted_folder)
-from .models import check_local_path
+from .models import check_local_path, model_file
+from .tokenization import copy_vocabulary_files, load_source_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +92,7 @@ KEY_BIAS = r"roberta\.encoder\.layer\.\d+\.attention\.k_proj\.bias"
 def jargon_config(source):
     """The source's config.json as a dict when it is a Jargon checkpoint (`model_type` "jargon"), else None."""
     check_local_path(source, "--model_name_or_path")
-    path = _source_file(source, "config.json")
+    path = model_file(source, "config.json")
     if not path:
         return None
     try:
@@ -117,9 +116,9 @@ def _read_fields(source, raw):
     known = set(READ_DEFAULTS) | set(IGNORED_FIELDS) | standard_config_keys() | {"auto_map", "_name_or_path"}
     unknown = sorted(key for key in raw if key not in known)
     if unknown:
-        _refuse(source, f"config.json has field{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} that Jargon's "
-                        f"JargonConfig does not define ({SOURCE_CODE}); allowed: JargonConfig's fields and the standard "
-                        "transformers keys")
+        _refuse(source, f"config.json has field{'s' * (len(unknown) > 1)} {', '.join(map(repr, unknown))} that "
+                        f"Jargon's JargonConfig does not define ({SOURCE_CODE}); allowed: JargonConfig's fields and "
+                        "the standard transformers keys")
     values = {**READ_DEFAULTS, **{key: raw[key] for key in READ_DEFAULTS if key in raw}}
     architectures = raw.get("architectures") or []
     if architectures != [ARCHITECTURE]:
@@ -198,11 +197,11 @@ def linformer_config(source, values):
 def _weights_file(source):
     """The one weight file: model.safetensors, else pytorch_model.bin (read with weights_only)."""
     for name in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
-        if _source_file(source, name):
+        if model_file(source, name):
             _refuse(source, f"{name}: sharded checkpoints are not supported; the released Jargon models are one "
                             "pytorch_model.bin")
     for name in ("model.safetensors", "pytorch_model.bin"):
-        path = _source_file(source, name)
+        path = model_file(source, name)
         if path:
             return Path(path)
     _refuse(source, "has no weights (model.safetensors or pytorch_model.bin)")
@@ -215,7 +214,7 @@ def read_tensors(source):
     try:
         check(path)
         tensors = load_file(path) if path.suffix == ".safetensors" else checkpoints.load_plain(path)
-    except Exception as e:  # noqa: BLE001  any decoding error means the same: unusable weights
+    except Exception as e:  # any decoding error means the same: unusable weights
         _refuse(source, f"{path.name}: {checkpoints.first_line(e)}; these weights cannot be used")
     if not isinstance(tensors, dict) or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
         _refuse(source, f"{path.name}: not a state dict of tensors")
@@ -225,7 +224,8 @@ def read_tensors(source):
 def _plan(values, config):
     """{our tensor: (their names, the shape their config gives it)}: every tensor of ours copied from theirs. The
     first of the names present is read; any other present must be equal (copies of a shared or tied tensor)."""
-    hidden, inner, k, n = values["hidden_size"], values["intermediate_size"], config.projected_dim, config.max_seq_length
+    hidden, inner = values["hidden_size"], values["intermediate_size"]
+    k, n = config.projected_dim, config.max_seq_length
     # The span-boundary head's decoder is the word embeddings, and so is the masked-LM decoder when tied: a
     # checkpoint saved with one name per shared tensor may keep any of them.
     word = ("roberta.embeddings.word_embeddings.weight", "sbo_head.decoder.weight",
@@ -268,8 +268,8 @@ def _plan(values, config):
         plan["linformer.encoder.projections.shared"] = (tuple(copies), (k, n))
     else:
         for i in layers:
-            plan[f"linformer.encoder.projections.key_{i}"] = ((f"roberta.encoder.layer.{i}.attention.compress_k.weight",),
-                                                             (k, n))
+            plan[f"linformer.encoder.projections.key_{i}"] = (
+                (f"roberta.encoder.layer.{i}.attention.compress_k.weight",), (k, n))
             if sharing == "headwise":
                 plan[f"linformer.encoder.projections.value_{i}"] = (
                     (f"roberta.encoder.layer.{i}.attention.compress_v.weight",), (k, n))
@@ -375,7 +375,9 @@ def _changes(values, config, dropped, ignored):
 
 
 def _model_card(source, values, config, dropped, ignored):
-    licence, title = _source_card(source)
+    licence, title = outputs.read_card(source)
+    unstated = (f"not stated in the source model card, and the source code repository ({SOURCE_CODE}) states none "
+                "either: check with the authors before use")
     use = outputs.code_block(
         "from transformers import pipeline\n"
         'fill = pipeline("fill-mask", model="PATH_OR_HUB_ID", trust_remote_code=True)\n'
@@ -388,17 +390,17 @@ def _model_card(source, values, config, dropped, ignored):
               + (f"(its model card: \"{title}\") " if title else "")
               + "(Segonne et al., LREC-COLING 2024: French RoBERTa-Linformers for specialised domains), converted "
               "by linformer-hf's `convert_to_linformer.py` to run on transformers 5 without fairseq.\n\n"
-              f"**Source licence:** {licence or 'not stated in the source model card, and the source code repository (' + SOURCE_CODE + ') states none either: check with the authors before use'}. "
+              f"**Source licence:** {licence or unstated}. "
               "These are the source's weights (two biases rearranged, unused tensors left out), so its terms apply.",
         sections={"What changed": "\n".join(f"- {change}" for change in _changes(values, config, dropped, ignored)),
                   "Use": use})
 
 
 def convert_jargon(args):
-    """`convert_to_linformer` for a Jargon checkpoint: the folder at `args.output_dir`, written whole or not at
-    all, as `LinformerForMaskedLM` with the source's tokenizer (`model_max_length` = n) and a card."""
+    """`convert_to_linformer` for a Jargon checkpoint: the folder at `args.output_dir` (`ConvertArguments`), written
+    whole or not at all, as `LinformerForMaskedLM` with the source's tokenizer (`model_max_length` = n) and a card."""
     source, output_dir = args.model_name_or_path, Path(args.output_dir)
-    defaults = ConvertArguments(source, str(output_dir))
+    defaults = type(args)(source, str(output_dir))  # the flags as convert_to_linformer.py sets them when not given
     for flag in FIXED_FLAGS:
         if getattr(args, flag) != getattr(defaults, flag):
             raise UsageError(f"--{flag} {getattr(args, flag)}: a Jargon checkpoint fixes n, k, the sharing and the "
@@ -409,7 +411,7 @@ def convert_jargon(args):
     config = linformer_config(source, values)
     flag = "--tokenizer_name" if args.tokenizer_name else "--model_name_or_path"
     # AutoTokenizer reads the folder's config.json to pick a class unless handed one; theirs names remote code.
-    tokenizer = _source_tokenizer(config, args.tokenizer_name or source, flag, config=PreTrainedConfig())
+    tokenizer = load_source_tokenizer(config, args.tokenizer_name or source, flag, config=PreTrainedConfig())
     tensors = read_tensors(source)
     state, dropped = map_tensors(source, tensors, values, config)
     model = LinformerForMaskedLM(config)
@@ -425,7 +427,7 @@ def convert_jargon(args):
         model.save_pretrained(staging)
         tokenizer.model_max_length = config.max_seq_length
         tokenizer.save_pretrained(staging)
-        _copy_vocabulary_files(args.tokenizer_name or source, staging)
+        copy_vocabulary_files(args.tokenizer_name or source, staging)
         return _model_card(source, values, config, dropped, ignored)
 
-    return write_converted_folder(output_dir, args.overwrite_output_dir, write)
+    return checkpoints.write_converted_folder(output_dir, args.overwrite_output_dir, write)

@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: Apache-2.0
 """The training loop every script runs: `train(run)`, with all of its state in `run.state`.
 
-A script builds a `Run` (model, optimizer, scheduler, data, and an objective that says how to count
-and score a batch) and calls `train`. The loop is the same for masked-LM pretraining, finetuning and
-distillation, so each rule is written once:
+A script settles its `Setup` before reading any data (processes, output folder, the checkpoint to resume),
+hands its model and data loaders to `prepare` (optimizer, schedule, Accelerate) and makes the `Run` of them
+with `new_run` (adding an objective that says how to count and score a batch); `fit` then trains it. The
+loop is the same for masked-LM pretraining, finetuning and distillation, so each rule is written once:
 
 * One update = `accumulation` batches on every process. Its loss is the sum over the whole update,
   divided by the objective's count (masked tokens, examples, ...) summed over every batch and process,
@@ -23,22 +24,23 @@ import math
 import os
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 import torch
-from torch.utils.data import DataLoader
 from accelerate import Accelerator
-from accelerate.utils import (DataLoaderConfiguration, DistributedType, GradientAccumulationPlugin,
-                              ProjectConfiguration)
+from accelerate.utils import DataLoaderConfiguration, DistributedType, GradientAccumulationPlugin, ProjectConfiguration
+from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import get_scheduler
 
 from . import checkpoints, models, outputs
 from .arguments import UsageError
 from .checkpoints import NonFiniteError
+from .tracking import MetricsLog, resolve_trackers
 
 # fairseq's --min-loss-scale: a run whose gradients still overflow at this loss scale overflows at any.
 MIN_LOSS_SCALE = 1e-4
@@ -76,8 +78,32 @@ class TrainState:
 
 
 @dataclass
+class Setup:
+    """What a script settles before it reads any data, by name. Each script extends it with its own values (a block
+    size, a model's config, ...), so that every step after it takes one object instead of a row of positions."""
+
+    accelerator: Accelerator
+    accumulation: int  # forward passes per update (`accumulation_steps`)
+    output_dir: Path  # ready to write (`checkpoints.open_run`)
+    checkpoint: Path | None  # the checkpoint to resume, verified; None for a new run
+
+
+@dataclass
+class Prepared:
+    """A run's model, optimizer, schedule and data loaders as Accelerate prepared them (`prepare`), and its length."""
+
+    model: torch.nn.Module
+    optimizer: Any  # the AdamW of `build_optimizer`, wrapped by Accelerate
+    scheduler: Any
+    train_loader: Any
+    eval_loaders: list  # in the order given (an absent split stays None); the first one selects the model
+    max_steps: int
+    updates_per_epoch: int | None  # counted where the run is measured in epochs
+
+
+@dataclass
 class Run:
-    """One training run: what `train` needs, and nothing it has to look up elsewhere."""
+    """One training run: what `train` needs, and nothing it has to look up elsewhere (made by `new_run`)."""
 
     args: Any  # OptimizerArguments + RunArguments
     accelerator: Accelerator
@@ -105,9 +131,13 @@ class Run:
             tqdm.write(message)
 
     def arguments(self):
-        """The run's arguments as it runs them (written to train_config.yaml and the model card): `args`, with
-        `eval_steps` as settled."""
-        return {**self.args.to_dict(), "eval_steps": self.eval_steps}
+        """The run's arguments as it runs them (written to train_config.yaml and the model card)."""
+        return settled_arguments(self.args, self.eval_steps)
+
+
+def settled_arguments(args, eval_steps):
+    """`args` with `eval_steps` as the script settled it (finetuning's default is once per epoch)."""
+    return {**args.to_dict(), "eval_steps": eval_steps}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -138,7 +168,8 @@ def make_accelerator(args, log_with=None):
         gradient_accumulation_plugin=GradientAccumulationPlugin(num_steps=1, sync_with_dataloader=False),
         step_scheduler_with_optimizer=False,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
-        project_config=ProjectConfiguration(project_dir=args.output_dir, logging_dir=str(Path(args.output_dir) / "logs")))
+        project_config=ProjectConfiguration(project_dir=args.output_dir,
+                                            logging_dir=str(Path(args.output_dir) / "logs")))
     check_launch(accelerator)
     precision = accelerator.mixed_precision
     if precision == "fp16" and accelerator.device.type == "cpu":
@@ -192,8 +223,6 @@ def launcher_processes():
 
 def start(args):
     """The Accelerator (with the trackers of --report_to) and the accumulation steps per update."""
-    from .tracking import resolve_trackers
-
     accelerator = make_accelerator(args, log_with=resolve_trackers(args.report_to))
     accumulation = accumulation_steps(args, accelerator.num_processes)
     checkpoints.lock_output_dir(args.output_dir, accelerator)
@@ -252,6 +281,39 @@ def linformer_rates(args):
 def build_scheduler(optimizer, args, max_steps):
     return get_scheduler(args.lr_scheduler_type, optimizer, num_warmup_steps=args.num_warmup_steps(max_steps),
                          num_training_steps=max_steps)
+
+
+def prepare(args, setup, model, train_loader, eval_loaders=(), *, own_rates=(), epochs=None):
+    """AdamW over `model` (`build_optimizer`, with `own_rates`), its schedule over the run's updates and the data,
+    prepared by Accelerate for this run's processes. A run of --max_steps updates is prepared in one call (DeepSpeed
+    takes the schedule over only so); a run measured in `epochs` lasts that many passes over the training loader as
+    prepared (its length depends on the processes), so its schedule is made and prepared after."""
+    accelerator = setup.accelerator
+    optimizer = build_optimizer(model, args, own_rates)
+    if epochs is None:
+        max_steps, updates_per_epoch = args.max_steps, None
+        model, optimizer, train_loader, *eval_loaders, scheduler = accelerator.prepare(
+            model, optimizer, train_loader, *eval_loaders, build_scheduler(optimizer, args, max_steps))
+    else:
+        model, optimizer, train_loader, *eval_loaders = accelerator.prepare(model, optimizer, train_loader,
+                                                                            *eval_loaders)
+        updates_per_epoch = len(train_loader) // setup.accumulation
+        max_steps = args.max_steps or epochs * updates_per_epoch
+        scheduler = accelerator.prepare(build_scheduler(optimizer, args, max_steps))
+    return Prepared(model=model, optimizer=optimizer, scheduler=scheduler, train_loader=train_loader,
+                    eval_loaders=eval_loaders, max_steps=max_steps, updates_per_epoch=updates_per_epoch)
+
+
+def new_run(args, setup, prepared, *, objective, project, eval_steps, **options):
+    """The `Run` of what `prepare` prepared, with its `objective` and its log (metrics.jsonl and the trackers, under
+    `project`); `eval_steps` as the script settles it; `options` are the Run's own (tokenizer, model selection)."""
+    return Run(args=args, accelerator=setup.accelerator, model=prepared.model, optimizer=prepared.optimizer,
+               scheduler=prepared.scheduler, train_loader=prepared.train_loader,
+               eval_loader=prepared.eval_loaders[0] if prepared.eval_loaders else None, objective=objective,
+               log=MetricsLog(setup.accelerator, setup.output_dir / "metrics.jsonl", project,
+                              settled_arguments(args, eval_steps)),
+               output_dir=setup.output_dir, max_steps=prepared.max_steps, accumulation=setup.accumulation,
+               eval_steps=eval_steps, **options)
 
 
 def peak_memory_gb():

@@ -117,7 +117,7 @@ class BlockSeededMLMCollator(DataCollatorForLanguageModeling):
                 [self.tokenizer.get_special_tokens_mask(row, already_has_special_tokens=True) for row in rows],
                 dtype=torch.bool)
         masked, labels = [], []
-        for row, special in zip(inputs, special_tokens_mask):
+        for row, special in zip(inputs, special_tokens_mask, strict=True):
             self.generator = content_generator(row, self.mask_seed, self.epoch)
             row_inputs, row_labels = super().torch_mask_tokens(row[None].clone(), special[None])
             masked.append(row_inputs)
@@ -173,7 +173,8 @@ class MaskedLMObjective:
         for batch in loader:
             logits, masked = self.masked_logits(model, batch)
             per_token = F.cross_entropy(logits.float(), batch["labels"][masked], reduction="none")
-            per_block = torch.zeros(len(masked), device=per_token.device).index_add_(0, masked.nonzero()[:, 0], per_token)
+            per_block = torch.zeros(len(masked), device=per_token.device)
+            per_block = per_block.index_add_(0, masked.nonzero()[:, 0], per_token)
             sums, counts = accelerator.gather_for_metrics((per_block, masked.sum(1)))
             total, count = total + sums.sum().item(), count + counts.sum().item()
         if count == 0:

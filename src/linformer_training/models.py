@@ -1,6 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""What the scripts need to know about a model config, said once."""
+"""What the scripts need to know about a model config (and where a model's files are), said once."""
 
 from pathlib import Path
 
@@ -61,6 +61,17 @@ def check_local_path(name, flag):
         return
     raise UsageError(f"{flag} {name}: no such folder{reason}; check the path, or create it first (a Hub id is "
                      f"ORG/NAME)")
+
+
+def model_file(source, name):
+    """Local path of the file `name` of a model folder or Hub repo, or None when the source has no such file."""
+    from transformers.utils import cached_file
+
+    try:
+        return cached_file(source, name, _raise_exceptions_for_missing_entries=False,
+                           _raise_exceptions_for_connection_errors=False)
+    except OSError:
+        return None
 
 
 def is_projection(name):

@@ -100,7 +100,8 @@ def check_batches(config, generator=None):
     """(input_ids, attention_mask) pairs the export must reproduce: one token, lengths on both sides of the
     exact length (or of k), n, and a batch mixing them padded on the left."""
     n = config.max_seq_length
-    edge = config.exact_attention_length if isinstance(config.exact_attention_length, int) else max(config.projected_dims)
+    exact = config.exact_attention_length
+    edge = exact if isinstance(exact, int) else max(config.projected_dims)
     lengths = sorted({1, max(edge - 1, 1), edge, min(edge + 1, n), n})
     generator = generator or torch.Generator().manual_seed(0)
     low = max(config.pad_token_id, config.bos_token_id or 0, config.eos_token_id or 0) + 1

@@ -5,7 +5,6 @@ release folder's parts that are not trained (remote code from src/, manifest), w
 
 import importlib.util
 import json
-import os
 import shlex
 import shutil
 import tempfile
@@ -13,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from . import checkpoints, processes
+from . import checkpoints, models, processes, upgrade
 from .arguments import UsageError
 
 
@@ -30,6 +29,29 @@ def model_card(title, intro, sections, pipeline_tag=None, tags=(), datasets=None
         sections = {**sections, "Training arguments": code_block(yaml.safe_dump(arguments, sort_keys=False), "yaml")}
     body = "".join(f"\n\n## {heading}\n\n{text.strip()}" for heading, text in sections.items())
     return f"---\n{data.to_yaml()}\n---\n\n# {title}\n\n{intro.strip()}{body}\n"
+
+
+def read_card(source):
+    """(licence, title) from the model card of a folder or Hub repo: its YAML `license` and its first heading (a
+    converted model's card names both)."""
+    card = models.model_file(source, "README.md")
+    if not card:
+        return None, None
+    text = Path(card).read_text(encoding="utf-8", errors="replace")
+    meta, body = {}, text
+    if text.startswith("---"):
+        _, front, body = (text.split("---", 2) + ["", ""])[:3]
+        try:
+            meta = yaml.safe_load(front) or {}
+        except yaml.YAMLError:
+            meta = {}
+    licence = meta.get("license") if isinstance(meta, dict) else None
+    in_code = False
+    for line in body.splitlines():
+        in_code ^= line.startswith("```")
+        if not in_code and line.startswith("# "):
+            return (str(licence) if licence else None), line[2:].strip()
+    return (str(licence) if licence else None), None
 
 
 def code_block(code, language="python"):
@@ -187,7 +209,7 @@ def write_release(out, fill):
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         fill(staging)
-        os.chmod(staging, 0o755)
+        staging.chmod(0o755)
         checkpoints.publish(staging, out, whole=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -204,13 +226,15 @@ def weight_digests(folder):
 def refresh_release(out, write=None, rewritten=()):
     """Rewrite what is not trained in the release `out` from src/ (`write_remote_code`, then `write(folder)`: the
     card) and its manifest; its weights stay byte for byte, except the files named in `rewritten`, which `write`
-    makes anew. Each weight file's SHA-256 is compared before the new folder replaces `out` and again after;
-    returns (before, after), both {name: SHA-256}."""
+    makes anew, and those in the first releases' format, which `upgrade.upgrade_folder` renames (every tensor's
+    values checked unchanged). Each other weight file's SHA-256 is compared before the new folder replaces `out`
+    and again after; returns (before, after), both {name: SHA-256}."""
     out = Path(out)
     if not (out / "config.json").is_file():
         raise UsageError(f"--refresh: {out} is not a release folder (no config.json); build it first")
     before = weight_digests(out)
-    kept = {name: digest for name, digest in before.items() if name not in rewritten}
+    renamed = upgrade.outdated_files(out)
+    kept = {name: digest for name, digest in before.items() if name not in rewritten and name not in renamed}
 
     def check(folder, when):
         now = weight_digests(folder)
@@ -221,6 +245,8 @@ def refresh_release(out, write=None, rewritten=()):
 
     def fill(staging):
         shutil.copytree(out, staging, dirs_exist_ok=True, ignore=shutil.ignore_patterns(checkpoints.MANIFEST))
+        if renamed:
+            upgrade.upgrade_folder(staging)
         write_remote_code(staging)
         if write is not None:
             write(staging)
@@ -246,7 +272,7 @@ def push_folder(run, folder, message):
         api.create_repo(repo_id, private=private, exist_ok=True)
         commit = api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
                                    ignore_patterns=list(NOT_PUSHED))
-    except Exception as error:  # noqa: BLE001  offline, no token, no rights, too large: the local save stands
+    except Exception as error:  # offline, no token, no rights, too large: the local save stands
         close_progress_bars()
         later = shlex.join(["hf", "upload", repo_id, str(folder), ".", *(f"--exclude={p}" for p in NOT_PUSHED),
                             *(["--private"] if private else [])])

@@ -165,15 +165,17 @@ def own_task(train, text_columns, label_column, regression=False, trained_labels
         raise UsageError(f"train split: the labels in {label_column!r} are real numbers; pass --regression true "
                          f"for regression")
     if -1 in distinct:  # read as a class of its own, it would silently train the unlabelled rows as one
-        raise UsageError(f"train split: {sum(v == -1 for v in values):,} example(s) have label -1 in {label_column!r}, which "
-                         f"GLUE and `datasets` use for 'unlabelled'; drop them, or if -1 is a class, name the "
-                         f"classes (e.g. negative/neutral/positive)")
+        raise UsageError(f"train split: {sum(v == -1 for v in values):,} example(s) have label -1 in "
+                         f"{label_column!r}, which GLUE and `datasets` use for 'unlabelled'; drop them, or if -1 is a "
+                         f"class, name the classes (e.g. negative/neutral/positive)")
     return custom_task(text_columns, [str(v) for v in sorted(distinct, key=lambda v: (isinstance(v, str), v))])
 
 
-def check_model_fits(task, model_config, head, model_name, num_labels=None, do_train=True,
-                     ignore_mismatched_sizes=False):
-    """The checkpoint's head (if it has one) and --num_labels must agree with the task's labels."""
+def check_model_fits(task, model_config, head, args):
+    """The checkpoint's head (if it has one) and --num_labels must agree with the task's labels. `args`: the
+    finetuning run's --model_name_or_path, --num_labels, --do_train and --ignore_mismatched_sizes."""
+    model_name, num_labels, do_train = args.model_name_or_path, args.num_labels, args.do_train
+    ignore_mismatched_sizes = args.ignore_mismatched_sizes
     if num_labels is not None and num_labels != task.num_labels:
         raise UsageError(f"--num_labels {num_labels} does not match the task's {task.num_labels} label(s): "
                          f"{', '.join(task.labels or ['one real-valued score'])}")
@@ -247,7 +249,7 @@ def tokenize_split(dataset, split, tokenizer, columns, max_len, truncation, keep
 
     def encode(batch):
         texts = [batch[c] for c in columns]
-        for column, values in zip(columns, texts):
+        for column, values in zip(columns, texts, strict=True):
             if not all(isinstance(v, str) for v in values):
                 raise UsageError(f"{split} split: text column {column!r} has an empty or non-text value")
         # An input is too long exactly when cutting it at max_len + 1 still leaves max_len + 1 tokens.
@@ -319,4 +321,5 @@ def split_metrics(metrics, splits):
 
 def submission(task, index, predictions) -> str:
     """A GLUE-server submission file: a header, then `index<TAB>prediction` per example."""
-    return "index\tprediction\n" + "".join(f"{i}\t{task.format_prediction(p)}\n" for i, p in zip(index, predictions))
+    rows = zip(index, predictions, strict=True)
+    return "index\tprediction\n" + "".join(f"{i}\t{task.format_prediction(p)}\n" for i, p in rows)

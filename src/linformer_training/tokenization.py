@@ -1,20 +1,25 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
-"""Tokenizers for pretraining: an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids)."""
+"""Tokenizers: for pretraining an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids); for a
+conversion the source's, with its vocabulary files."""
 
 import json
 import logging
+import shutil
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
 from .arguments import UsageError
-from .models import check_local_path
+from .models import check_local_path, model_file
 
 logger = logging.getLogger(__name__)
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]  # RoBERTa's ids 0..4
 MIN_VOCAB_SIZE = 256 + len(SPECIAL_TOKENS)  # a byte-level BPE starts from every byte
+# A source's own vocabulary files, which some tools read rather than tokenizer.json.
+VOCABULARY_FILES = ("vocab.txt", "vocab.json", "merges.txt", "sentencepiece.bpe.model", "spiece.model",
+                    "special_tokens_map.json", "added_tokens.json")
 # A folder holds a tokenizer when it has one of these (from_pretrained builds an empty one from a folder without).
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model",
                    "spiece.model", "tokenizer.model")
@@ -77,3 +82,22 @@ def check_tokenizer(tokenizer, config):
                          + "; ".join(problems))
 
 
+def load_source_tokenizer(source_config, source, flag, **kwargs):
+    """A conversion source's tokenizer, refused unless it fits the source's embedding table."""
+    tokenizer = load_tokenizer(source, flag, **kwargs)
+    vocab_size, pad = source_config.vocab_size, source_config.pad_token_id
+    # Checkpoints may pad their table to a round number of rows, never by a tenth.
+    if not 0.9 * vocab_size <= len(tokenizer) <= vocab_size or tokenizer.pad_token_id != pad:
+        raise UsageError(f"{flag} {source}: the tokenizer does not match the model's embedding table "
+                         f"({len(tokenizer)} tokens, pad id {tokenizer.pad_token_id}; the model has "
+                         f"{vocab_size} rows, pad id {pad})")
+    return tokenizer
+
+
+def copy_vocabulary_files(source, folder):
+    """The source's own vocabulary files (VOCABULARY_FILES) into `folder`, where save_pretrained wrote none."""
+    for name in VOCABULARY_FILES:
+        if not (folder / name).exists():
+            path = model_file(source, name)
+            if path:
+                shutil.copy(path, folder / name)

@@ -25,7 +25,8 @@ def resolve_trackers(report_to):
     available = {str(t) for t in get_available_trackers()}
     for name in names:
         if name not in LOGGER_TYPE_TO_CLASS:
-            raise UsageError("--report_to: " + did_you_mean("tracker", name, list(LOGGER_TYPE_TO_CLASS) + ["all", "none"]))
+            allowed = [*LOGGER_TYPE_TO_CLASS, "all", "none"]
+            raise UsageError("--report_to: " + did_you_mean("tracker", name, allowed))
         if name not in available:
             raise UsageError(f"--report_to {name}: its package is not installed (pip install {name}), "
                              f"or pass --report_to none")
@@ -72,5 +73,5 @@ class MetricsLog:
 
 
 def read_jsonl(path):
-    with open(path) as f:
+    with Path(path).open() as f:
         return [json.loads(line) for line in f if line.strip()]
