@@ -21,6 +21,7 @@ demo: setup
 	OMP_NUM_THREADS=$(DEMO_THREADS) $(PY) train_mlm.py --overwrite_output_dir
 
 test: setup-dev
+	$(PY) -m ruff check .
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
 
 # Rebuild release/minilm-l6-linformer-n4096 (convert all-MiniLM-L6-v2, train the long path, evaluate, fp16

@@ -147,7 +147,9 @@ class OnnxModel(torch.nn.Module):
             raise ValueError(f"{self.path}: the graph needs {missing}, which the tokenizer did not give")
         arrays = {name: feed[name].detach().cpu().numpy().astype(np.int64) for name in self.inputs}
         hidden = torch.from_numpy(self.session.run([self.output], arrays)[0])
-        return BaseModelOutput(last_hidden_state=hidden) if self.output == "last_hidden_state" else {self.output: hidden}
+        if self.output == "last_hidden_state":
+            return BaseModelOutput(last_hidden_state=hidden)
+        return {self.output: hidden}
 
     def save_pretrained(self, save_directory, **kwargs):
         """The graph (onnx/<its name>, where sentence-transformers looks), config.json and the remote code its
