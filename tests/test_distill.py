@@ -15,7 +15,7 @@ from conftest import REPO, free_port, run_group, write_jsonl
 from safetensors.torch import load_file, save_file
 from transformers import BertConfig, BertModel, RobertaConfig, RobertaModel
 
-import distill  # noqa: E402
+import distill
 from linformer_training import distillation
 from linformer_training.arguments import ScriptError, parse_args
 from linformer_training.conversion import convert_to_linformer

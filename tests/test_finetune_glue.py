@@ -14,17 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import Payload, error_of, free_port, run_group, tiny_config, updates_made
+
+import finetune_glue
+from finetune_glue import UsageError, main
+from linformer_training import loop
+from linformer_training.tracking import read_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 RT = SHARED_DATA / "rotten_tomatoes"
-
-from conftest import Payload, error_of, free_port, run_group, tiny_config, updates_made  # noqa: E402
-
-import finetune_glue  # noqa: E402
-from finetune_glue import UsageError, main  # noqa: E402
-from linformer_training import loop  # noqa: E402
-from linformer_training.tracking import read_jsonl  # noqa: E402
 
 POS, NEG = ["good", "great", "fine", "lovely"], ["bad", "dull", "poor", "awful"]
 
@@ -158,10 +157,13 @@ def hub_like(task):
     if task == "stsb":
         feats = Features({"sentence1": Value("string"), "sentence2": Value("string"), "label": Value("float32"),
                           "idx": Value("int32")})
-        make = lambda n, labelled: Dataset.from_dict(  # noqa: E731
-            {"sentence1": [r["text"] for r in rows[:n]], "sentence2": [r["text"][::-1] for r in rows[:n]],
-             "label": [float(i % 6) if labelled else -1.0 for i in range(n)], "idx": list(range(n))}, features=feats)
-        return DatasetDict(train=make(24, True), validation=make(8, True), test=make(8, False))
+        def pairs(n, labelled):
+            return Dataset.from_dict(
+                {"sentence1": [r["text"] for r in rows[:n]], "sentence2": [r["text"][::-1] for r in rows[:n]],
+                 "label": [float(i % 6) if labelled else -1.0 for i in range(n)], "idx": list(range(n))},
+                features=feats)
+
+        return DatasetDict(train=pairs(24, True), validation=pairs(8, True), test=pairs(8, False))
     names = ["neg", "pos"] if task == "imdb" else ["entailment", "neutral", "contradiction"]
     columns = ["text"] if task == "imdb" else ["premise", "hypothesis"]
     feats = Features({**{c: Value("string") for c in columns}, "label": ClassLabel(names=names)})

@@ -24,7 +24,7 @@ import torch
 from conftest import REPO, Payload, error_of, free_port, kill_session, run_group, updates_made, write_jsonl
 from safetensors.torch import load_file, save_file
 
-import train_mlm  # noqa: E402
+import train_mlm
 from linformer_training import checkpoints, loop
 from linformer_training.arguments import UsageError, parse_args
 from linformer_training.models import input_limit
@@ -442,7 +442,10 @@ def test_bad_input_and_faults(case, damage, flags, expected, fails, tmp_path, mi
     elsewhere = {p: p.read_bytes() for p in tmp_path.glob("elsewhere*/**/*") if p.is_file()} | \
         {p: p.read_bytes() for p in tmp_path.glob("elsewhere*") if p.is_file()}
     flags = [f.format(out=out, data=data) for f in flags]
-    call = lambda: run(micro, out, *flags)  # noqa: E731
+
+    def call():
+        return run(micro, out, *flags)
+
     if fails:
         message = error_of(call, capsys)
         assert re.search(expected, message), message

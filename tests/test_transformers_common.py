@@ -31,6 +31,7 @@ flash attention, kernels or DeepSpeed. NOT_RUN lists the few left out only to ke
 """
 
 import importlib
+import importlib.util
 import os
 import sys
 import types
@@ -70,9 +71,7 @@ def load_common_tests():
     if not (COMMON_TESTS / "test_modeling_common.py").is_file():
         return None, (f"transformers' common tests are not at {COMMON_TESTS}; `bash scripts/setup.sh dev` "
                       "fetches them from the transformers source distribution on PyPI")
-    try:
-        import parameterized  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("parameterized") is None:
         return None, "transformers' common tests need `parameterized` (installed by `bash scripts/setup.sh dev`)"
 
     package = "transformers_common_tests"
