@@ -14,6 +14,7 @@ resume, metrics.jsonl and trackers, --push_to_hub. Documents whose id is listed 
 --exclude_ids_file (by default the held-out news articles of experiments/conversion/) are never read.
 """
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -23,7 +24,6 @@ import torch
 from accelerate.utils import set_seed
 from transformers import AutoModel
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, distillation, loop, models, outputs, processes
 from linformer_training.arguments import (
     CorpusArguments,
@@ -36,6 +36,8 @@ from linformer_training.arguments import (
 )
 from linformer_training.corpus import ExcludedIds, check_sources, load_corpus
 from linformer_training.mlm import block_loaders, pack_corpus
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 REPO = Path(__file__).resolve().parent
 HELD_OUT_NEWS = REPO / "experiments" / "conversion" / "heldout_news_ids.txt"

@@ -18,6 +18,7 @@ any training starts.
 """
 
 import dataclasses
+import importlib
 import json
 import shutil
 from dataclasses import dataclass
@@ -38,7 +39,6 @@ from transformers import (
 )
 from transformers.trainer_pt_utils import LengthGroupedSampler
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes, tasks, tokenization
 from linformer_training.arguments import (
     OptimizerArguments,
@@ -54,6 +54,8 @@ from linformer_training.corpus import load_files, resolve_files
 from linformer_training.metrics import load_glue_metric
 from linformer_training.tasks import TASKS
 from linformer_training.tracking import MetricsLog
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")

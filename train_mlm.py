@@ -13,6 +13,7 @@ One update = `total_batch_size` sequences; its loss is the mean over every maske
 however many processes share it, so a run on one process and on eight follow the same trajectory.
 """
 
+import importlib
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,6 @@ from typing import Literal
 from accelerate.utils import DistributedType, set_seed
 from transformers import AutoConfig, AutoModelForMaskedLM, PreTrainedConfig, PreTrainedTokenizerBase
 
-import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
 from linformer_training import checkpoints, loop, models, outputs, processes
 from linformer_training.arguments import (
     SCHEDULERS,
@@ -38,6 +38,8 @@ from linformer_training.arguments import (
 from linformer_training.corpus import check_sources, load_corpus
 from linformer_training.mlm import BlockSeededMLMCollator, MaskedLMObjective, block_loaders, pack_corpus
 from linformer_training.tokenization import MIN_VOCAB_SIZE, check_tokenizer, load_tokenizer, train_tokenizer
+
+importlib.import_module("linformer_hf")  # registers Linformer with the Auto classes
 
 REPO = Path(__file__).resolve().parent
 # The demo's model; --config_overrides and recipes change any field of it.

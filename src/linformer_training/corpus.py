@@ -134,7 +134,10 @@ class ExcludedIds:
                                  f"{columns}); pass --id_column, or --exclude_ids_file none")
             return ds
         ids, column = self.ids, self.column
-        keep = lambda batch: [str(value).strip() not in ids for value in batch[column]]  # noqa: E731
+
+        def keep(batch):
+            return [str(value).strip() not in ids for value in batch[column]]
+
         if isinstance(ds, datasets.Dataset):
             kept = ds.filter(keep, batched=True, desc="Dropping excluded ids")
             self.dropped[where] = len(ds) - len(kept)

@@ -10,6 +10,7 @@ nothing in the graph depends on the input it was traced with. The files go where
 reproduced PyTorch on lengths on both sides of the exact length and across a padded mixed batch.
 """
 
+import importlib
 import os
 import shutil
 import tempfile
@@ -66,8 +67,7 @@ class _Outputs(nn.Module):
 def _load(path, task, allow_untrained_head=False):
     import transformers
 
-    import linformer_hf  # noqa: F401  (registers Linformer with the Auto classes)
-    from linformer_hf import LinformerConfig
+    from linformer_hf import LinformerConfig  # importing it registers Linformer with the Auto classes
 
     if not Path(path).is_dir():
         raise UsageError(f"--model_name_or_path {path}: no such folder (export reads a local Linformer folder)")
@@ -236,8 +236,8 @@ def export_onnx(model_name_or_path, output_dir=None, task="auto", quantize=True,
 the check inputs. Raises UsageError (one line) on bad
     input, and refuses to publish a graph that does not reproduce PyTorch within 1e-4."""
     try:
-        import onnxruntime  # noqa: F401
-        import onnxscript  # noqa: F401
+        for package in ("onnxruntime", "onnxscript"):
+            importlib.import_module(package)
     except ImportError as e:
         raise UsageError(f"ONNX export needs onnx, onnxscript and onnxruntime ({e.name} is missing): "
                          "pip install 'linformer-hf[onnx]'") from None
