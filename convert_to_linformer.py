@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Convert a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer, with no training.
 
     python convert_to_linformer.py --model_name_or_path sentence-transformers/all-MiniLM-L6-v2 \

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Export a Linformer folder to ONNX (fp32, and a weight-only int8 copy) for ONNX Runtime.
 
     python export_onnx.py --model_name_or_path outputs/minilm-linformer-4096   # a folder of your own

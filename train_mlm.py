@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Masked-LM pretraining of a Linformer (or a RoBERTa baseline) with RoBERTa's recipe.
 
     python train_mlm.py                                   # CPU demo: tiny Linformer on Moby Dick, minutes

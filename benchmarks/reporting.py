@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What every results page (experiments/*/results.md, model_card.md's sections, docs/benchmarks.md) is made of,
 written once so that the pages read alike and a rule changes in one place: a markdown table, the paired bootstrap
 interval (many paired items), the t-intervals (a few seeds, too few to resample), the verdict an interval gives, and

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What the studies measure the same way: the held-out news and Rotten Tomatoes
 data, the source encoder (also with its positions extended), embeddings, fidelity (cosine and per-layer
 error), linear probes, long-document retrieval, peak memory in a fresh process, and the result files."""

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Runs a script (`python fail_on_rank0.py MODULE:FUNCTION script.py ARGS`) with that function raising
 "No space left on device" on process 0 only, as a disk filling up under the main process's writes would:
 test-only fault injection for the multi-process failure tests."""

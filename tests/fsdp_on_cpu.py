@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Runs a script (`python fsdp_on_cpu.py train_mlm.py ARGS`, under `accelerate launch --use_fsdp`) with
 Accelerate's FSDP2 on CPU processes (gloo), so that the FSDP code paths of our training loop are tested
 on a machine without GPUs. Test-only, and it changes one thing only: Accelerate turns FSDP on only for

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Runs a script (`python kill_at_update.py STEP script.py ARGS`) that kills its own process with SIGKILL when
 training reaches update STEP, on every process of a multi-process run at once, as a pre-emption would:
 test-only fault injection for the exact-resume tests (no exception handler, no atexit, nothing flushed)."""

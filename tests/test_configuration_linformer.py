@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """LinformerConfig: every invalid value, range or key is a one-line ValueError naming the field; round trips."""
 
 import importlib

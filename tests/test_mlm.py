@@ -3,6 +3,8 @@
 # Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Masked-LM data: packing documents into blocks, and seeded 80/10/10 masking."""
 
+import importlib
+
 import datasets
 import pytest
 import torch
@@ -10,6 +12,8 @@ from conftest import write_jsonl
 
 from linformer_training import mlm
 from linformer_training.arguments import UsageError
+
+importlib.import_module("linformer_hf")  # the linformer cases need it registered, as the scripts register it
 
 # --- packing and masking ---------------------------------------------------------------------------
 

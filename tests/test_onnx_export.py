@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """export_onnx: one ONNX graph per model that ONNX Runtime runs at every batch size and length up to n, equal to
 PyTorch (<= 1e-4) on both sides of the exact length and across padded mixed batches; bad input is one line."""
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The released long-input MiniLM: a seconds-sized copy of its recipe builds a folder that loads on every path
 a user takes, and the committed folder itself loads and is its teacher, exactly, on everything the teacher reads."""
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Every folder under release/ is what its build command writes from src/: its remote code (and load dtype,
 sentence-transformers module) byte for byte as `outputs.write_remote_code` writes it today, and its manifest.json
 matching the files on disk. A new release is covered by being there; a fix to the model that a release misses

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The released Linformer masked-LM (release/minilm-l6-linformer-mlm-n4096, built by `make release-mlm`): it fills
 masks on held-out text, reads short inputs exactly, and takes every path its card names (fill-mask pipeline,
 AutoModelForMaskedLM, finetune_glue.py and train_mlm.py --model_name_or_path)."""

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """`SentenceTransformer(folder, backend="onnx", trust_remote_code=True)` on a folder made as the release is made
 (its own Transformer module, sentence_transformer_linformer.py, copied from src/ by release.py), with optimum
 not installed: the module serves export_onnx.py's graphs with ONNX Runtime itself. A tiny random Linformer with

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """benchmarks/serving.py's pieces that decide what is compared: the teacher's windows cover each document once,
 and window embeddings are averaged per document by tokens (a numbers check, not a timing)."""
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """transformers' own common model and config tests (ModelTesterMixin, ConfigTester), run on Linformer.
 
 They ship only in transformers' source distribution; `bash scripts/setup.sh dev` unpacks the two files

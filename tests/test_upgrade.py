@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """linformer_training.upgrade: a folder in the format of linformer-hf's first releases (the three retired config
 fields, adapters stored as one dict per block, the masked-LM bias as `lm_head.bias`) is refused by the library in
 one line naming the command; the command rewrites it, and it then loads as the same model, bit for bit."""

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Trains every Linformer head with the HF Trainer for a few steps; run under torchrun for DDP. A third
 argument `gradient_checkpointing` turns activation checkpointing on.
 

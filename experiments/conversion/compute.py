@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What survives when all-MiniLM-L6-v2 becomes a Linformer with no training.
 
     python -m experiments.conversion.compute     # about 20-30 min on one CPU thread; resumable

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The conversion report from its result files alone: results.json, results.md (its prose in results.template.md,
 every figure from the results, the findings' too) and the plots.
 

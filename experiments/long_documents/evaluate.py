@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Does reading a whole document in one pass beat reading it in 512-token pieces? Computes, for each
 system, the document-level tasks of the long-input release and writes results/<system>.json.
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Turn a finished distill.py run into the released folder: fp16 weights, tokenizer, remote code,
 sentence-transformers modules and a model card with the results of report.py.
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Render results.md (its prose in results.template.md) and results.json (the goals with their figures) from what
 evaluate.py wrote to results/. Nothing is measured here.
 

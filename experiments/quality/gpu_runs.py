@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The study's open runs on a lent GPU, within one short offline call: issue 47's runs take days on CPU cores and
 minutes on a GPU, where the study's ten bf16 runs trained side by side (about 4 minutes per 10,000 updates each).
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The quality study's peer model (issue 47, item 3): the study's Linformer body with each layer's self-attention
 replaced by lucidrains' `linformer` 0.2.3 `LinformerSelfAttention` (share_kv: one E for keys and values, and the
 values are the keys, as that implementation shares them), an implementation written elsewhere. If our attention

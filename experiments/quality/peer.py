@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Write the peer model's starting folder (modeling_peer.py): the study's Linformer config, the peer's attention,
 initial weights from the run's seed, and the modeling file as remote code, which train_mlm.py then pretrains with
 `--model_name_or_path FOLDER --trust_remote_code true`. run_study.py calls `write_start` for a run whose

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The training side of linformer-hf: what the scripts (train_mlm.py, finetune_glue.py, ...) stand on.
 
     arguments    flags: HfArgumentParser + YAML recipes, bounds on every number, shared argument groups

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Output folders and checkpoints that are complete or absent, never half-written or mixed.
 
 Accelerate's `save_state` / `load_state` write and read a checkpoint (weights, optimizer, scheduler,

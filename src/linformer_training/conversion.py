@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Turn a pretrained BERT / RoBERTa / XLM-R encoder into a Linformer with the same weights (a Jargon checkpoint,
 already a Linformer, goes to `jargon.py`).
 

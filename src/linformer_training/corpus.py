@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Text corpora through `datasets`: Hub names and local files (globs, compression), mixed or streamed.
 
 One table of file types serves every script; CSV/TSV cells such as "NA" or "None" are text, not

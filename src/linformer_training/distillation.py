@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Distilling a frozen standard-attention encoder (the teacher) into a Linformer converted from it (the student).
 
 A converted student already equals its teacher on inputs of at most k tokens; what it has to learn is

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Load the Jargon models (PantagrueLLM, LREC-COLING 2024) as linformer-hf folders: the only published Linformer
 weights, French RoBERTa-Linformers for legal and medical text of up to 4,096 tokens.
 

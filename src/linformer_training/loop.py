@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The training loop every script runs: `train(run)`, with all of its state in `run.state`.
 
 A script settles its `Setup` before reading any data (processes, output folder, the checkpoint to resume),

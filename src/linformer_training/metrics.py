@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """GLUE's official metrics, computed here; an `evaluate` metric script runs only when the user names one.
 
 The GLUE metric script is a thin layer over scikit-learn (accuracy, F1, Matthews correlation) and scipy

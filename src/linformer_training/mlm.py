@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Masked-LM data and objective: packing documents into blocks, seeded masking, the loss and its evaluation.
 
 The recipe is RoBERTa's "full sentences": every document ends with </s>, documents are concatenated,

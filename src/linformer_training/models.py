@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What the scripts need to know about a model config (and where a model's files are), said once."""
 
 from pathlib import Path

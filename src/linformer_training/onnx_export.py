@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Export a Linformer folder to ONNX, where ONNX Runtime serves it without PyTorch, plus an int8 copy (weights in 8
 bits, products in float32).
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """What a finished run leaves behind: the final model folder, its card, the run's config, the Hub upload; and a
 release folder's parts that are not trained (remote code from src/, manifest), written and refreshed alike."""
 

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """A run of several processes fails as one: an error in any of them ends all of them, with a message.
 
 Where one process works alone while the others wait for it (the main process fills the dataset cache or

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The downstream tasks finetune_glue.py knows: where each one's data lives, which columns hold the
 text, what its labels are, how it is scored and how its test predictions are submitted; and what turns
 a task's raw splits into labelled, tokenized ones and a model's outputs into scores and submissions.

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Tokenizers: for pretraining an existing one, or a byte-level BPE trained on the corpus (RoBERTa's ids); for a
 conversion the source's, with its vocabulary files."""
 

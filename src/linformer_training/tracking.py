@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Metrics go to Accelerate's trackers (TensorBoard by default) and to `metrics.jsonl`, which needs no viewer.
 
 Accelerate quietly drops a tracker whose package is missing; here that is an error before training.

@@ -1,5 +1,6 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
+# Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """Rewrite a Linformer folder saved in the format of linformer-hf's first releases into today's, in place:
 
     python -m linformer_training.upgrade FOLDER [FOLDER ...]
