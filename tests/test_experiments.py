@@ -20,7 +20,7 @@ import torch
 import yaml
 from scipy import stats
 
-from experiments.quality import study
+from experiments.quality import render, study
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -779,7 +779,8 @@ def test_report_writes_tables_plots_and_the_model_card_section(ran):
     assert (f"perplexity within 5% of the baseline's | {100 * (math.exp(3) - 1):+.1f}% "
             f"({100 * (math.exp(3 - t2) - 1):+.1f} to {100 * (math.exp(3 + t2) - 1):+.1f}), 2 vs 2 pretraining seeds | "
             f"**missed** |") in report
-    assert f"| {first['hardware']} | 7 |" in report  # the Cost table by hardware: the seven runs above
+    precision = render.precision_name(first["config"]["mixed_precision"])
+    assert f"| {first['hardware']}, {precision} | 7 |" in report  # the Cost table by hardware: the seven runs above
     for text in ("## Every configuration", "| roberta_n32 | 32 |", "## What the models learnt", "| roberta_n32_s0 | ",
                  "| linformer_n32_k8_layerwise | 32 | 8 |",
                  "## Targets (issues 34 and 47)", "roberta_n32 perplexity <= 0.3 x unigram", "TF-IDF features",
