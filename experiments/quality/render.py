@@ -1,15 +1,11 @@
 # Copyright 2026 The linformer-hf authors.
 # SPDX-License-Identifier: Apache-2.0
 # Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
-"""experiments/quality/results.md, the plot of validation perplexity against tokens seen (perplexity_curves.png) and
-model_card.md's results section, from experiments/quality/results/*.json (run_study.py writes them). Works on
-whatever subset of the study exists, and lists what is missing.
-
-Laid out, here and in results.template.md, by the questions the page answers: what every run did; does a model
-learn; how k, sharing and the projection matter; does a Linformer catch up if it trains longer; the paper's n = 512;
-does a peer agree; how the runs ran. A section is a part of the template (its prose) and the function of the same
-name that fills its placeholders (a false value leaves it out); a sentence the records assemble (a verdict, a
-finding, an item of a list) is written whole in that function. CARD and PAGE put the sections in page order.
+"""experiments/quality/results.md, its plot (perplexity_curves.png) and model_card.md's results block, from
+experiments/quality/results/*.json (run_study.py writes them), for whatever subset of the study exists. A section is a
+part of results.template.md (its prose) and the function of the same name that fills it (a false value leaves it
+out); a sentence the records assemble (a verdict, a finding) is written whole in that function. The functions are
+grouped by the question their section answers; CARD and PAGE put the sections in page order.
 
     python -m experiments.quality.render
 """
@@ -52,8 +48,8 @@ def configuration_of(name):
 
 
 def load(folder=HERE / "results", paper=PAPER):
-    """Everything the pages are written from, read once. The paper prints each Table 2 row's average: a row whose
-    scores do not average to it is a mistyped transcription, and raises ValueError."""
+    """Everything the pages are written from, read once. A Table 2 row of the paper whose scores do not average to
+    its printed average is a mistyped transcription, and raises ValueError."""
     paper = yaml.safe_load(Path(paper).read_text())
     for row in paper["table2"]["rows"]:
         if abs(statistics.mean(row["scores"]) - row["average"]) > 0.006:
@@ -82,20 +78,14 @@ def accuracy(run):
     return statistics.mean(f["accuracy"] for f in run["finetune"].values()) if run["finetune"] else None
 
 
-def by_seed(runs, value):
-    """{pretraining seed: value(run)} of the runs that have one (accuracy: finetuned ones)."""
-    return {run["seed"]: v for run in runs if (v := value(run)) is not None}
-
-
 def gap(value, reference):
     """The relative perplexity gap, in percent."""
     return None if value is None or reference is None else 100 * (value / reference - 1)
 
 
 def over_seeds(records, configuration):
-    """One configuration over its pretraining seeds: perplexity averaged as losses (exp of the mean loss, with the
-    ends of its 95% interval; perplexity is multiplicative, and one seed that leaves the unigram plateau late would
-    dominate an arithmetic mean) and Rotten Tomatoes accuracy, (mean, half-width of its 95% interval)."""
+    """One configuration over its pretraining seeds: perplexity as exp(mean loss) with its 95% bounds (a seed that
+    leaves the unigram plateau late would dominate an arithmetic mean), accuracy as (mean, 95% half-width)."""
     runs = records.by_configuration.get(configuration, [])
     mean, half = reporting.t_interval([loss(run) for run in runs])
     return SimpleNamespace(runs=runs, perplexity=None if mean is None else math.exp(mean),
@@ -124,6 +114,12 @@ def recipe(records):
                 epochs=study.FINETUNE["num_train_epochs"], finetuning_rate=study.FINETUNE["learning_rate"],
                 finetuning_seeds=len(study.FINETUNE_SEEDS),
                 **{key: f"{pretrain[key]:g}" for key in ("eval_mask_replace_prob", "eval_random_replace_prob")})
+
+
+def news_references(records):
+    """run_study.py writes both news references at once, from one tokenization."""
+    return records.unigram and records.neighbours and {"unigram": f"{records.unigram:.1f}",
+                                                       "neighbours": f"{records.neighbours:.1f}"}
 
 
 def rotten_tomatoes_reference(records):
@@ -173,11 +169,11 @@ def target_row(records, configuration, kind, limit, reference=BASELINE):
                 status(value <= limit if kind == "ratio" else value >= limit)]
     # Perplexity on the loss (a one-seed side borrows the seeds' pooled spread), accuracy on each seed's mean.
     each = loss if kind == "gap" else accuracy
+    values = [[(run["seed"], v) for run in side.runs if (v := each(run)) is not None] for side in (ours, theirs)]
     pooled = kind == "gap" and reporting.pooled_spread([loss(run) for run in runs]
                                                        for runs in records.by_configuration.values())
-    paired = reporting.paired_t_interval(by_seed(ours.runs, each), by_seed(theirs.runs, each))
-    values = ([v for run in side.runs if (v := each(run)) is not None] for side in (ours, theirs))  # every run's
-    interval = paired or reporting.difference_interval(*values, pooled)
+    paired = reporting.paired_t_interval(*map(dict, values))  # every run's values where the seeds do not pair
+    interval = paired or reporting.difference_interval(*([v for _, v in side] for side in values), pooled)
     interval = interval and [100 * (math.exp(end) - 1) if kind == "gap" else 100 * end for end in interval]
     measured = ((f"{value:+.1f}%" if kind == "gap" else f"{value:+.1f} points")
                 + (f" ({interval[0]:+.1f} to {interval[1]:+.1f})" if interval else "")
@@ -203,21 +199,18 @@ def locality_cells(run):
 
 def what_was_learnt(records):
     checked = [run for run in records.runs if "order_check" in run]
-    return checked and {"blocks": checked[0]["order_check"]["blocks"], "rows": body(
-        [run["name"], f"{order['perplexity_as_written']:.1f}", f"{order['perplexity_shuffled']:.1f}",
-         f"{order['shuffled_over_written']:.2f}", *locality_cells(run)]
-        for run, order in ((run, run["order_check"]) for run in checked))}
-
-
-def not_checked(records):
-    unchecked = [run["name"] for run in records.runs if "order_check" not in run]
-    return len(unchecked) < len(records.runs) and unchecked and {"unchecked": ", ".join(unchecked)}
+    unchecked = ", ".join(run["name"] for run in records.runs if "order_check" not in run)
+    return checked and {
+        "blocks": checked[0]["order_check"]["blocks"],
+        "unchecked": unchecked and f"\n\nNot checked (no model in the runs folder): {unchecked}.",
+        "rows": body([run["name"], f"{order['perplexity_as_written']:.1f}", f"{order['perplexity_shuffled']:.1f}",
+                      f"{order['shuffled_over_written']:.2f}", *locality_cells(run)]
+                     for run, order in ((run, run["order_check"]) for run in checked))}
 
 
 # --- how k, sharing and the projection matter -------------------------------------------------------------------
 def short_inputs_read_exactly(records):
-    """Rotten Tomatoes through the exact short path (run_study.py --exact_short_path), beside the projected one and
-    the baseline of the same pretraining seed: the mean over finetuning seeds, then each seed."""
+    """Rotten Tomatoes read by the exact short path (run_study.py --exact_short_path) beside the projected one."""
     def cell(finetune):
         seeds = [100 * f["accuracy"] for f in (finetune or {}).values()]
         return f"{statistics.mean(seeds):.1f}% ({' / '.join(f'{a:.1f}' for a in seeds)})" if seeds else "-"
@@ -239,8 +232,8 @@ def claimed(records):
 
 
 def ranked(records, configurations):
-    """Configurations with their final perplexity, best first; a note on any within 10% of the unigram reference's
-    or above it (no use of context learnt)."""
+    """Configurations with their final perplexity, best first; one within 10% of the unigram reference's, or above
+    it, has learnt no use of context."""
     found = sorted((over_seeds(records, c).perplexity, c) for c in configurations if records.by_configuration.get(c))
     return "; ".join(f"{c} {perplexity_cell(over_seeds(records, c))}" + " (on the unigram line: no context learnt)"
                      * bool(records.unigram and ppl > 0.9 * records.unigram) for ppl, c in found) or "no runs yet"
@@ -274,8 +267,7 @@ def precision_name(mixed_precision):
 
 
 def extended_baseline(records):
-    """The baseline's extended record and its perplexity at the study's budget (None before that stop): the level
-    every extended Linformer is read against."""
+    """The baseline's extended record and its perplexity at the budget (None before): every extension's yardstick."""
     baseline = records.extended.get(f"{BASELINE}_s0", {"points": {}})
     return baseline, baseline["points"].get(str(BUDGET), {}).get("perplexity")
 
@@ -286,16 +278,12 @@ def reached(run, level):
 
 
 def longer_answer(records):
-    """The card's practical answer: how many times the budget each extended Linformer needs to reach the extended
-    baseline's perplexity at the budget (the baseline needs 1x), or more than its last stop so far, with its gap at
-    the last stop both have; then the targets of the paper's n, as the targets table judges them."""
-    baseline, level = extended_baseline(records)
-    if level is None:
-        return None
-    runs = []
+    """The card's practical answer: how many times the budget each extended Linformer needs to reach the baseline's
+    perplexity at the budget, with its gap at the last stop both have; then the paper's n's targets, as judged."""
+    (baseline, level), runs = extended_baseline(records), []
     for name, run in records.extended.items():
         stops = sorted((int(step), point["perplexity"]) for step, point in run["points"].items())
-        if run is baseline or not stops:
+        if level is None or run is baseline or not stops:
             continue
         at, (last, ppl) = reached(run, level), [(step, p) for step, p in stops if str(step) in baseline["points"]][-1]
         theirs, running = baseline["points"][str(last)]["perplexity"], not at and stops[-1][0] < LAST_STOP
@@ -306,17 +294,15 @@ def longer_answer(records):
                     + f", so far: its extension to {LAST_STOP:,} updates is still running" * running)
     if not runs:
         return None
-    paper_n = []
-    for configuration, _, limit, reference in PAPER_N_TARGETS:
-        _, measured, said = target_row(records, configuration, "gap", limit, reference)
-        paper_n.append(f"`{configuration}` against `{reference}`: {measured} (target: within {limit:g}%): {said}"
-                       if records.by_configuration.get(configuration) else f"`{configuration}` not measured yet")
-    seeds = [run["perplexity"] for run in records.by_configuration.get(BASELINE, [])]
-    fields = study.PRETRAIN["config_overrides"]
-    return {"n": N, "layers": fields["num_hidden_layers"], "hidden": fields["hidden_size"], "budget": f"{BUDGET:,}",
-            "level": f"{level:.1f}", "runs": "; ".join(runs), "precision": precision_name(baseline["mixed_precision"]),
+    paper_n = [f"`{configuration}` against `{reference}`: {measured} (target: within {limit:g}%): {said}"
+               if records.by_configuration.get(configuration) else f"`{configuration}` not measured yet"
+               for configuration, _, limit, reference in PAPER_N_TARGETS
+               for _, measured, said in [target_row(records, configuration, "gap", limit, reference)]]
+    seeds, fields = [run["perplexity"] for run in records.by_configuration.get(BASELINE, [])], study.PRETRAIN
+    return {"n": N, "layers": fields["config_overrides"]["num_hidden_layers"], "budget": f"{BUDGET:,}",
+            "hidden": fields["config_overrides"]["hidden_size"], "level": f"{level:.1f}", "runs": "; ".join(runs),
+            "precision": precision_name(baseline["mixed_precision"]), "recipe": fields["mixed_precision"],
             "paper_n": 4 * N, "paper_n_targets": "; ".join(paper_n), "last": f"{LAST_STOP:,}", "seeds": len(seeds),
-            "recipe": study.PRETRAIN["mixed_precision"],
             "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
             "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}",
             "recipe_answer": recipe_answer(records, level)}
@@ -328,9 +314,8 @@ RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 
 
 def recipe_answer(records, level):
-    """What to pretrain from scratch: of the extended Linformer configurations, the one that comes within
-    RECIPE_MARGIN of the baseline's budget perplexity in the fewest updates, with that catch-up factor (mean over its
-    extended seeds, with its 95% t-interval where two or more have), and whether that meets the recipe goal."""
+    """What to pretrain from scratch: the extended Linformer configuration that comes within RECIPE_MARGIN of the
+    baseline's budget perplexity in the fewest updates (mean over its seeds), and whether that meets the goal."""
     factors = {}
     for name, run in records.extended.items():
         if (configuration := configuration_of(name)) != BASELINE:
@@ -342,11 +327,11 @@ def recipe_answer(records, level):
                 f"recipe to name at n = {N}")
     best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
     mean, half = reporting.t_interval(reached_by[best])
-    spread = (f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds" if half is not None else
-              "one seed, so no interval")
     if half is None:
+        spread = "one seed, so no interval"
         said = "met on one seed, not yet with an interval" if mean <= RECIPE_UPDATES else "**missed** on one seed"
     else:
+        spread = f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds"
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False)
     return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
             f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}); goal, at most {RECIPE_UPDATES}x: "
@@ -372,7 +357,8 @@ def delay_or_ceiling(run, level, gaps):
 
 
 def longer(records):
-    """The extended runs at each stop, against the baseline's extended run at the same stop."""
+    """The extended runs at each stop against the baseline's extended run at the same stop; and the baseline's own
+    fall over each stretch, whether the yardstick itself has flattened."""
     steps, (baseline, level), rows = study.EXTENDED_STEPS, extended_baseline(records), []
     for name, run in records.extended.items():
         points, theirs = ([r["points"].get(str(step)) for step in steps] for r in (run, baseline))
@@ -383,17 +369,10 @@ def longer(records):
                      "baseline" if run is baseline else delay_or_ceiling(run, level, gaps)])
     header = ["run", "precision, hardware", *(f"{what} at {step:,}" for what in ("perplexity", "gap", "RT %")
                                               for step in steps), "verdict"]
+    stops = [(step, point["perplexity"]) for step in steps if (point := baseline["points"].get(str(step)))]
     return {"stops": ", ".join(f"{step:,}" for step in steps), "budget": f"{BUDGET:,}",
-            "table": table(header, rows) if rows else "No extended run has reached a stop yet."}
-
-
-def longer_baseline_falls(records):
-    """Whether the yardstick itself has flattened: the baseline's perplexity's fall over each stretch."""
-    if not (baseline := records.extended.get(f"{BASELINE}_s0")):
-        return None
-    stops = [(step, baseline["points"][str(step)]["perplexity"]) for step in study.EXTENDED_STEPS
-             if str(step) in baseline["points"]]
-    return {"falls": "; ".join(f"{100 * (1 - b / a):.1f}% from {start:,} to {end:,}"
+            "table": table(header, rows) if rows else "No extended run has reached a stop yet.",
+            "falls": "; ".join(f"{100 * (1 - b / a):.1f}% from {start:,} to {end:,}"
                                for (start, a), (end, b) in pairwise(stops)) or "over no stretch yet"}
 
 
@@ -403,36 +382,30 @@ def longer_baseline_falls(records):
 PLATEAU_SHARE, FALL_AFTER = 0.7, (1_000, 3_000, 6_000)
 
 
-def longest_curve(records, run):
-    """A run's validation curve, from its extension where one exists (the same run trained further)."""
-    extended = records.extended.get(run["name"])
-    return extended["curve"] if extended and extended["curve"][-1]["step"] > run["curve"][-1]["step"] else run["curve"]
-
-
 def start_and_fall(records, run):
-    """(the update a run left the plateau at, {updates after it: perplexity}), the start None if it never left."""
-    curve = longest_curve(records, run)
+    """(the update a run left the plateau at, {updates after it: perplexity}), the start None if it never left; read
+    on its extension where one exists (the same run trained further)."""
+    extended, curve = records.extended.get(run["name"]), run["curve"]
+    curve = extended["curve"] if extended and extended["curve"][-1]["step"] > curve[-1]["step"] else curve
     start = next((point["step"] for point in curve if point["perplexity"] < PLATEAU_SHARE * records.unigram), None)
     at = {point["step"]: point["perplexity"] for point in curve}
     return start, {after: at.get(start + after) for after in FALL_AFTER} if start is not None else {}
 
 
 def start_or_fall(records):
-    """Every run at n = N: where it left the plateau and how far it fell 1,000, 3,000 and 6,000 updates later; then,
-    for each Linformer configuration against the baseline paired by seed, the start's delay and the fall's ratio
-    (perplexity 3,000 updates after each one's own start), each with its paired 95% t-interval over seeds."""
+    """Every run at n = N: where it left the plateau and how far it fell 1,000, 3,000 and 6,000 updates later; then
+    each Linformer configuration against the baseline (start_or_fall_reading)."""
     if not records.unigram or not records.by_configuration.get(BASELINE):
         return None
     rows, measured = [], {}
-    at_n = {spec["name"].rsplit("_s", 1)[0] for spec in study.RUNS if spec.get("n") == N and not spec.get("short")}
+    at_n = {configuration_of(spec["name"]) for spec in study.RUNS if spec.get("n") == N and not spec.get("short")}
     for configuration in (c for c in records.configurations if c in at_n):
         for run in records.by_configuration[configuration]:
             start, fall = start_and_fall(records, run)
             measured.setdefault(configuration, {})[run["seed"]] = (start, fall.get(FALL_AFTER[1]))
             rows.append([run["name"], number(start, ",d") if start is not None else "not left",
                          *(number(fall.get(after), ".1f") for after in FALL_AFTER)])
-    baseline = measured[BASELINE]
-    readings = [start_or_fall_reading(configuration, seeds, baseline)
+    readings = [start_or_fall_reading(configuration, seeds, measured[BASELINE])
                 for configuration, seeds in measured.items() if configuration != BASELINE]
     return {"share": PLATEAU_SHARE, "n": N, "baseline": BASELINE, "after": f"{FALL_AFTER[1]:,}",
             "table": table(["run", "left the plateau at", *(f"perplexity {after:,} updates later" for after in
@@ -441,34 +414,30 @@ def start_or_fall(records):
 
 
 def start_or_fall_reading(configuration, seeds, baseline):
-    """One configuration against the baseline, paired by seed: how much later it starts (updates) and how much
-    slower it falls (perplexity ratio 3,000 updates after its start), each a tie while its interval holds no change."""
-    shared = sorted(seed for seed in seeds if seed in baseline and seeds[seed][0] is not None
-                    and baseline[seed][0] is not None and seeds[seed][1] and baseline[seed][1])
+    """One configuration against the baseline, paired by seed ({seed: (start, perplexity 3,000 updates after it)}):
+    a later start or a slower fall is said only where its 95% t-interval over seeds excludes no change."""
+    shared = sorted(seed for seed in seeds if seed in baseline and None not in (*seeds[seed], *baseline[seed]))
     if not shared:
         why = ("it never left the plateau" if all(start is None for start, _ in seeds.values()) else
                f"its curve ends before {FALL_AFTER[1]:,} updates after its start")
         return f"`{configuration}`: not comparable yet ({why})"
-    delay = {seed: seeds[seed][0] - baseline[seed][0] for seed in shared}
-    ratio = {seed: math.log(seeds[seed][1] / baseline[seed][1]) for seed in shared}
-    mean_delay, mean_ratio = statistics.mean(delay.values()), math.exp(statistics.mean(ratio.values()))
-    delay_ci = reporting.paired_t_interval(delay, dict.fromkeys(delay, 0))
-    ratio_ci = reporting.paired_t_interval(ratio, dict.fromkeys(ratio, 0))
-    if delay_ci is None:
-        return (f"`{configuration}` (seed {shared[0]} only): starts {mean_delay:+,.0f} updates from the baseline's, "
-                f"{mean_ratio:.2f}x its perplexity {FALL_AFTER[1]:,} updates after its start; one seed: undecided")
-    later, slower = delay_ci[0] > 0, ratio_ci[0] > 0
+    (delay, late), (ratio, slow) = (reporting.t_interval(values) for values in (
+        [seeds[seed][0] - baseline[seed][0] for seed in shared],
+        [math.log(seeds[seed][1] / baseline[seed][1]) for seed in shared]))
+    if late is None:
+        return (f"`{configuration}` (seed {shared[0]} only): starts {delay:+,.0f} updates from the baseline's, "
+                f"{math.exp(ratio):.2f}x its perplexity {FALL_AFTER[1]:,} updates after its start; one seed: undecided")
+    later, slower = delay - late > 0, ratio - slow > 0
     kind = {(True, True): "both a later start and a slower fall", (True, False): "a later start",
             (False, True): "a slower fall", (False, False): "neither, within the seeds' spread"}[later, slower]
-    return (f"`{configuration}` ({len(shared)} seeds): starts {mean_delay:+,.0f} updates from the baseline's "
-            f"[{delay_ci[0]:+,.0f}, {delay_ci[1]:+,.0f}], {mean_ratio:.2f}x its perplexity {FALL_AFTER[1]:,} "
-            f"updates after its start [{math.exp(ratio_ci[0]):.2f}, {math.exp(ratio_ci[1]):.2f}]: {kind}")
+    return (f"`{configuration}` ({len(shared)} seeds): starts {delay:+,.0f} updates from the baseline's "
+            f"[{delay - late:+,.0f}, {delay + late:+,.0f}], {math.exp(ratio):.2f}x its perplexity {FALL_AFTER[1]:,} "
+            f"updates after its start [{math.exp(ratio - slow):.2f}, {math.exp(ratio + slow):.2f}]: {kind}")
 
 
 # --- the paper's n = 512, with a short phase first ---------------------------------------------------------------
 def paper_n(records):
-    """The runs with a short phase (study.short_first): where each phase left them, and each evaluation between the
-    switch to n-token blocks and the last."""
+    """The runs with a short phase: where each phase left them, and each evaluation between the switch and the last."""
     ran, phase = [run for run in records.runs if "short_phase" in run], study.SHORT_PHASE
     between = {run["name"]: [p for p in run["curve"][:-1] if p["step"] > phase["steps"]] for run in ran}
     baseline = over_seeds(records, PAPER_N_BASELINE).perplexity
@@ -485,7 +454,7 @@ def paper_n(records):
 
 def paper_n_last_stretch(records):
     """How much each run the n = 512 targets judge fell over its last stretch between evaluations ("" before any
-    ran): a target read while its curves still fall is a point on the way (the paper's n section and the card)."""
+    ran): a target read while its curves still fall is a point on the way."""
     judged = [run for configuration in (PAPER_N_BASELINE, *(c for c, *_ in PAPER_N_TARGETS))
               for run in records.by_configuration.get(configuration, [])]
     if not judged:
@@ -505,9 +474,8 @@ def left_plateau(records, run):
 
 
 def paper_n_short_blocks(records):
-    """Why the Linformers read the short phase exactly: the k = 128 run resampled against the same seed read
-    exactly (its run, or before it finished the pilot of its first updates) and standard attention: where each left
-    the plateau, and where each was at the exact one's last short-block point."""
+    """Why the Linformers read the short phase exactly: the k = 128 run resampled against the same seed read exactly
+    (its run, or before it finished its pilot) and standard attention, at the exact one's last short-block point."""
     k128, phase = study.linformer(n=4 * N, k=4 * K), study.SHORT_PHASE
     exact_name = study.name_of(study.short_first(k128))
     resampled, exact, standard = [(records.by_configuration.get(name) or [None])[0] for name in (
@@ -515,11 +483,10 @@ def paper_n_short_blocks(records):
     pilot = next((run for run in records.pilots if run["name"].startswith(exact_name)), None)
     if None in (resampled, standard) or not (exact or pilot):
         return "(the run read exactly has not finished yet)."
-    exact = exact or pilot
-    step = min(exact["curve"][-1]["step"], phase["steps"])  # the curve's point at the switch: n-token blocks
-    runs, source = (resampled, exact, standard), "its run"
-    if exact is pilot:
-        source = f"the first updates of its run, recorded as the pilot `{pilot['name']}` before the run finished"
+    source = "its run" if exact else (f"the first updates of its run, recorded as the pilot `{pilot['name']}` before "
+                                      "the run finished")
+    runs = (resampled, exact or pilot, standard)
+    step = min(runs[1]["curve"][-1]["step"], phase["steps"])  # the curve's point at the switch: n-token blocks
     at = [run["short_phase"]["perplexity"] if step == phase["steps"] else
           next(p["perplexity"] for p in run["curve"] if p["step"] == step) for run in runs]
     left = [left_plateau(records, run).replace("-", f"not reached by {min(run['curve'][-1]['step'], phase['steps']):,}")
@@ -535,8 +502,7 @@ def paper_n_short_blocks(records):
 
 # --- does a peer implementation agree? (and the convolution in place of learned E/F) ----------------------------
 def peer(records):
-    """The peer among our k = K runs with learned E/F, what precision alone changes (runs trained in different
-    ones), and the convolution against learned E/F (the multi-seed Linformer); left out without peer or convolution."""
+    """The peer and the convolution beside our k = K runs with learned E/F, and what precision alone changes."""
     peers, convolutions = (records.by_configuration.get(study.name_of(spec), [])
                            for spec in (study.peer(), study.linformer(projection="conv")))
     if not peers + convolutions:
@@ -586,9 +552,8 @@ def precision_finding(records, layerwise):
 
 
 def convolution_finding(run, layerwise):
-    """The convolution against learned E/F, read as the Figure 3 section reads its one-seed runs: its perplexity
-    (on the loss) and accuracy against where one more seed of the layerwise Linformer would fall (95% prediction
-    interval): met when better, **missed** when worse, undecided (a tie) inside."""
+    """The convolution against learned E/F, read as the Figure 3 section reads its one-seed runs: against where one
+    more seed of the layerwise Linformer would fall (95% prediction interval; perplexity on the loss)."""
     def against(value, values, below):
         mean, half = reporting.t_interval(values, predict=True)
         return verdict(value - mean - half, value - mean + half, above=not below), mean - half, mean + half
@@ -605,37 +570,27 @@ def convolution_finding(run, layerwise):
 
 
 # --- how the runs ran: cost, pilots, what is missing, commands ---------------------------------------------------
-def stretches(run):
-    """Where and in which precision a run's pretraining ran, stretch by stretch (run_study.py's hardware_segments; a
-    run that stayed on one machine is one stretch), each with its seconds and tokens/s. A record split without seconds
-    (a state whose logs were lost) stays one stretch, its hardware named in full and no one speed."""
-    segments = run.get("hardware_segments") or []
-    if len(segments) < 2 or any(segment["seconds"] is None for segment in segments):
-        mixed = len({segment["hardware"] for segment in segments}) > 1
-        how = f"{run['hardware']}, {precision_name(run['config']['mixed_precision'])}"
-        return [{"hardware": how, "where": how, "seconds": run["pretrain_seconds"],
-                 "tokens_per_second": None if mixed else run["tokens_per_second"]}]
-    parts = []
-    for segment in segments:
-        how = f"{segment['hardware']}, {precision_name(segment['precision'])}"
-        parts.append({"hardware": how, "seconds": segment["seconds"],
-                      "where": f"{how}, updates {segment['first_step']:,}-{segment['last_step']:,}",
-                      "tokens_per_second": round(segment["tokens_seen"] / segment["seconds"])})
-    return parts
-
-
 def cost(records):
-    """Hours per hardware and each run's speed on each; a run's finetuning is counted where its pretraining ended
-    (run_study.py finetunes where it pretrains)."""
+    """Hours per hardware and each run's speed on each, a row per stretch of one hardware and one precision
+    (run_study.py's hardware_segments). A record split without seconds (a state whose logs were lost) stays one
+    stretch, its hardware named in full and no one speed. A run's finetuning counts where its pretraining ended."""
     spent_on, rows = {}, []  # hardware: its runs and seconds
     for run in records.runs:
-        for part in (parts := stretches(run)):
-            spent = spent_on.setdefault(part["hardware"], {"runs": set(), "pretrain": 0.0, "finetune": 0.0})
+        segments = run.get("hardware_segments") or []
+        if len(segments) < 2 or any(segment["seconds"] is None for segment in segments):
+            how = f"{run['hardware']}, {precision_name(run['config']['mixed_precision'])}"
+            mixed = len({segment["hardware"] for segment in segments}) > 1
+            parts = [(how, how, run["pretrain_seconds"], None if mixed else run["tokens_per_second"])]
+        else:
+            parts = [(how, f"{how}, updates {segment['first_step']:,}-{segment['last_step']:,}", segment["seconds"],
+                      round(segment["tokens_seen"] / segment["seconds"])) for segment in segments
+                     for how in [f"{segment['hardware']}, {precision_name(segment['precision'])}"]]
+        for hardware, where, seconds, speed in parts:
+            spent = spent_on.setdefault(hardware, {"runs": set(), "pretrain": 0.0, "finetune": 0.0})
             spent["runs"].add(run["name"])
-            spent["pretrain"] += part["seconds"]
-            rows.append([run["name"], part["where"], number(part["tokens_per_second"], ","),
-                         f"{part['seconds'] / 60:.1f}"])
-        spent_on[parts[-1]["hardware"]]["finetune"] += sum(f["seconds"] for f in run["finetune"].values())
+            spent["pretrain"] += seconds
+            rows.append([run["name"], where, number(speed, ","), f"{seconds / 60:.1f}"])
+        spent_on[parts[-1][0]]["finetune"] += sum(f["seconds"] for f in run["finetune"].values())
     return records.runs and {"runs": body(rows), "hardware": body(
         [name, len(spent["runs"]), f"{spent['pretrain'] / 3600:.2f}", f"{spent['finetune'] / 3600:.2f}"]
         for name, spent in spent_on.items())}
@@ -680,8 +635,7 @@ def efficiency(records):
     return found and dict(
         found["machine"], layers=found["dims"]["num_hidden_layers"], hidden=found["dims"]["hidden_size"],
         dtype=found["args"]["dtype"], device=found["machine"]["device"].upper(),
-        threads_argument=found["args"]["threads"],
-        max_forward_s=f"{found['args']['max_forward_s']:g}", rows=body(
+        threads_argument=found["args"]["threads"], max_forward_s=f"{found['args']['max_forward_s']:g}", rows=body(
             [row["n"], row["k"], f"{row['time_saved_vs_eager']:.2f}x ({row['paper_time_saved']}x)",
              f"{row['time_saved_vs_sdpa']:.2f}x", f"{row['mem_saved_vs_eager']:.1f}x ({row['paper_mem_saved']}x)",
              f"{row['mem_saved_vs_sdpa']:.2f}x"]
@@ -690,17 +644,13 @@ def efficiency(records):
 
 # The sections in page order: a part of the template, alone or with the function that fills it. CARD's are also
 # model_card.md's results section.
-CARD = [("longer_answer", longer_answer), ("recipe", recipe),
-        ("unigram_reference", lambda records: records.unigram and {"unigram": f"{records.unigram:.1f}"}),
-        ("neighbours_reference", lambda records: records.unigram and records.neighbours and {
-            "neighbours": f"{records.neighbours:.1f}"}),
+CARD = [("longer_answer", longer_answer), ("recipe", recipe), ("news_references", news_references),
         ("rotten_tomatoes_reference", rotten_tomatoes_reference), ("every_configuration", every_configuration),
         ("targets", lambda records: {"rows": body(target_row(records, *target) for target in TARGETS)}),
         ("short_inputs_read_exactly", short_inputs_read_exactly), ("figure3_claims", figure3_claims),
-        ("what_was_learnt", what_was_learnt), ("not_checked", not_checked)]
-PAGE = [("longer", longer), ("longer_baseline_falls", longer_baseline_falls), ("start_or_fall", start_or_fall),
-        ("peer", peer), ("paper_n", paper_n),
-        ("cost", cost), ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
+        ("what_was_learnt", what_was_learnt)]
+PAGE = [("longer", longer), ("start_or_fall", start_or_fall), ("peer", peer), ("paper_n", paper_n), ("cost", cost),
+        ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
 
 
 def pages(records, card=REPO / "model_card.md"):
@@ -728,11 +678,10 @@ def plot(records, path):
               (f"n (k={K}, layerwise sharing; dashed: standard attention at that n)", about["baselines"] + about["n"]),
               (f"n={4 * N}: {phase['block_size']}-token blocks until update {phase['steps']:,}, then {4 * N}", short),
               ("pilots (recipes, first validation blocks)", [])]
-    references = [] if records.unigram is None else [
-        (records.unigram, "--", f"unigram, no context ({records.unigram:.0f})"),
-        (0.3 * records.unigram, ":", "0.3 x unigram (target)")]
-    if records.neighbours is not None:
-        references.append((records.neighbours, "-.", f"two-neighbour count model ({records.neighbours:.0f})"))
+    references = [(records.unigram, "--", f"unigram, no context ({records.unigram:.0f})"),
+                  (0.3 * records.unigram, ":", "0.3 x unigram (target)"),
+                  (records.neighbours, "-.", f"two-neighbour count model ({records.neighbours:.0f})")
+                  ] if records.unigram and records.neighbours else []  # written together
     with figure(path, 1, len(panels), figsize=(5.5 * len(panels), 5.5), sharey=True) as (fig, axes):
         for run in records.pilots:  # the last panel: how long each recipe sat on the unigram line
             axes[-1].plot(*drawn(run["curve"]), marker="o", ms=2, label=run["name"])
