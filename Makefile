@@ -22,7 +22,7 @@ demo: setup
 
 test: setup-dev
 	$(PY) -m ruff check .
-	HF_HUB_OFFLINE=1 $(PY) -m pytest -q --durations=15
+	HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 $(PY) -m pytest -q -n 2 --dist loadgroup --durations=15
 
 # Rebuild release/minilm-l6-linformer-n4096 (convert all-MiniLM-L6-v2, train the long path, evaluate, fp16
 # folder); resumable, about an hour on 2 CPU cores. Needs ../shared/data (news, Rotten Tomatoes).

@@ -34,6 +34,25 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 
+# Fixtures cheap enough for each pytest-xdist worker to build its own (a tokenizer trained in a second)
+BUILT_ON_EVERY_WORKER = {"moby_text", "tokenizer", "tok", "docs"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """`make test` spreads the tests one by one over two workers (pytest-xdist, --dist loadgroup), except that the
+    tests of a file that use a fixture built once per module or session stay together on one worker: spread, each
+    worker would build it again (the quality study's `ran` is minutes). Spreading whole files instead left the
+    largest file's worker running alone at the end."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        shared = fixtures and [name for name, defs in fixtures.name2fixturedefs.items()
+                               if defs[-1].scope != "function" and defs[-1].baseid
+                               and name not in BUILT_ON_EVERY_WORKER]
+        if shared:
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+
+
 @pytest.fixture(autouse=True)
 def torch_threads_as_they_were():
     """A script's main() run in this process with `--threads 1` (the benchmarks') sets torch's thread count for the
