@@ -42,8 +42,8 @@ BUILT_ON_EVERY_WORKER = {"moby_text", "tokenizer", "tok", "docs"}
 def pytest_collection_modifyitems(config, items):
     """`make test` spreads the tests one by one over two workers (pytest-xdist, --dist loadgroup), except that the
     tests of a file that use a fixture built once per module or session stay together on one worker: spread, each
-    worker would build it again (the quality study's `ran` is minutes). Spreading whole files instead left the
-    largest file's worker running alone at the end."""
+    worker would build it again (the quality study's `ran` is minutes). The other tests of a large file still go
+    to whichever worker is free."""
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
         shared = fixtures and [name for name, defs in fixtures.name2fixturedefs.items()
