@@ -1178,6 +1178,25 @@ def test_start_or_fall_reads_a_slower_fall_only_where_the_seeds_interval_exclude
     assert "never left the plateau" in start_or_fall_reading("lin", {0: (None, None)}, baseline)
 
 
+
+def test_the_convolution_is_read_against_learned_projections_paired_by_seed_once_two_seeds_pair():
+    """Issue 66 item 1: conv and learned E/F of the same pretraining seed are compared pair by pair; a consistent
+    advantage is met, a pair that disagrees leaves it undecided, and one pair is no paired reading at all."""
+    from experiments.quality.render import convolution_paired
+
+    def run(seed, perplexity, accuracy):
+        return {"seed": seed, "perplexity": perplexity, "finetune": {"0": {"accuracy": accuracy}}}
+
+    learned = [run(0, 204.0, 0.73), run(1, 322.0, 0.72), run(2, 250.0, 0.74)]
+    better = [run(0, 112.0, 0.75), run(1, 170.0, 0.745), run(2, 135.0, 0.76)]
+    said = convolution_paired(better, learned)
+    assert "seeds 0, 1, 2" in said and "perplexity 0.54x" in said
+    assert said.count("convolution better: met") == 2, said
+    mixed = [run(0, 112.0, 0.70), run(1, 400.0, 0.75)]
+    assert convolution_paired(mixed, learned).count("convolution better: undecided") == 2
+    assert convolution_paired([run(0, 112.0, 0.75)], learned) is None
+    assert convolution_paired([run(5, 112.0, 0.75), run(6, 110.0, 0.75)], learned) is None  # no seed pairs
+
 def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_with_its_interval():
     """Issue 66 item 4: the configuration that comes within 5% of the baseline's budget perplexity in the fewest
     updates, its factor over seeds with an interval; one seed is never called met outright."""

@@ -512,7 +512,8 @@ def peer(records):
     layerwise, baseline = records.by_configuration.get(LINFORMER, []), over_seeds(records, BASELINE)
     found = [*(peer_finding(records, run, ours, layerwise) for run in (peers if ours else [])),
              precision_finding(records, layerwise),
-             *(convolution_finding(run, layerwise) for run in (convolutions if len(layerwise) > 1 else []))]
+             *([paired] if (paired := convolution_paired(convolutions, layerwise)) else
+               (convolution_finding(run, layerwise) for run in (convolutions if len(layerwise) > 1 else [])))]
     rows = [[run["name"], f"{run['config']['mixed_precision']}, {run['hardware']}", f"{run['curve'][-1]['step']:,}",
              f"{run['perplexity']:.1f}", number(gap(run["perplexity"], baseline.perplexity), "+.1f", "%"),
              accuracy_cell(run)] for run in peers + convolutions + ours]
@@ -568,6 +569,28 @@ def convolution_finding(run, layerwise):
             f"perplexity: {ppl}; in Rotten Tomatoes accuracy: {acc} (met: better, **missed**: worse, undecided: a "
             f"tie).")
 
+
+
+def convolution_paired(convolutions, layerwise):
+    """The convolution against learned E/F paired by pretraining seed, once two seeds pair: both models of a seed
+    read the same batches and masks, so the seed's luck cancels. Perplexity as a ratio (on the loss), accuracy as a
+    difference in points, each with its 95% paired t-interval."""
+    learned = {run["seed"]: run for run in layerwise}
+    pairs = {run["seed"]: (run, learned[run["seed"]]) for run in convolutions if run["seed"] in learned}
+    if len(pairs) < 2:
+        return None
+    ratio = reporting.paired_t_interval(*({seed: loss(pair[side]) for seed, pair in pairs.items()} for side in (0, 1)))
+    tuned = {seed: pair for seed, pair in pairs.items() if all(run["finetune"] for run in pair)}
+    points = reporting.paired_t_interval(*({seed: accuracy(pair[side]) for seed, pair in tuned.items()}
+                                           for side in (0, 1)))
+    mean_ratio = math.exp(statistics.mean(loss(conv) - loss(learnt) for conv, learnt in pairs.values()))
+    said = ("not measured on two seeds" if points is None else
+            f"{100 * statistics.mean(accuracy(conv) - accuracy(learnt) for conv, learnt in tuned.values()):+.1f} "
+            f"points [{100 * points[0]:+.1f}, {100 * points[1]:+.1f}], convolution better: {verdict(*points)}")
+    return (f"- **Convolution against learned E/F, paired by seed** (`{LINFORMER}_conv` against `{LINFORMER}`, seeds "
+            f"{', '.join(map(str, sorted(pairs)))}): perplexity {mean_ratio:.2f}x [{math.exp(ratio[0]):.2f}, "
+            f"{math.exp(ratio[1]):.2f}], convolution better: {verdict(*ratio, above=False)}; Rotten Tomatoes "
+            f"accuracy {said} (met: better, **missed**: worse, undecided: a tie).")
 
 # --- how the runs ran: cost, pilots, what is missing, commands ---------------------------------------------------
 def cost(records):
