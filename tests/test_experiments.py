@@ -936,7 +936,7 @@ def test_render_reports_the_peer_and_the_convolutional_projection(ran, tmp_path)
     base = stats.gmean([read(f.stem)["perplexity"] for f in results.glob("roberta_n32_s*.json")])  # over the loss
     for r in (peer, conv, lin):
         rt = f"{100 * r['finetune']['0']['accuracy']:.1f}" if r["finetune"] else "-"
-        assert (f"| {r['name']} | no, {r['hardware']} | 4 | {r['perplexity']:.1f} | "
+        assert (f"| {r['name']} | fp32, {r['hardware']} | 4 | {r['perplexity']:.1f} | "
                 f"{100 * (r['perplexity'] / base - 1):+.1f}% | {rt} |") in report
     # The generic tables: the peer is a configuration of its own; neither is one of the paper's sharing modes.
     assert "| lucidrains_n32_k8_share_kv | 32 | 8 | share_kv | " in report and "| - (0) |" in report

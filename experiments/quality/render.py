@@ -514,7 +514,8 @@ def peer(records):
              precision_finding(records, layerwise),
              *([paired] if (paired := convolution_paired(convolutions, layerwise)) else
                (convolution_finding(run, layerwise) for run in (convolutions if len(layerwise) > 1 else [])))]
-    rows = [[run["name"], f"{run['config']['mixed_precision']}, {run['hardware']}", f"{run['curve'][-1]['step']:,}",
+    rows = [[run["name"], f"{precision_name(run['config']['mixed_precision'])}, {run['hardware']}",
+             f"{run['curve'][-1]['step']:,}",
              f"{run['perplexity']:.1f}", number(gap(run["perplexity"], baseline.perplexity), "+.1f", "%"),
              accuracy_cell(run)] for run in peers + convolutions + ours]
     return {"n": N, "k": K, "recipe": study.PRETRAIN["mixed_precision"], "found": "\n".join(found), "rows": body(rows)}
@@ -575,8 +576,8 @@ def convolution_paired(convolutions, layerwise):
     """The convolution against learned E/F paired by pretraining seed, once two seeds pair: both models of a seed
     read the same batches and masks, so the seed's luck cancels. Perplexity as a ratio (on the loss), accuracy as a
     difference in points, each with its 95% paired t-interval."""
-    learned = {run["seed"]: run for run in layerwise}
-    pairs = {run["seed"]: (run, learned[run["seed"]]) for run in convolutions if run["seed"] in learned}
+    learned = {run["seed"]: run for run in layerwise if "seed" in run}  # a record without one pairs with nothing
+    pairs = {run["seed"]: (run, learned[run["seed"]]) for run in convolutions if run.get("seed") in learned}
     if len(pairs) < 2:
         return None
     ratio = reporting.paired_t_interval(*({seed: loss(pair[side]) for seed, pair in pairs.items()} for side in (0, 1)))
