@@ -1184,13 +1184,16 @@ def test_the_convolution_is_read_against_learned_projections_paired_by_seed_once
     advantage is met, a pair that disagrees leaves it undecided, and one pair is no paired reading at all."""
     from experiments.quality.render import convolution_paired
 
-    def run(seed, perplexity, accuracy):
-        return {"seed": seed, "perplexity": perplexity, "finetune": {"0": {"accuracy": accuracy}}}
+    def run(seed, perplexity, accuracy, configuration=f"{study.LINFORMER}_conv"):
+        return {"name": f"{configuration}_s{seed}", "seed": seed, "perplexity": perplexity,
+                "finetune": {"0": {"accuracy": accuracy}}}
 
-    learned = [run(0, 204.0, 0.73), run(1, 322.0, 0.72), run(2, 250.0, 0.74)]
+    learned = [run(seed, *values, configuration=study.LINFORMER)
+               for seed, values in enumerate(((204.0, 0.73), (322.0, 0.72), (250.0, 0.74)))]
     better = [run(0, 112.0, 0.75), run(1, 170.0, 0.745), run(2, 135.0, 0.76)]
     said = convolution_paired(better, learned)
-    assert "seeds 0, 1, 2" in said and "perplexity 0.54x" in said
+    assert f"(`{study.LINFORMER}_conv` against `{study.LINFORMER}`, seeds 0, 1, 2)" in said
+    assert "perplexity 0.54x" in said
     assert said.count("convolution better: met") == 2, said
     mixed = [run(0, 112.0, 0.70), run(1, 400.0, 0.75)]
     assert convolution_paired(mixed, learned).count("convolution better: undecided") == 2

@@ -571,27 +571,27 @@ def convolution_finding(run, layerwise):
             f"tie).")
 
 
-
 def convolution_paired(convolutions, layerwise):
     """The convolution against learned E/F paired by pretraining seed, once two seeds pair: both models of a seed
     read the same batches and masks, so the seed's luck cancels. Perplexity as a ratio (on the loss), accuracy as a
-    difference in points, each with its 95% paired t-interval."""
+    difference in points, each the mean over seeds of the per-seed differences with its 95% t-interval."""
     learned = {run["seed"]: run for run in layerwise if "seed" in run}  # a record without one pairs with nothing
-    pairs = {run["seed"]: (run, learned[run["seed"]]) for run in convolutions if run.get("seed") in learned}
+    pairs = [(run, learned[run["seed"]]) for run in convolutions if run.get("seed") in learned]
     if len(pairs) < 2:
         return None
-    ratio = reporting.paired_t_interval(*({seed: loss(pair[side]) for seed, pair in pairs.items()} for side in (0, 1)))
-    tuned = {seed: pair for seed, pair in pairs.items() if all(run["finetune"] for run in pair)}
-    points = reporting.paired_t_interval(*({seed: accuracy(pair[side]) for seed, pair in tuned.items()}
-                                           for side in (0, 1)))
-    mean_ratio = math.exp(statistics.mean(loss(conv) - loss(learnt) for conv, learnt in pairs.values()))
-    said = ("not measured on two seeds" if points is None else
-            f"{100 * statistics.mean(accuracy(conv) - accuracy(learnt) for conv, learnt in tuned.values()):+.1f} "
-            f"points [{100 * points[0]:+.1f}, {100 * points[1]:+.1f}], convolution better: {verdict(*points)}")
-    return (f"- **Convolution against learned E/F, paired by seed** (`{LINFORMER}_conv` against `{LINFORMER}`, seeds "
-            f"{', '.join(map(str, sorted(pairs)))}): perplexity {mean_ratio:.2f}x [{math.exp(ratio[0]):.2f}, "
-            f"{math.exp(ratio[1]):.2f}], convolution better: {verdict(*ratio, above=False)}; Rotten Tomatoes "
-            f"accuracy {said} (met: better, **missed**: worse, undecided: a tie).")
+    seeds = ", ".join(str(seed) for seed in sorted(conv["seed"] for conv, _ in pairs))
+    ratio, spread = reporting.t_interval([loss(conv) - loss(learnt) for conv, learnt in pairs])
+    tuned = [accuracy(conv) - accuracy(learnt) for conv, learnt in pairs if conv["finetune"] and learnt["finetune"]]
+    points, half = reporting.t_interval(tuned)
+    said = ("not measured on two seeds" if half is None else
+            f"{100 * points:+.1f} points [{100 * (points - half):+.1f}, {100 * (points + half):+.1f}], convolution "
+            f"better: {verdict(points - half, points + half)}")
+    return (f"- **Convolution against learned E/F, paired by seed** (`{configuration_of(pairs[0][0]['name'])}` against "
+            f"`{LINFORMER}`, seeds {seeds}): perplexity {math.exp(ratio):.2f}x [{math.exp(ratio - spread):.2f}, "
+            f"{math.exp(ratio + spread):.2f}], "
+            f"convolution better: {verdict(ratio - spread, ratio + spread, above=False)}; Rotten Tomatoes accuracy "
+            f"{said} (met: better, **missed**: worse, undecided: a tie).")
+
 
 # --- how the runs ran: cost, pilots, what is missing, commands ---------------------------------------------------
 def cost(records):
