@@ -643,9 +643,13 @@ def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():
     from benchmarks import time_to_quality
 
     runs, level, budget = time_to_quality.updates_to_reach()
-    assert budget == 10_000 and {name: at for name, _, at, _ in runs} == {
+    reading = {name: (at, last) for name, _, at, last in runs}
+    # the readings results.md states; runs the study adds later (issue 66's convolutions) are only checked for sense
+    assert budget == 10_000 and {name: reading.pop(name)[0] for name in (
+        "linformer_n128_k32_key_value_s0", "linformer_n128_k32_layerwise_s0", "linformer_n128_k64_layerwise_s0")} == {
         "linformer_n128_k32_key_value_s0": None, "linformer_n128_k32_layerwise_s0": None,
         "linformer_n128_k64_layerwise_s0": 16_500}
+    assert all(at is None or 0 < at <= last for at, last in reading.values()), reading
 
     def curve(*points):
         return [dict(step=step, perplexity=perplexity) for step, perplexity in points]
