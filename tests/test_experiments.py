@@ -58,17 +58,22 @@ def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_a
     same short phase, read there by exact attention (exact_attention_length covers the short blocks and is valid
     for its k), beside the first k = 128 run, whose E/F were resampled to the short blocks instead. On short blocks
     the window-mean E/F, resampled, compute exact attention at the start (so that run started where the others
-    did), and through their first columns they would not."""
+    did), and through their first columns they would not. Issue 66: the convolution at k = 128 beside them, its short
+    blocks read exactly by the exact length alone (it pools whatever length comes: nothing to resample)."""
     from linformer_hf import LinformerConfig, LinformerModel
 
     short = {r["name"]: r for r in study.RUNS if "short" in r}
-    assert sorted({(r["model_type"], r["n"], r.get("k"), r.get("short_exact")) for r in short.values()}) == [
-        ("linformer", 512, 128, False), ("linformer", 512, 128, True), ("linformer", 512, 256, True),
-        ("roberta", 512, None, None)]
+    assert sorted({(r["model_type"], r["n"], r.get("k"), r.get("projection"), r.get("short_exact"))
+                   for r in short.values()}, key=str) == [
+        ("linformer", 512, 128, "conv", True), ("linformer", 512, 128, "linear", False),
+        ("linformer", 512, 128, "linear", True), ("linformer", 512, 256, "linear", True),
+        ("roberta", 512, None, None, None)]
     seeds = {}  # three seeds of each configuration of the targets; one of the first recipe
     for r in short.values():
         seeds.setdefault(study.name_of(r), []).append(r["seed"])
-    assert sorted(seeds.values()) == [[0], [0, 1, 2], [0, 1, 2], [0, 1, 2]], seeds
+    assert sorted(seeds.values()) == [[0], [0, 1, 2], [0, 1, 2], [0, 1, 2], [0, 1, 2]], seeds
+    # Issue 66, item 2: every short-phase run but the first recipe's is settled.
+    assert sorted(study.SETTLED) == sorted(name for name, r in short.items() if r.get("short_exact", True))
     assert all(r["short"] == study.SHORT_PHASE for r in short.values())
     phase = study.SHORT_PHASE
     assert 0 < phase["steps"] < study.PRETRAIN["max_steps"] and study.TOKENS_PER_UPDATE % phase["block_size"] == 0
@@ -77,6 +82,9 @@ def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_a
         if r["model_type"] != "linformer":
             continue
         fields = {**study.PRETRAIN["config_overrides"], **r["config_overrides"]}
+        if r["projection"] == "conv":
+            check_the_convolution_reads_short_blocks_exactly(fields, ids, r)
+            continue
         assert fields["projection_length_scaling"] == "resample" and fields["projection_init"] == "window_mean"
         exact = fields.pop("exact_attention_length", None)
         assert exact == (max(r["k"], phase["block_size"]) if r["short_exact"] else None), r["name"]
@@ -92,6 +100,24 @@ def test_the_paper_n_runs_share_a_short_phase_that_starts_a_linformer_as_exact_a
                 outputs[what] = other(ids).last_hidden_state
         torch.testing.assert_close(outputs["projected"], outputs["exact"], rtol=1e-5, atol=1e-5)
         assert (outputs["first columns"] - outputs["exact"]).abs().max() > 1e-2, r["name"]
+
+
+def check_the_convolution_reads_short_blocks_exactly(fields, ids, r):
+    from linformer_hf import LinformerConfig, LinformerModel
+
+    assert fields["projection_type"] == "conv" and "projection_length_scaling" not in fields
+    assert fields["exact_attention_length"] == r["k"] == ids.shape[1], r["name"]
+    torch.manual_seed(0)
+    model = LinformerModel(LinformerConfig(vocab_size=300, **fields)).eval()
+    outputs = {}
+    for what, length in (("as trained", fields["exact_attention_length"]), ("exact", r["n"]), ("pooled", None)):
+        other = LinformerModel(LinformerConfig(vocab_size=300, **{**fields, "exact_attention_length": length})).eval()
+        other.load_state_dict(model.state_dict())
+        with torch.no_grad():
+            outputs[what] = other(ids).last_hidden_state
+    torch.testing.assert_close(outputs["as trained"], outputs["exact"], rtol=1e-5, atol=1e-5)
+    # at initialisation attention is near uniform, so pooling changes little, yet far beyond float error
+    assert (outputs["pooled"] - outputs["exact"]).abs().max() > 1e-4, r["name"]
 
 
 TINY_STUDY = '''
@@ -116,6 +142,7 @@ SHORT_PHASE = {{"block_size": 16, "steps": 2}}
 RUNS = [run(roberta(), 0), run(linformer(), 0), run(peer(), 0), run(linformer(projection="conv"), 0),
         run(short_first(linformer(n=2 * N, k=N)), 0)]
 EXTENDED_STEPS, EXTENDED = (2, 6), [LINFORMER + "_s0"]  # 6: past the study's 4 updates
+SETTLED = [r["name"] for r in RUNS if "short" in r]
 '''
 
 
@@ -633,7 +660,7 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
     # Only the runs of study.EXTENDED extend.
     other = run_script(root, "run_study", "--extend", "--only", "roberta_n32_s0")
-    assert other.returncode == 2 and "only these runs are extended: " + name in other.stderr, other.stderr
+    assert other.returncode == 2 and "--extend: only these runs take it: " + name in other.stderr, other.stderr
 
 
 def test_an_extended_run_that_never_ran_alone_gets_its_study_record_from_its_budget_point(tmp_path):
@@ -660,6 +687,53 @@ def test_an_extended_run_that_never_ran_alone_gets_its_study_record_from_its_bud
     extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
     assert list(extended["points"]) == ["4", "6"]
     assert json.loads((root / f"experiments/quality/results/{name}.json").read_text()) == alone
+
+
+@pytest.mark.parametrize("points, stop", [
+    ({9000: 1135.0, 9250: 674.0, 10000: 140.9}, None),                       # the budget: still falling 88%
+    ({9000: 1135.0, 10000: 140.0, 11000: 120.0}, None),                      # 14%: another stretch
+    ({9000: 1135.0, 10000: 140.0, 11000: 120.0, 12000: 118.0}, (12000, "fell by less than 2%")),
+    ({9000: 1135.0, 10000: 140.0, 11000: 120.0, 12000: 121.0}, (12000, "fell by less than 2%")),  # rose
+    ({9000: 1135.0, 10000: 140.0, 11000: 120.0, 11500: 110.0}, None),         # not a stretch's end
+    ({9000 + 1000 * i: 1000.0 * 0.9 ** i for i in range(11)}, (19000, "10,000 updates on n-token blocks"))])
+def test_a_settled_run_stops_when_a_stretch_falls_by_less_than_2_percent_or_at_10000_long_updates(points, stop):
+    """Issue 66, item 2: the rule read at the last point of a curve whose blocks became n tokens long at 9,000."""
+    curve = [{"step": step, "perplexity": ppl} for step, ppl in points.items()]
+    got = study.settled(curve, switch=9000)
+    assert (got and (got["step"], got["why"][:len(stop[1])])) == (stop and stop), got
+    if got:
+        assert got["fall"] == pytest.approx(1 - curve[-1]["perplexity"] / points[got["step"] - 1000])
+
+
+def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_path):
+    """Issue 66, item 2: --settle trains a short-phase run again to the study's budget (kept, checked, finetuned:
+    the study's record where it has none), then on n-token blocks a stretch at a time, each a resume, until the rule
+    stops it (here the cap: 4 updates on n-token blocks); the stop is kept, checked and finetuned too, and run
+    again there is nothing left to do. Only the runs of study.SETTLED settle, and not with --extend."""
+    root = make_study_copy(tmp_path / "repo")
+    tiny = root / "experiments/quality/study.py"
+    name = "linformer_n64_k32_layerwise_short16exact_s0"  # 2 updates on 16-token blocks, then n = 64
+    tiny.write_text(tiny.read_text() + 'SETTLE = {"window": 2, "fall": -1e9, "long_updates": 4}\n')  # never by fall
+    out = run_script(root, "run_study", "--settle", "--only", name)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    settled = json.loads((root / f"experiments/quality/results/settled/{name}.json").read_text())
+    assert [p["step"] for p in settled["curve"]] == [0, 2, 4, 6] and list(settled["points"]) == ["4", "6"]
+    assert settled["settled"] == {"step": 6, "fall": settled["settled"]["fall"],
+                                  "why": "4 updates on n-token blocks"}
+    for steps, point in settled["points"].items():
+        assert f"--max_steps {int(steps) - 2} " in point["pretrain_command"].split(" && ")[1]  # the long phase's
+        assert list(point["finetune"]) == ["0"] and "order_check" in point and "projection_check" in point
+        assert point["perplexity"] == next(p["perplexity"] for p in settled["curve"] if p["step"] == int(steps))
+        assert (root / f"runs/settled/{name}_step{steps}/model.safetensors").is_file()
+    alone = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
+    assert alone["curve"] == settled["curve"][:3] and alone["finetune"] == settled["points"]["4"]["finetune"]
+    assert (root / f"runs/settled/{name}.pretrain.log").read_text().count("Resumed from") == 1  # 4 -> 6
+    again = run_script(root, "run_study", "--settle", "--only", name)
+    assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
+    for flags, said in ((["--settle", "--only", "roberta_n32_s0"], "--settle: only these runs take it: " + name),
+                        (["--settle", "--extend"], "pass one of them"), (["--settle", "--rebuild"], "takes none of")):
+        refused = run_script(root, "run_study", *flags)
+        assert refused.returncode == 2 and said in refused.stderr, refused.stderr
 
 
 @pytest.mark.parametrize("level, gaps, ppl_30k, said", [
@@ -1199,6 +1273,48 @@ def test_the_convolution_is_read_against_learned_projections_paired_by_seed_once
     assert convolution_paired(mixed, learned).count("convolution better: undecided") == 2
     assert convolution_paired([run(0, 112.0, 0.75)], learned) is None
     assert convolution_paired([run(5, 112.0, 0.75), run(6, 110.0, 0.75)], learned) is None  # no seed pairs
+
+def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_paired_by_seed_at_the_stops():
+    """Issue 66, item 2: a stopped run shows its stop and why, one still training shows its last evaluation; a target
+    with two seeds stopped on both sides gets a paired interval and a verdict, one seed is undecided, none is not
+    measured."""
+    from types import SimpleNamespace
+
+    from experiments.quality import render
+
+    switch, budget = study.SHORT_PHASE["steps"], render.BUDGET
+    k128, k256, conv = (c for c, _ in render.settled_targets())
+
+    def settled(configuration, seed, ppl, stop=None):
+        curve = [{"step": s, "perplexity": ppl * 2} for s in (switch, budget)] + (
+            [{"step": stop, "perplexity": ppl}] if stop else [])
+        points = {str(budget): {"perplexity": ppl * 2, "finetune": {}}}
+        record = {"name": f"{configuration}_s{seed}", "run": {"short": dict(study.SHORT_PHASE)}, "curve": curve,
+                  "points": points}
+        if stop:
+            points[str(stop)] = {"perplexity": ppl, "finetune": {"0": {"accuracy": 0.7}}}
+            record["settled"] = {"step": stop, "fall": 0.01, "why": "fell by less than 2% over its last 1,000 updates"}
+        return record
+
+    runs = [settled(render.PAPER_N_BASELINE, 0, 100.0, 14_000), settled(render.PAPER_N_BASELINE, 1, 110.0, 15_000),
+            settled(k128, 0, 103.0, 16_000), settled(k128, 1, 114.0, 13_000), settled(k256, 0, 130.0, 12_000),
+            settled(conv, 0, 150.0)]
+    records = SimpleNamespace(settled={r["name"]: r for r in runs}, runs=[], unigram=None)
+    page = render.settled(records)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in page["rows"].splitlines()}
+    assert "| 14,000: fell by less than 2% over its last 1,000 updates | 5,000 | 100.0 | 70.0 |" in rows[
+        f"{render.PAPER_N_BASELINE}_s0"]
+    assert f"| running (last evaluated update {budget:,}) | {budget - switch:,} | 300.0 | - |" in rows[f"{conv}_s0"]
+    targets = {line.split(" | ")[0].lstrip("| "): line for line in page["targets"].splitlines()}
+    k128_row = next(line for what, line in targets.items() if what.startswith(k128 + " "))
+    assert "+3.0% (seed 0), +3.6% (seed 1); mean +3.3% (" in k128_row and "paired by seed" in k128_row
+    assert k128_row.endswith("(-0.6 to +7.4), paired by seed | undecided |"), k128_row  # two seeds: t(1) is wide
+    assert next(line for what, line in targets.items() if what.startswith(k256 + " ")).endswith(
+        "undecided (1 seed settled on both sides: no interval yet) |")
+    assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith(
+        "not measured (no seed has settled on both sides yet) |")
+    assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
+
 
 def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_with_its_interval():
     """Issue 66 item 4: the configuration that comes within 5% of the baseline's budget perplexity in the fewest

@@ -64,6 +64,7 @@ def load(folder=HERE / "results", paper=PAPER):
         pilots=list(reporting.records(folder / "pilots", "name", "what", "curve").values()),
         exact_short_path=reporting.records(folder / "exact_rt", "name", "finetune"),  # NAME.json: records by run name
         extended=reporting.records(folder / "extended", "name", "points", "curve"),
+        settled=reporting.records(folder / "settled", "name", "points", "curve"),
         unigram=references.get("unigram", {}).get("unigram_perplexity"),
         neighbours=references.get("neighbours", {}).get("neighbours_perplexity"))
 
@@ -467,6 +468,54 @@ def paper_n_last_stretch(records):
             f"targets judge fell by {min(falls):.1f}% to {max(falls):.1f}%: {still}.")
 
 
+def settled(records):
+    """Issue 66, item 2: each run of study.SETTLED trained on past the budget until study.settled stopped it (or where
+    it is now), and the n = 512 targets read again at those stops, paired by seed."""
+    runs = [records.settled[name] for name in study.SETTLED if name in records.settled]
+    if not runs:
+        return None
+    stops = {run["name"]: run["points"][str(run["settled"]["step"])] for run in runs if "settled" in run}
+    rows = []
+    for run in runs:
+        alone = next((r for r in records.runs if r["name"] == run["name"]), None)
+        budget, stop = run["points"].get(str(BUDGET)), stops.get(run["name"])
+        last = run["curve"][-1]
+        rows.append([run["name"], number(budget and budget["perplexity"], ".1f"),
+                     number(alone and alone["perplexity"], ".1f"),
+                     f"{run['settled']['step']:,}: {run['settled']['why']}" if stop else
+                     f"running (last evaluated update {last['step']:,})",
+                     f"{last['step'] - run['run']['short']['steps']:,}", f"{last['perplexity']:.1f}",
+                     accuracy_cell(stop) if stop else "-"])
+    return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
+            "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
+            "rows": body(rows), "targets": body(settled_target(stops, c, lim) for c, lim in settled_targets())}
+
+
+def settled_targets():
+    """(configuration, limit) of the n = 512 targets, and the convolution at k = 128 held to k = 128's."""
+    conv = study.name_of(study.short_first(study.linformer(n=4 * N, k=4 * K, projection="conv")))
+    return [*((c, limit) for c, _, limit, _ in PAPER_N_TARGETS), (conv, PAPER_N_TARGETS[0][2])]
+
+
+def settled_target(stops, configuration, limit):
+    """One target read at the settled stops: the gap to standard attention's stop, seed by seed, its 95% t-interval
+    on the loss (paired by seed), and the verdict; undecided until two seeds a side have stopped."""
+    what = f"{configuration} perplexity within {limit:g}% of `{PAPER_N_BASELINE}`'s"
+    ours, theirs = ({int(name.rsplit("_s", 1)[1]): loss(point) for name, point in stops.items()
+                     if configuration_of(name) == c} for c in (configuration, PAPER_N_BASELINE))
+    seeds = sorted(ours.keys() & theirs.keys())
+    if not seeds:
+        return [what, "-", "not measured (no seed has settled on both sides yet)"]
+    gaps = ", ".join(f"{100 * (math.exp(ours[s] - theirs[s]) - 1):+.1f}% (seed {s})" for s in seeds)
+    interval = reporting.paired_t_interval({s: ours[s] for s in seeds}, {s: theirs[s] for s in seeds})
+    if interval is None:
+        return [what, gaps, f"undecided ({len(seeds)} seed settled on both sides: no interval yet)"]
+    low, high = (100 * (math.exp(end) - 1) for end in interval)
+    mean = 100 * (math.exp(statistics.mean(ours[s] - theirs[s] for s in seeds)) - 1)
+    return [what, f"{gaps}; mean {mean:+.1f}% ({low:+.1f} to {high:+.1f}), paired by seed",
+            verdict(low, high, limit, above=False)]
+
+
 def left_plateau(records, run):
     """The first update of a run's short phase whose validation perplexity is below half the unigram reference's."""
     return next((f"{p['step']:,}" for p in run["curve"] if records.unigram and p["perplexity"] < records.unigram / 2
@@ -673,8 +722,8 @@ CARD = [("longer_answer", longer_answer), ("recipe", recipe), ("news_references"
         ("targets", lambda records: {"rows": body(target_row(records, *target) for target in TARGETS)}),
         ("short_inputs_read_exactly", short_inputs_read_exactly), ("figure3_claims", figure3_claims),
         ("what_was_learnt", what_was_learnt)]
-PAGE = [("longer", longer), ("start_or_fall", start_or_fall), ("peer", peer), ("paper_n", paper_n), ("cost", cost),
-        ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
+PAGE = [("longer", longer), ("start_or_fall", start_or_fall), ("peer", peer), ("paper_n", paper_n),
+        ("settled", settled), ("cost", cost), ("pilots", pilots), ("missing", missing), ("commands", commands), "plot"]
 
 
 def pages(records, card=REPO / "model_card.md"):

@@ -21,6 +21,7 @@ where developer checkouts have them; where to get them: experiments/README.md, "
     python -m experiments.quality.run_study --finetune_seeds 0       # one finetuning seed per run
     python -m experiments.quality.run_study --exact_short_path       # Linformer runs, short inputs read exactly
     python -m experiments.quality.run_study --extend --only roberta_n128_s0 --mixed_precision no   # issue 47
+    python -m experiments.quality.run_study --settle --only roberta_n512_short128_s0 --mixed_precision no  # 66
     python -m experiments.quality.run_study --list
 """
 
@@ -77,6 +78,13 @@ def make_parser():
     p.add_argument("--extend_to", type=int, choices=study.EXTENDED_STEPS,
                    help="with --extend, stop at this point (default the last): several runs then advance together, "
                         "each a point at a time, instead of one to the end before the next starts")
+    p.add_argument("--settle", action="store_true",
+                   help="train the runs of study.SETTLED (the paper's n = 512) again from their first update and on "
+                        "n-token blocks past the budget until their perplexity settles (study.SETTLE: a stretch of "
+                        f"{study.SETTLE['window']:,} updates lowers it by less than {study.SETTLE['fall']:.0%}, or "
+                        f"{study.SETTLE['long_updates']:,} updates on n-token blocks), checking and finetuning them "
+                        "at the budget and there; results go to results/settled/NAME.json, checkpoints to "
+                        "--runs_dir/settled/NAME")
     p.add_argument("--mixed_precision", choices=["no", "fp16", "bf16"],
                    help=f"the precision of the pretraining and finetuning this invocation runs (default the "
                         f"study's, {study.PRETRAIN['mixed_precision']}); a CPU without bf16 instructions runs bf16 "
@@ -100,14 +108,18 @@ def chosen_runs(args, p):
                     "nor --rebuild")
         args.stage = "finetune"
         runs = [r for r in runs if study.learned_projections(r)]
-    if args.extend:
+    if args.extend and args.settle:
+        p.error("--extend and --settle train different runs past the budget: pass one of them")
+    for flag, chosen in (("extend", study.EXTENDED), ("settle", study.SETTLED)):
+        if not getattr(args, flag):
+            continue
         if args.exact_short_path or args.rebuild or args.stage != "all":
-            p.error("--extend runs every stage of each extended run, resuming what exists: it takes none of "
+            p.error(f"--{flag} runs every stage of each of its runs, resuming what exists: it takes none of "
                     "--exact_short_path, --rebuild, --stage")
-        runs = [r for r in runs if r["name"] in study.EXTENDED]
+        runs = [r for r in runs if r["name"] in chosen]
         if args.only and len(runs) < len(args.only):
-            p.error(f"--extend: only these runs are extended: {', '.join(study.EXTENDED)}")
-    elif args.extend_to:
+            p.error(f"--{flag}: only these runs take it: {', '.join(chosen)}")
+    if args.extend_to and not args.extend:
         p.error("--extend_to is where --extend stops: pass --extend with it")
     if any(s < 0 for s in args.finetune_seeds):
         p.error("--finetune_seeds must be non-negative")
@@ -411,48 +423,92 @@ def add_checks(state, r, folder, record, path):
             save(path, record)
 
 
+def begun(state, r, kind):
+    """The results record of a run trained again past the budget (`kind`: "extended" or "settled"), as far as it
+    got, with its path and training folder; a run begun in another precision is refused."""
+    name, precision = r["name"], state.args.mixed_precision or study.PRETRAIN["mixed_precision"]
+    path = RESULTS / kind / f"{name}.json"
+    result = json.loads(path.read_text()) if path.exists() else {
+        "name": name, "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
+        "mixed_precision": precision, "points": {}}
+    if result["mixed_precision"] != precision:
+        sys.exit(f"run_study.py: {name} was {kind} with --mixed_precision {result['mixed_precision']}: pass it "
+                 f"again to continue (a run mixing precisions would be neither's)")
+    return result, path, state.runs_dir / kind / name
+
+
+def train_to(state, r, out, data, result, path, steps):
+    """Train `out` on to `steps` updates (resuming) and keep its curve in `result`; the pretraining record."""
+    record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=result["mixed_precision"])
+    if record["curve"][-1]["step"] != steps:
+        sys.exit(f"run_study.py: {r['name']}: training stopped at update {record['curve'][-1]['step']}, not {steps}")
+    result.update({key: record[key] for key in ("config", "curve", "train_curve")})
+    save(path, result)
+    return record
+
+
+def keep_point(state, r, out, result, path, record):
+    """The model at the end of `record` copied beside `out` (NAME_stepS) and its point added to `result`."""
+    steps = record["curve"][-1]["step"]
+    snapshot = out.with_name(f"{out.name}_step{steps}")
+    shutil.rmtree(snapshot, ignore_errors=True)
+    shutil.copytree(out, snapshot, ignore=shutil.ignore_patterns("checkpoints", "logs", ".*"))
+    point = {key: record[key] for key in ("perplexity", "loss", "tokens_seen", "pretrain_seconds",
+                                          "pretrain_command", "hardware", "hardware_segments")}
+    result["points"][str(steps)] = {**point, "finetune": {}}
+    save(path, result)
+    if steps == study.PRETRAIN["max_steps"] and load(r["name"]) is None:
+        save(RESULTS / f"{r['name']}.json", record)  # the study's record of a run that never ran alone
+    print(f"{r['name']}: validation perplexity {point['perplexity']:.2f} after {steps} updates", flush=True)
+
+
+def finish_point(state, r, out, data, result, path, steps):
+    """A kept point checked and finetuned with every seed not yet in it (the results file rewritten after each)."""
+    point, snapshot = result["points"][str(steps)], out.with_name(f"{out.name}_step{steps}")
+    add_checks(state, r, snapshot, point, path)
+    for seed in state.args.finetune_seeds:
+        if str(seed) not in point["finetune"]:
+            point["finetune"][str(seed)] = finetune(
+                state, r, snapshot, seed, data["finetune"], ft_out=snapshot.with_name(f"{snapshot.name}_rt_s{seed}"),
+                mixed_precision=result["mixed_precision"])
+            save(path, result)
+            print(f"{r['name']} at {steps} updates: Rotten Tomatoes validation accuracy "
+                  f"{point['finetune'][str(seed)]['accuracy']:.4f} (seed {seed})", flush=True)
+    mirror_budget_point(r["name"], point)
+
+
 def extend(state, r, data):
     """Issue 47: one run of study.EXTENDED trained again from its first update to each point of
     study.EXTENDED_STEPS in turn (each a resume with a higher --max_steps: the rate is constant after warmup, so
     where a run stops does not change its updates). At each point a copy of the model is kept, checked and
     finetuned with every seed; the results file is rewritten after each step, so running again continues."""
-    args, extended_dir = state.args, state.runs_dir / "extended"
-    name, out = r["name"], extended_dir / r["name"]
-    path = RESULTS / "extended" / f"{name}.json"
-    precision = args.mixed_precision or study.PRETRAIN["mixed_precision"]
-    result = json.loads(path.read_text()) if path.exists() else {
-        "name": name, "seed": r["seed"], "run": {k: v for k, v in r.items() if k != "name"},
-        "mixed_precision": precision, "points": {}}
-    if result["mixed_precision"] != precision:
-        sys.exit(f"run_study.py: {name} was extended with --mixed_precision {result['mixed_precision']}: pass it "
-                 f"again to continue (a run mixing precisions would be neither's)")
-    for steps in study.EXTENDED_STEPS[:study.EXTENDED_STEPS.index(args.extend_to) + 1 if args.extend_to else None]:
-        point, snapshot = result["points"].get(str(steps)), extended_dir / f"{name}_step{steps}"
-        if point is None:
-            record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=precision)
-            if record["curve"][-1]["step"] != steps:
-                sys.exit(f"run_study.py: {name}: training stopped at update {record['curve'][-1]['step']}, not {steps}")
-            shutil.rmtree(snapshot, ignore_errors=True)
-            shutil.copytree(out, snapshot, ignore=shutil.ignore_patterns("checkpoints", "logs", ".*"))
-            point = {key: record[key] for key in ("perplexity", "loss", "tokens_seen", "pretrain_seconds",
-                                                  "pretrain_command", "hardware", "hardware_segments")}
-            result["points"][str(steps)] = {**point, "finetune": {}}
-            result.update({key: record[key] for key in ("config", "curve", "train_curve")})
-            save(path, result)
-            if steps == study.PRETRAIN["max_steps"] and load(name) is None:
-                save(RESULTS / f"{name}.json", record)  # the study's record of a run that never ran alone
-            print(f"{name}: validation perplexity {point['perplexity']:.2f} after {steps} updates", flush=True)
-        point = result["points"][str(steps)]
-        add_checks(state, r, snapshot, point, path)
-        for seed in args.finetune_seeds:
-            if str(seed) not in point["finetune"]:
-                point["finetune"][str(seed)] = finetune(
-                    state, r, snapshot, seed, data["finetune"], ft_out=extended_dir / f"{snapshot.name}_rt_s{seed}",
-                    mixed_precision=precision)
-                save(path, result)
-                print(f"{name} at {steps} updates: Rotten Tomatoes validation accuracy "
-                      f"{point['finetune'][str(seed)]['accuracy']:.4f} (seed {seed})", flush=True)
-        mirror_budget_point(name, point)
+    result, path, out = begun(state, r, "extended")
+    to = state.args.extend_to
+    for steps in study.EXTENDED_STEPS[:study.EXTENDED_STEPS.index(to) + 1 if to else None]:
+        if str(steps) not in result["points"]:
+            keep_point(state, r, out, result, path, train_to(state, r, out, data, result, path, steps))
+        finish_point(state, r, out, data, result, path, steps)
+
+
+def settle(state, r, data):
+    """Issue 66, item 2: one run of study.SETTLED trained again from its first update to the study's budget (kept,
+    checked and finetuned there, as an extended run's point), then on n-token blocks a stretch of
+    study.SETTLE["window"] updates at a time until study.settled says it stops, where the model is kept, checked and
+    finetuned again. The curve is saved after every stretch, so running again continues."""
+    result, path, out = begun(state, r, "settled")
+    budget, switch = study.PRETRAIN["max_steps"], r["short"]["steps"]
+    if str(budget) not in result["points"]:
+        keep_point(state, r, out, result, path, train_to(state, r, out, data, result, path, budget))
+    finish_point(state, r, out, data, result, path, budget)
+    record = None
+    while (stop := study.settled(result["curve"], switch)) is None:
+        record = train_to(state, r, out, data, result, path, result["curve"][-1]["step"] + study.SETTLE["window"])
+        print(f"{r['name']}: validation perplexity {record['perplexity']:.2f} after {record['curve'][-1]['step']} "
+              f"updates", flush=True)
+    result["settled"] = stop
+    if str(stop["step"]) not in result["points"]:  # (cut before it was kept: the finished folder is read again)
+        keep_point(state, r, out, result, path, record or train_to(state, r, out, data, result, path, stop["step"]))
+    finish_point(state, r, out, data, result, path, stop["step"])
 
 
 def mirror_budget_point(name, point):
@@ -652,6 +708,8 @@ def main(argv=None):
     for r in runs:
         if args.extend:
             extend(state, r, data)
+        elif args.settle:
+            settle(state, r, data)
         else:
             run(state, r, data)
 

@@ -110,7 +110,9 @@ def short_first(arch, exact=True):
     arch = {**arch, "short": dict(SHORT_PHASE)}
     if arch["model_type"] == "linformer":
         exact_length = {"exact_attention_length": max(arch["k"], SHORT_PHASE["block_size"])} if exact else {}
-        arch["config_overrides"] = {**arch["config_overrides"], "projection_length_scaling": "resample", **exact_length}
+        # a convolution pools windows of n/k positions of whatever length comes: nothing to resample
+        scaling = {"projection_length_scaling": "resample"} if learned_projections(arch) else {}
+        arch["config_overrides"] = {**arch["config_overrides"], **scaling, **exact_length}
         arch["short_exact"] = exact
     return arch
 
@@ -171,6 +173,9 @@ RUNS = [
     # one at k = 64 (all four extended to 30k, EXTENDED).
     *[run(linformer(projection="conv"), s) for s in (1, 2)],
     run(linformer(k=2 * K, projection="conv"), 0),
+    # Issue 66, item 2: the convolution at the paper's n = 512 (k = 128), with the same short phase, beside the nine
+    # runs it is read against (SETTLED).
+    *[run(short_first(linformer(n=4 * N, k=4 * K, projection="conv")), s) for s in (0, 1, 2)],
 ]
 assert len({r["name"] for r in RUNS}) == len(RUNS), "run names must be unique"
 
@@ -186,6 +191,35 @@ EXTENDED = ["roberta_n128_s0", "linformer_n128_k32_layerwise_s0", "linformer_n12
             # budget gets it from its extension's 10k point (the same updates: run_study.py extend).
             *[f"linformer_n128_k32_layerwise_conv_s{s}" for s in (1, 2, 0)], "linformer_n128_k64_layerwise_conv_s0"]
 assert set(EXTENDED) <= {r["name"] for r in RUNS}, "every extended run is a run of the study"
+
+# Issue 66, item 2: the paper's n = 512 settled. Every curve of the short-phase runs still fell 7% to 16% per 250
+# updates when the budget ended, 1,000 updates after the switch to n-token blocks. These runs continue on n-token
+# blocks past the budget, SETTLE["window"] updates at a time (the rate is constant: where a stretch stops does not
+# change the updates), until a stretch lowers the validation perplexity by less than SETTLE["fall"] or
+# SETTLE["long_updates"] updates were on n-token blocks. Each is trained again from its first update in
+# runs_dir/settled/NAME (the first runs' checkpoints were not kept), checked and finetuned at the budget and where it
+# stopped; results/settled/NAME.json holds them.
+SETTLE = {"window": 1_000, "fall": 0.02, "long_updates": 10_000}
+SETTLED = [r["name"] for r in RUNS if r.get("short_exact", True) and "short" in r]
+assert SETTLED, "the settled runs are the study's short-phase runs read by exact attention on short blocks"
+
+
+def settled(curve, switch):
+    """Where a run of SETTLED stops (`curve`: its validation curve, steps counted from its first update; `switch`:
+    the update its blocks became n tokens long): {"step", "fall", "why"} once its last stretch fell by less than
+    SETTLE["fall"] or it reached SETTLE["long_updates"] on n-token blocks, else None. A stretch whose perplexity
+    rose fell by less than the rule's 2%: it stops."""
+    at = {p["step"]: p["perplexity"] for p in curve}
+    last, window = curve[-1]["step"], SETTLE["window"]
+    if last - switch < window or last - window not in at:
+        return None
+    fall = 1 - at[last] / at[last - window]
+    if fall < SETTLE["fall"]:
+        return {"step": last, "fall": fall,
+                "why": f"fell by less than {SETTLE['fall']:.0%} over its last {window:,} updates"}
+    if last - switch >= SETTLE["long_updates"]:
+        return {"step": last, "fall": fall, "why": f"{SETTLE['long_updates']:,} updates on n-token blocks"}
+    return None
 
 
 def add_data_dir_argument(parser):
