@@ -42,15 +42,40 @@ BUILT_ON_EVERY_WORKER = {"moby_text", "tokenizer", "tok", "docs"}
 def pytest_collection_modifyitems(config, items):
     """`make test` spreads the tests one by one over two workers (pytest-xdist, --dist loadgroup), except that the
     tests of a file that use a fixture built once per module or session stay together on one worker: spread, each
-    worker would build it again (the quality study's `ran` is minutes). The other tests of a large file still go
-    to whichever worker is free."""
+    worker would build it again (the quality study's `ran` is minutes). Files whose tests share a session fixture
+    (onnx_sentence_folder: test_sentence_transformers_onnx and test_serving_benchmark) form one group: as two, they
+    went to both workers, and each built the ONNX folder. A class's own fixture (transformers' common tests patch
+    their mixin in setUpClass, at no cost) keeps only that class together: the 483 tests of the file's three
+    classes would otherwise all wait for one worker. The other tests of a large file still go to whichever worker
+    is free."""
+    group_of, grouped = {}, []
+
+    def root(name):
+        while group_of.setdefault(name, name) != name:
+            name = group_of[name]
+        return name
+
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
-        shared = fixtures and [name for name, defs in fixtures.name2fixturedefs.items()
+        shared = fixtures and [(name, defs[-1].scope) for name, defs in fixtures.name2fixturedefs.items()
                                if defs[-1].scope != "function" and defs[-1].baseid
                                and name not in BUILT_ON_EVERY_WORKER]
         if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+            own = item.module.__name__
+            if {scope for _, scope in shared} == {"class"}:
+                own += f"::{item.cls.__name__}"
+            group = root(own)
+            for name in (name for name, scope in shared if scope == "session"):
+                fixture = root(f"session fixture {name}")
+                if fixture != group:
+                    group_of[fixture] = group
+            grouped.append((item, own))
+    for item, own in grouped:
+        item.add_marker(pytest.mark.xdist_group(root(own)))
+    if hasattr(config, "workerinput"):
+        # xdist hands out the groups first, then the other tests in this order: the minutes-long ones (`slow`) go
+        # first, so that the run does not end with one worker on such a test while the other has nothing left
+        items.sort(key=lambda item: bool(item.get_closest_marker("xdist_group") or not item.get_closest_marker("slow")))
 
 
 @pytest.fixture(autouse=True)
