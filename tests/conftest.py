@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,8 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Fixtures cheap enough for each pytest-xdist worker to build its own (a tokenizer trained in a second)
 BUILT_ON_EVERY_WORKER = {"moby_text", "tokenizer", "tok", "docs"}
+# The group that runs longest: the quality study's tiny runs (`ran`) and the runs its tests make from them
+LONGEST_GROUPS = {"test_experiments"}
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -73,9 +76,33 @@ def pytest_collection_modifyitems(config, items):
     for item, own in grouped:
         item.add_marker(pytest.mark.xdist_group(root(own)))
     if hasattr(config, "workerinput"):
-        # xdist hands out the groups first, then the other tests in this order: the minutes-long ones (`slow`) go
-        # first, so that the run does not end with one worker on such a test while the other has nothing left
-        items.sort(key=lambda item: bool(item.get_closest_marker("xdist_group") or not item.get_closest_marker("slow")))
+        items[:] = handout_order(items)
+
+
+def handout_order(items):
+    """The order xdist hands the work out in (pytest_configure turns its own reordering off): LONGEST_GROUPS
+    first, then the other groups, largest first (xdist's own order), then the minutes-long tests of no group
+    (`slow`), then the rest; each group's tests in the order of their file. By its test count xdist started the
+    quality study's group ninth, several minutes into the run, and it alone runs for about ten; and tests such as the
+    GPU check's dry run, handed out last, could leave the other worker idle while they ran."""
+    groups = [item.get_closest_marker("xdist_group") for item in items]
+    groups = [marker.args[0] if marker else None for marker in groups]
+    sizes, first = Counter(groups), {}
+    for position, group in enumerate(groups):
+        first.setdefault(group, position)
+
+    def rank(position):
+        group = groups[position]
+        if group is None:
+            return 3 if items[position].get_closest_marker("slow") is None else 2, 0, 0, position
+        return 0 if group in LONGEST_GROUPS else 1, -sizes[group], first[group], position
+
+    return [items[position] for position in sorted(range(len(items)), key=rank)]
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # handout_order orders the groups
 
 
 @pytest.fixture(autouse=True)
