@@ -75,8 +75,24 @@ def pytest_collection_modifyitems(config, items):
             grouped.append((item, own))
     for item, own in grouped:
         item.add_marker(pytest.mark.xdist_group(root(own)))
+        if getattr(config.option, "loadgroup", False):
+            suffix_the_group(item, root(own))
     if hasattr(config, "workerinput"):
         items[:] = handout_order(items)
+
+
+def suffix_the_group(item, group):
+    """pytest-xdist (3.8) tells the scheduler a test's group by appending "@group" to its node id, which it does by
+    setting `item._nodeid` in its own pytest_collection_modifyitems. pytest 9.2 keeps node ids in `item._id`: the
+    suffix never reached the scheduler, every test was handed out on its own, and each worker built the module
+    fixtures again (the study's `ran`, about four minutes, on both workers; pytest-xdist issue #1386). The suffix is
+    set here where pytest 9.2 reads it; an older pytest reads `_nodeid`, which xdist still sets itself."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        return
+    if isinstance(getattr(item, "_id", None), NodeId) and not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 def handout_order(items):
