@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -36,21 +37,88 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 # Fixtures cheap enough for each pytest-xdist worker to build its own (a tokenizer trained in a second)
 BUILT_ON_EVERY_WORKER = {"moby_text", "tokenizer", "tok", "docs"}
+# The group that runs longest: the quality study's tiny runs (`ran`) and the runs its tests make from them
+LONGEST_GROUPS = {"test_experiments"}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """`make test` spreads the tests one by one over two workers (pytest-xdist, --dist loadgroup), except that the
     tests of a file that use a fixture built once per module or session stay together on one worker: spread, each
-    worker would build it again (the quality study's `ran` is minutes). The other tests of a large file still go
-    to whichever worker is free."""
+    worker would build it again (the quality study's `ran` is minutes). Files whose tests share a session fixture
+    (onnx_sentence_folder: test_sentence_transformers_onnx and test_serving_benchmark) form one group: as two, they
+    went to both workers, and each built the ONNX folder. A class's own fixture (transformers' common tests patch
+    their mixin in setUpClass, at no cost) keeps only that class together: the 483 tests of the file's three
+    classes would otherwise all wait for one worker. The other tests of a large file still go to whichever worker
+    is free."""
+    group_of, grouped = {}, []
+
+    def root(name):
+        while group_of.setdefault(name, name) != name:
+            name = group_of[name]
+        return name
+
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
-        shared = fixtures and [name for name, defs in fixtures.name2fixturedefs.items()
+        shared = fixtures and [(name, defs[-1].scope) for name, defs in fixtures.name2fixturedefs.items()
                                if defs[-1].scope != "function" and defs[-1].baseid
                                and name not in BUILT_ON_EVERY_WORKER]
         if shared:
-            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+            own = item.module.__name__
+            if {scope for _, scope in shared} == {"class"}:
+                own += f"::{item.cls.__name__}"
+            group = root(own)
+            for name in (name for name, scope in shared if scope == "session"):
+                fixture = root(f"session fixture {name}")
+                if fixture != group:
+                    group_of[fixture] = group
+            grouped.append((item, own))
+    for item, own in grouped:
+        item.add_marker(pytest.mark.xdist_group(root(own)))
+        if getattr(config.option, "loadgroup", False):
+            suffix_the_group(item, root(own))
+    if hasattr(config, "workerinput"):
+        items[:] = handout_order(items)
+
+
+def suffix_the_group(item, group):
+    """pytest-xdist (3.8) tells the scheduler a test's group by appending "@group" to its node id, which it does by
+    setting `item._nodeid` in its own pytest_collection_modifyitems. pytest 9.2 keeps node ids in `item._id`: the
+    suffix never reached the scheduler, every test was handed out on its own, and each worker built the module
+    fixtures again (the study's `ran`, about four minutes, on both workers; pytest-xdist issue #1386). The suffix is
+    set here where pytest 9.2 reads it; an older pytest reads `_nodeid`, which xdist still sets itself."""
+    try:
+        from _pytest.nodeid import NodeId
+    except ImportError:
+        return
+    if isinstance(getattr(item, "_id", None), NodeId) and not item.nodeid.endswith(f"@{group}"):
+        item._id = NodeId.parse(f"{item.nodeid}@{group}")
+
+
+def handout_order(items):
+    """The order xdist hands the work out in (pytest_configure turns its own reordering off): LONGEST_GROUPS
+    first, then the other groups, largest first (xdist's own order), then the minutes-long tests of no group
+    (`slow`), then the rest; each group's tests in the order of their file. By its test count xdist started the
+    quality study's group ninth, several minutes into the run, and it alone runs for about ten; and tests such as the
+    GPU check's dry run, handed out last, could leave the other worker idle while they ran."""
+    groups = [item.get_closest_marker("xdist_group") for item in items]
+    groups = [marker.args[0] if marker else None for marker in groups]
+    sizes, first = Counter(groups), {}
+    for position, group in enumerate(groups):
+        first.setdefault(group, position)
+
+    def rank(position):
+        group = groups[position]
+        if group is None:
+            return 3 if items[position].get_closest_marker("slow") is None else 2, 0, 0, position
+        return 0 if group in LONGEST_GROUPS else 1, -sizes[group], first[group], position
+
+    return [items[position] for position in sorted(range(len(items)), key=rank)]
+
+
+def pytest_configure(config):
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False  # handout_order orders the groups
 
 
 @pytest.fixture(autouse=True)

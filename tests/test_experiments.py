@@ -631,17 +631,39 @@ def test_a_record_names_how_the_device_was_shared():
     assert run_study.hardware(state) == noted.removesuffix(", shared by 9 runs at once under MPS")
 
 
-def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
+def test_extend_stops_at_every_point_and_a_run_that_never_ran_alone_gets_its_study_record_from_its_budget_point(
+        ran, tmp_path):
     """--extend trains an extended run again to each point in turn, resuming each time with a higher --max_steps:
     its curve up to the study's last update is the uninterrupted run's, update for update, and every point has its
-    checks and finetuning seeds. Run again, it has nothing left to do."""
-    root = ran[0]
+    checks and finetuning seeds; run again, it has nothing left to do. Issue 66: the convolution's new seeds run only
+    extended, so a run without a study record gets it from its extension's point at the budget (the same updates:
+    curve to the budget, checks, finetuning), and --extend_to stops every named run at one point, so several runs
+    advance together. One extension (in a copy of the study `ran` finished, its record of the run set aside) shows
+    both."""
+    root = tmp_path / "repo"
+    shutil.copytree(ran[0], root, symlinks=True)
     name = "linformer_n32_k8_layerwise_s0"
-    out = run_script(root, "run_study", "--extend", "--only", name)
+    tiny = root / "experiments/quality/study.py"
+    tiny.write_text(tiny.read_text() + "EXTENDED_STEPS = (2, 4, 6)  # 2: resumed before the budget; 4: the budget\n")
+    record = root / f"experiments/quality/results/{name}.json"
+    study_run = json.loads(record.read_text())  # the uninterrupted run
+    record.unlink()
+    refused = run_script(root, "run_study", "--extend_to", "4", "--only", name)
+    assert refused.returncode == 2 and "--extend_to is where --extend stops: pass --extend" in refused.stderr
+    out = run_script(root, "run_study", "--extend", "--extend_to", "4", "--only", name)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
-    study_run = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
-    assert list(extended["points"]) == ["2", "6"] and extended["mixed_precision"] == "no"
+    alone = json.loads(record.read_text())
+    assert list(extended["points"]) == ["2", "4"] and [p["step"] for p in alone["curve"]] == [0, 2, 4]
+    point = extended["points"]["4"]
+    assert alone["pretrain_command"] == point["pretrain_command"] and alone["perplexity"] == point["perplexity"]
+    assert alone["finetune"] == point["finetune"] and list(alone["finetune"]) == ["0"]
+    assert alone["order_check"] == point["order_check"] and alone["projection_check"] == point["projection_check"]
+    further = run_script(root, "run_study", "--extend", "--only", name)
+    assert further.returncode == 0, further.stdout[-3000:] + further.stderr[-3000:]
+    assert json.loads(record.read_text()) == alone
+    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
+    assert list(extended["points"]) == ["2", "4", "6"] and extended["mixed_precision"] == "no"
     assert [p["step"] for p in extended["curve"]] == [0, 2, 4, 6]
     assert extended["curve"][:3] == study_run["curve"]  # stopped at 2 and resumed: the same updates
     for steps, point in extended["points"].items():
@@ -649,44 +671,18 @@ def test_extend_stops_at_every_point_and_matches_the_uninterrupted_run(ran):
         assert list(point["finetune"]) == ["0"] and "order_check" in point and "projection_check" in point
         assert point["perplexity"] == next(p["perplexity"] for p in extended["curve"] if p["step"] == int(steps))
     log = (root / f"runs/extended/{name}.pretrain.log").read_text()
-    assert log.count("Resumed from") == 1, log[-3000:]
+    assert log.count("Resumed from") == 2, log[-3000:]
     assert run_script(root, "render").returncode == 0
     report = (root / "experiments/quality/results.md").read_text()
     assert "## Longer: delay or ceiling (issue 47)" in report
     row = next(line for line in report.splitlines() if line.startswith(f"| {name} | fp32, CPU, 1 thread |"))
-    assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "6")] == [True] * 2
+    assert [f"{extended['points'][t]['perplexity']:.1f}" in row for t in ("2", "4", "6")] == [True] * 3
     assert row.endswith("undecided: the baseline's extended run has no 4-update point yet |")  # the budget: 4
     again = run_script(root, "run_study", "--extend", "--only", name)
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
     # Only the runs of study.EXTENDED extend.
     other = run_script(root, "run_study", "--extend", "--only", "roberta_n32_s0")
     assert other.returncode == 2 and "--extend: only these runs take it: " + name in other.stderr, other.stderr
-
-
-def test_an_extended_run_that_never_ran_alone_gets_its_study_record_from_its_budget_point(tmp_path):
-    """Issue 66: the convolution's new seeds run only extended. The extension's point at the study's budget is the
-    same updates as the study's run, so it writes that run's record (curve to the budget, checks, finetuning), and
-    --extend_to stops every named run at one point, so several runs advance together."""
-    root = make_study_copy(tmp_path / "repo")
-    tiny = root / "experiments/quality/study.py"
-    name = "linformer_n32_k8_layerwise_conv_s0"
-    tiny.write_text(tiny.read_text() + f"EXTENDED_STEPS, EXTENDED = (4, 6), [{name!r}]\n")
-    refused = run_script(root, "run_study", "--extend_to", "4", "--only", name)
-    assert refused.returncode == 2 and "--extend_to is where --extend stops: pass --extend" in refused.stderr
-    out = run_script(root, "run_study", "--extend", "--extend_to", "4", "--only", name)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
-    alone = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
-    assert list(extended["points"]) == ["4"] and [p["step"] for p in alone["curve"]] == [0, 2, 4]
-    point = extended["points"]["4"]
-    assert alone["pretrain_command"] == point["pretrain_command"] and alone["perplexity"] == point["perplexity"]
-    assert alone["finetune"] == point["finetune"] and list(alone["finetune"]) == ["0"]
-    assert alone["order_check"] == point["order_check"]
-    further = run_script(root, "run_study", "--extend", "--only", name)
-    assert further.returncode == 0, further.stdout[-3000:] + further.stderr[-3000:]
-    extended = json.loads((root / f"experiments/quality/results/extended/{name}.json").read_text())
-    assert list(extended["points"]) == ["4", "6"]
-    assert json.loads((root / f"experiments/quality/results/{name}.json").read_text()) == alone
 
 
 @pytest.mark.parametrize("points, stop", [
