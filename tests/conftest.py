@@ -52,12 +52,6 @@ def pytest_collection_modifyitems(config, items):
     classes would otherwise all wait for one worker. The other tests of a large file still go to whichever worker
     is free."""
     group_of, grouped = {}, []
-
-    def root(name):
-        while group_of.setdefault(name, name) != name:
-            name = group_of[name]
-        return name
-
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
         shared = fixtures and [(name, defs[-1].scope) for name, defs in fixtures.name2fixturedefs.items()
@@ -67,18 +61,26 @@ def pytest_collection_modifyitems(config, items):
             own = item.module.__name__
             if {scope for _, scope in shared} == {"class"}:
                 own += f"::{item.cls.__name__}"
-            group = root(own)
+            group = group_root(group_of, own)
             for name in (name for name, scope in shared if scope == "session"):
-                fixture = root(f"session fixture {name}")
+                fixture = group_root(group_of, f"session fixture {name}")
                 if fixture != group:
                     group_of[fixture] = group
             grouped.append((item, own))
     for item, own in grouped:
-        item.add_marker(pytest.mark.xdist_group(root(own)))
+        group = group_root(group_of, own)
+        item.add_marker(pytest.mark.xdist_group(group))
         if getattr(config.option, "loadgroup", False):
-            suffix_the_group(item, root(own))
+            suffix_the_group(item, group)
     if hasattr(config, "workerinput"):
         items[:] = handout_order(items)
+
+
+def group_root(group_of, name):
+    """The group `name` was merged into ({name: the name it joined}, a name first seen becoming its own group)."""
+    while group_of.setdefault(name, name) != name:
+        name = group_of[name]
+    return name
 
 
 def suffix_the_group(item, group):

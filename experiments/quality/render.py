@@ -498,22 +498,14 @@ def settled_targets():
 
 
 def settled_target(stops, configuration, limit):
-    """One target read at the settled stops: the gap to standard attention's stop, seed by seed, its 95% t-interval
-    on the loss (paired by seed), and the verdict; undecided until two seeds a side have stopped."""
-    what = f"{configuration} perplexity within {limit:g}% of `{PAPER_N_BASELINE}`'s"
-    ours, theirs = ({int(name.rsplit("_s", 1)[1]): loss(point) for name, point in stops.items()
-                     if configuration_of(name) == c} for c in (configuration, PAPER_N_BASELINE))
-    seeds = sorted(ours.keys() & theirs.keys())
-    if not seeds:
-        return [what, "-", "not measured (no seed has settled on both sides yet)"]
-    gaps = ", ".join(f"{100 * (math.exp(ours[s] - theirs[s]) - 1):+.1f}% (seed {s})" for s in seeds)
-    interval = reporting.paired_t_interval({s: ours[s] for s in seeds}, {s: theirs[s] for s in seeds})
-    if interval is None:
-        return [what, gaps, f"undecided ({len(seeds)} seed settled on both sides: no interval yet)"]
-    low, high = (100 * (math.exp(end) - 1) for end in interval)
-    mean = 100 * (math.exp(statistics.mean(ours[s] - theirs[s] for s in seeds)) - 1)
-    return [what, f"{gaps}; mean {mean:+.1f}% ({low:+.1f} to {high:+.1f}), paired by seed",
-            verdict(low, high, limit, above=False)]
+    """One n = 512 target read at the settled stops by target_row, the stops standing in for the runs (each with its
+    pretraining seed): paired by seed where both sides stopped with the same seeds, else as the targets table reads
+    unpaired sides."""
+    by_configuration = {}
+    for name, point in stops.items():
+        by_configuration.setdefault(configuration_of(name), []).append({**point, "seed": int(name.rsplit("_s", 1)[1])})
+    return target_row(SimpleNamespace(by_configuration=by_configuration, unigram=None), configuration, "gap", limit,
+                      PAPER_N_BASELINE)
 
 
 def left_plateau(records, run):

@@ -506,6 +506,7 @@ def settle(state, r, data):
         print(f"{r['name']}: validation perplexity {record['perplexity']:.2f} after {record['curve'][-1]['step']} "
               f"updates", flush=True)
     result["settled"] = stop
+    save(path, result)
     if str(stop["step"]) not in result["points"]:  # (cut before it was kept: the finished folder is read again)
         keep_point(state, r, out, result, path, record or train_to(state, r, out, data, result, path, stop["step"]))
     finish_point(state, r, out, data, result, path, stop["step"])
