@@ -96,10 +96,14 @@ def test_length_scaling_is_padding_invariant(scaling, sharing, impl):
 @pytest.mark.parametrize("n, length", [(32, 20), (32, 32), (32, 1), (4096, 1000), (4096, 4095)])
 def test_resample_is_adaptive_average_pooling_of_e_scaled_by_n_over_l(n, length):
     """Against float64 `adaptive_avg_pool1d` of each row of E to the real length L, times n / L, per
-    sequence of a batch with different real lengths; 4096 - 1 also checks the count of a long fp16 mask."""
+    sequence of a batch with different real lengths; 4096 - 1 also checks the count of a long fp16 mask (a running
+    fp16 count stops at 2048 and halves the scale). fp16 is read by relative norm per sequence: summed over
+    thousands of tokens, an entry near zero has no relative precision left, but a wrong count or scale moves the
+    whole sequence (worst over 200 draws: 7.8e-4 of the norm)."""
+    generator = torch.Generator().manual_seed(n + length)
     k, padded = 8, length + 3
-    weight = torch.randn(1, k, n, dtype=torch.float64)
-    x = torch.randn(2, 1, padded, 5, dtype=torch.float64)
+    weight = torch.randn(1, k, n, dtype=torch.float64, generator=generator)
+    x = torch.randn(2, 1, padded, 5, dtype=torch.float64, generator=generator)
     mask = torch.zeros(2, 1, padded, 1, dtype=torch.float64)
     mask[0, :, :length], mask[1, :, : max(1, length // 2)] = 1, 1
     out, _ = project_learned(x, weight, n // k, mask, "resample")
@@ -107,7 +111,8 @@ def test_resample_is_adaptive_average_pooling_of_e_scaled_by_n_over_l(n, length)
         pooled = F.adaptive_avg_pool1d(weight, real) * (n / real)
         torch.testing.assert_close(out[row, 0], pooled[0] @ x[row, 0, :real], rtol=0, atol=1e-10)
     half, _ = project_learned(x.half(), weight.half(), n // k, mask.half(), "resample")
-    torch.testing.assert_close(half.double(), out, rtol=2e-2, atol=2e-2)
+    for row in (0, 1):
+        assert (half[row].double() - out[row]).norm() <= 1e-2 * out[row].norm()
 
 
 def test_resample_keeps_window_mean_windows_at_any_length():
