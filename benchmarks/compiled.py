@@ -70,7 +70,7 @@ PEERS = {"linformer": ("lucidrains/linformer", "lucidrains-linformer"),
 
 def candidates(n, ks, baselines, wanted, found, args, dims, device):
     """{name: (module, input)} at one n: the transformers models on token ids, the peers on hidden states."""
-    ids = models.random_ids(1, n, device)
+    ids = models.random_ids(1, n, device, dims=dims)
     out = {}
     for _, model in baselines:
         out[model] = (models.build(dict(model=model, n=n, k=None, dims=dims, dtype=args.dtype), device), ids)

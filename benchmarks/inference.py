@@ -174,7 +174,7 @@ def time_runs(args, plan, dims, device, peak_fn, peak_flops, skips):
     total = sum(len(cs) * (args.warmup + args.repeats) for cs in plan.values())
     bar = tqdm(total=total, desc="timing", unit="run")
     for n, configs in plan.items():
-        ids = models.random_ids(args.batch, n, device)
+        ids = models.random_ids(args.batch, n, device, dims=dims)
         fns = {}
         for c in configs:
             model = models.build(c["spec"], device)

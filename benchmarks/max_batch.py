@@ -57,7 +57,7 @@ def configs(args, n, ks, baselines, dims):
 def per_sequence_bytes(model, c, device, bytes_per):
     """Peak activation bytes of one sequence: measured on CUDA (after a first forward loads the kernels), the
     estimate on CPU."""
-    step = models.inference_step(model, models.random_ids(1, c["n"], device))
+    step = models.inference_step(model, models.random_ids(1, c["n"], device, dims=c["spec"]["dims"]))
     step()
     if device.type == "cuda":
         return measure.peak_memory(step, device), "measured"
@@ -84,7 +84,7 @@ def largest_batch(args, c, device, budget, peak_rate, skips, bytes_per):
     time_cap = max(1, int(args.max_forward_s * peak_rate / flops_one))
     batch, confirmed = min(fits, time_cap), False
     for _ in range(OOM_TRIES):
-        step = models.inference_step(model, models.random_ids(batch, c["n"], device))
+        step = models.inference_step(model, models.random_ids(batch, c["n"], device, dims=dims))
         try:
             for _ in range(args.warmup or 1):
                 step()

@@ -26,7 +26,7 @@ import torch
 
 from benchmarks.harness import fmt_bytes, pick_device
 from benchmarks.measure import SKIPPED, peak_memory, status_kb, time_once
-from benchmarks.models import VOCAB, build, inference_step, random_ids, training_step
+from benchmarks.models import BASE, build, inference_step, random_ids, training_step
 
 
 def skip(reason):
@@ -80,7 +80,7 @@ def main():
 def probe(spec, device, watchdog):
     mode = spec.get("mode", "inference")
     model = build(dict(spec, head="mlm" if mode == "train" else spec.get("head")), device)
-    ids = random_ids(spec.get("batch", 1), spec["n"], device, vocab=spec.get("dims", {}).get("vocab_size", VOCAB))
+    ids = random_ids(spec.get("batch", 1), spec["n"], device, dims=spec.get("dims", BASE))
     out = {}
     if mode == "train":
         step = training_step(model, ids, amp=spec.get("amp"), sparse_head=spec.get("sparse_head", False))

@@ -188,7 +188,7 @@ def built_step(s, args, device):
     batch is halved until it does (down to 1), and the spec keeps the batch that fitted."""
     while True:
         try:
-            ids = models.random_ids(s["batch"], s["n"], device, vocab=s["dims"].get("vocab_size", models.VOCAB))
+            ids = models.random_ids(s["batch"], s["n"], device, dims=s["dims"])
             step = models.training_step(models.build(s, device), ids, amp=s["amp"], sparse_head=s["sparse_head"])
             if fits(step, device, s):
                 return step
