@@ -1116,7 +1116,7 @@ def test_the_short_phase_choice_is_read_from_the_runs_it_compares(tmp_path):
     (tmp_path / "results" / f"{exact['name']}.json").write_text(json.dumps(exact))
     said = render.paper_n_short_blocks(render.load(tmp_path / "results"))
     unigram = json.loads((tmp_path / "results/reference/unigram.json").read_text())["unigram_perplexity"]
-    first = next(p["step"] for p in exact["curve"] if p["perplexity"] < unigram / 2)
+    first = next(p["step"] for p in exact["curve"] if p["perplexity"] < render.PLATEAU_SHARE * unigram)
     assert f"was not reached by 9,000 with E/F resampled, {first:,} read exactly" in said, said
     assert f"validation perplexity {resampled['short_phase']['perplexity']:.1f}, 123.4 and " in said, said
     assert "read exactly (its run)" in said, said

@@ -447,8 +447,9 @@ def paper_n(records):
              ", ".join(f"{p['perplexity']:.1f}" for p in between[run["name"]]) or "-", f"{run['curve'][-1]['step']:,}",
              f"{run['perplexity']:.1f}", number(records.unigram and run["perplexity"] / records.unigram),
              number(gap(run["perplexity"], baseline), "+.1f", "%"), accuracy_cell(run)] for run in ran]
-    return ran and {"n": 4 * N, "block": phase["block_size"], "steps": f"{phase['steps']:,}", "updates": f"{BUDGET:,}",
-                    "choice": paper_n_short_blocks(records), "baseline": PAPER_N_BASELINE, "rows": body(rows),
+    return ran and {"n": 4 * N, "share": PLATEAU_SHARE, "block": phase["block_size"], "steps": f"{phase['steps']:,}",
+                    "updates": f"{BUDGET:,}", "choice": paper_n_short_blocks(records), "baseline": PAPER_N_BASELINE,
+                    "rows": body(rows),
                     "between": ", ".join(f"{p['step']:,}" for p in between[ran[0]["name"]]),
                     "falls": paper_n_last_stretch(records)}
 
@@ -509,8 +510,9 @@ def settled_target(stops, configuration, limit):
 
 
 def left_plateau(records, run):
-    """The first update of a run's short phase whose validation perplexity is below half the unigram reference's."""
-    return next((f"{p['step']:,}" for p in run["curve"] if records.unigram and p["perplexity"] < records.unigram / 2
+    """The first update of a run's short phase that left the plateau (the start-or-fall section's PLATEAU_SHARE)."""
+    return next((f"{p['step']:,}" for p in run["curve"]
+                 if records.unigram and p["perplexity"] < PLATEAU_SHARE * records.unigram
                  and p["step"] <= study.SHORT_PHASE["steps"]), "-")
 
 
@@ -533,8 +535,8 @@ def paper_n_short_blocks(records):
     left = [left_plateau(records, run).replace("-", f"not reached by {min(run['curve'][-1]['step'], phase['steps']):,}")
             for run in runs]
     baseline = over_seeds(records, PAPER_N_BASELINE).perplexity
-    return (f"the first update below half the unigram reference was {left[0]} with E/F resampled, {left[1]} read "
-            f"exactly ({source}), and {left[2]} for standard attention; at update {step:,}, on "
+    return (f"the first update below {PLATEAU_SHARE}x the unigram reference was {left[0]} with E/F resampled, "
+            f"{left[1]} read exactly ({source}), and {left[2]} for standard attention; at update {step:,}, on "
             f"{phase['block_size']}-token blocks, validation perplexity {at[0]:.1f}, {at[1]:.1f} and {at[2]:.1f} "
             f"(resampled, exact, standard). The resampled run's gap to the baseline after its last update, "
             f"{number(gap(resampled['perplexity'], baseline), '+.1f', '%')}, misses the k = 128 target under that "
