@@ -603,13 +603,46 @@ def rotten_tomatoes_references(files):
 
 
 def list_runs(state, runs):
-    """--list: each run, whether its pretraining is done or started, and its finetuning seeds so far."""
+    """--list: each run, whether its pretraining is done or started, and its finetuning seeds so far; a run of
+    study.EXTENDED or study.SETTLED also shows how far its training past the budget got (these take days on CPU)."""
     for r in runs:
         res = load(r["name"]) or {}
         started = (state.runs_dir / r["name"] / "metrics.jsonl").exists()
         progress = "done" if "perplexity" in res else ("started" if started else "-")
         seeds = sorted(int(s) for s in res.get("finetune", {}))
         print(f"{r['name']:40s} pretrained: {progress:7s} finetuning seeds: {seeds}")
+        for kind, names in (("extended", study.EXTENDED), ("settled", study.SETTLED)):
+            if r["name"] in names:
+                print(f"    {kind}: {past_the_budget(state, r, kind)}")
+
+
+def past_the_budget(state, r, kind):
+    """One line: the points kept (with their finetuning seeds), where training stands, and a settled run's stop."""
+    path = RESULTS / kind / f"{r['name']}.json"
+    result = json.loads(path.read_text()) if path.exists() else {"points": {}}
+    kept = ", ".join(f"{int(step):,} ({len(point['finetune'])} finetuned)" for step, point in result["points"].items())
+    steps = last_update(state.runs_dir / kind / r["name"], r)
+    goal = f" of {study.EXTENDED_STEPS[-1]:,}" if kind == "extended" else ""
+    said = [f"kept at {kept}" if kept else "nothing kept yet",
+            f"trained to update {steps:,}{goal}" if steps else "not started"]
+    if "settled" in result:
+        said.append(f"stopped at {result['settled']['step']:,}: {result['settled']['why']}")
+    return "; ".join(said)
+
+
+def last_update(out, r):
+    """The last update logged in a training folder, counted from the run's first (a long phase logs its own steps
+    from the switch, its short phase in NAME_short); 0 before any."""
+    if "short" not in r:
+        return logged_update(out)
+    long = logged_update(out)
+    return r["short"]["steps"] + long if long else logged_update(out.with_name(f"{out.name}_short"))
+
+
+def logged_update(folder):
+    metrics = folder / "metrics.jsonl"
+    lines = metrics.read_text().splitlines() if metrics.exists() else []
+    return max((json.loads(line).get("step", 0) for line in lines), default=0)
 
 
 def train_shared_tokenizer(state, news):
