@@ -685,6 +685,27 @@ def test_extend_stops_at_every_point_and_a_run_that_never_ran_alone_gets_its_stu
     assert other.returncode == 2 and "--extend: only these runs take it: " + name in other.stderr, other.stderr
 
 
+def test_a_points_checks_are_saved_inside_the_whole_record(tmp_path, monkeypatch):
+    """A point's checks go into the point and the whole record is saved: saving the point alone over the record's
+    file (as --extend and --settle once did) left it without its curve and other points until the finetuning saved
+    again, and a run killed there could not resume."""
+    from types import SimpleNamespace
+
+    from experiments.quality import run_study
+
+    r = next(r for r in study.RUNS if study.learned_projections(r))
+    monkeypatch.setattr(run_study, "check", lambda script, out, extra, env: {"ran": script})
+    saved = []
+    monkeypatch.setattr(run_study, "save", lambda path, result: saved.append(json.loads(json.dumps(result))))
+    record = {"curve": [{"step": 4, "perplexity": 9.0}], "points": {"2": {"finetune": {}}, "4": {"finetune": {}}}}
+    state = SimpleNamespace(args=SimpleNamespace(data_dir=None), env={"OMP_NUM_THREADS": "1"})
+    run_study.add_checks(state, r, tmp_path, record, tmp_path / "r.json", record["points"]["4"])
+    first_check = {"finetune": {}, "order_check": {"ran": "order_check"}}
+    assert saved[0] == {"curve": record["curve"], "points": {"2": {"finetune": {}}, "4": first_check}}
+    assert saved[-1]["points"]["4"]["projection_check"] == {"ran": "projection_check"} and len(saved) == 2
+    assert "order_check" not in record and "order_check" not in record["points"]["2"]
+
+
 @pytest.mark.parametrize("points, stop", [
     ({9000: 1135.0, 9250: 674.0, 10000: 140.9}, None),                       # the budget: still falling 88%
     ({9000: 1135.0, 10000: 140.0, 11000: 120.0}, None),                      # 14%: another stretch

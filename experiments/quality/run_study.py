@@ -410,16 +410,19 @@ def check(script, out, extra, env):
     return {**report, "command": shown(cmd)}
 
 
-def add_checks(state, r, folder, record, path):
+def add_checks(state, r, folder, record, path, point=None):
     """What a pretrained model learnt, beyond its perplexity: word order, and (a Linformer) how local its E/F became;
-    each check not yet in `record` is run on `folder` and saved to `path` at once."""
+    each check not yet in `point` (one point of an extended or settled record; default the record itself) is run on
+    `folder`, and the whole `record` saved to `path` at once (saving the point alone there would leave a file with
+    no curve and no other point until the next save)."""
+    point = record if point is None else point
     data_dir = state.args.data_dir
     checks = {"order_check": ["--block_size", str(r["n"]), *(["--data_dir", data_dir] if data_dir else [])]}
     if study.learned_projections(r):  # learned E/F to read
         checks["projection_check"] = []
     for script, extra in checks.items():
-        if script not in record:
-            record[script] = check(script, folder, extra, state.env)
+        if script not in point:
+            point[script] = check(script, folder, extra, state.env)
             save(path, record)
 
 
@@ -465,7 +468,7 @@ def keep_point(state, r, out, result, path, record):
 def finish_point(state, r, out, data, result, path, steps):
     """A kept point checked and finetuned with every seed not yet in it (the results file rewritten after each)."""
     point, snapshot = result["points"][str(steps)], out.with_name(f"{out.name}_step{steps}")
-    add_checks(state, r, snapshot, point, path)
+    add_checks(state, r, snapshot, result, path, point)
     for seed in state.args.finetune_seeds:
         if str(seed) not in point["finetune"]:
             point["finetune"][str(seed)] = finetune(
