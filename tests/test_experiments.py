@@ -437,7 +437,7 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     packed = run_script(here, "gpu_runs", "pack", "--only", name)
     assert packed.returncode == 0, packed.stderr[-3000:]
     plan = json.loads((here / "gpu_carry/plan.json").read_text())
-    assert plan["runs"] == [{"name": name, "extend": False}] and plan["carried"] == [name], plan
+    assert plan["runs"] == [{"name": name, "kind": None}] and plan["carried"] == [name], plan
     assert [c.name for c in (here / "gpu_carry/runs" / name / "checkpoints").iterdir()] == ["checkpoint_2"]
     assert (here / "gpu_carry/runs/tokenizer/tokenizer.json").exists()
     assert (here / "gpu_carry/data/rotten_tomatoes/train.csv").exists()
@@ -447,13 +447,13 @@ def test_gpu_runs_carry_a_cut_run_there_and_bring_it_back_finished(ran, tmp_path
     cut = run_script(there, "gpu_runs", "run", "--seconds", "0.5", "--out", str(tmp_path / "cut"))
     assert cut.returncode == 0, cut.stderr[-3000:]
     names, back = unpacked(tmp_path / "cut")
-    assert back["finished"] == [] and back["returned"] == [{"name": name, "extend": False}], back
+    assert back["finished"] == [] and back["returned"] == [{"name": name, "kind": None}], back
     assert back["exit_codes"] == {name: -15} and f"runs/{name}/checkpoints/checkpoint_2/model.safetensors" in names
     assert f"runs/{name}.hardware.jsonl" in names  # with where its updates ran: here, then there from update 2
     done = run_script(there, "gpu_runs", "run", "--seconds", "500", "--out", str(tmp_path / "done"))
     assert done.returncode == 0, done.stderr[-3000:]
     names, back = unpacked(tmp_path / "done")
-    assert back["finished"] == [{"name": name, "extend": False}] and back["returned"] == [], back
+    assert back["finished"] == [{"name": name, "kind": None}] and back["returned"] == [], back
     assert f"results/{name}.json" in names and not any(n.startswith("runs/") for n in names), names
     assert f"logs/logs/{name}.log" in names and f"logs/runs/{name}.pretrain.log" in names, names
 
@@ -504,9 +504,12 @@ def test_gpu_runs_fitting_takes_states_in_order_while_they_fit():
     assert fitting(list(sizes), sizes.get, 17) == (["e"], ["a", "b", "c", "d"])
 
 
-def test_unpack_keeps_a_state_further_along_here_with_its_record(tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("kind", [None, "settled"])
+def test_unpack_keeps_a_state_further_along_here_with_its_record(kind, tmp_path, monkeypatch, capsys):
     """A run this machine trained past the state the GPU returned keeps its state and its results record (a record
-    from the other state would name figures the kept one never had); every other record returned is put in place."""
+    from the other state would name figures the kept one never had); every other record returned is put in place.
+    A settled run counts its short phase and its long phase, numbered from the switch, and keeps its own record,
+    results/settled/NAME.json."""
     import io
     import tarfile
 
@@ -514,29 +517,98 @@ def test_unpack_keeps_a_state_further_along_here_with_its_record(tmp_path, monke
 
     monkeypatch.setattr(gpu_runs, "RESULTS", tmp_path / "repo/experiments/quality/results")
     monkeypatch.setattr(gpu_runs, "REPO", tmp_path / "repo")
-    run = {"name": "a_run_s0", "extend": False}  # no process here names it
-    here = tmp_path / "runs/a_run_s0/checkpoints/checkpoint_500"
+    if kind:  # a run of the study, which the training here may name: no process is taken to work on it
+        monkeypatch.setattr(gpu_runs, "busy", lambda run, runs_dir: False)
+    name = study.SETTLED[0] if kind else "a_run_s0"  # no process here names a_run_s0
+    run, folder = {"name": name, "kind": kind}, f"{kind}/{name}" if kind else name
+    switch = study.SHORT_PHASE["steps"] if kind else 0
+    here = tmp_path / f"runs/{folder}/checkpoints/checkpoint_500"
     here.mkdir(parents=True)
     (here / "model.safetensors").write_text("here")
-    gpu_runs.RESULTS.mkdir(parents=True)
-    (gpu_runs.RESULTS / "a_run_s0.json").write_text('{"from": "here"}')
+    state = {f"runs/{folder}/checkpoints/checkpoint_250/model.safetensors": "there"}
+    if kind:  # both sides finished the short phase
+        (tmp_path / f"runs/{folder}_short/checkpoints/checkpoint_{switch}").mkdir(parents=True)
+        state[f"runs/{folder}_short/checkpoints/checkpoint_{switch}/model.safetensors"] = "there"
+    record = gpu_runs.RESULTS / gpu_runs.record_path(run)
+    record.parent.mkdir(parents=True)
+    record.write_text('{"from": "here"}')
     members = {"back.json": json.dumps({"plan": {"runs": [run]}, "returned": [run], "finished": [], "left_there": [],
                                         "hardware": "GPU"}),
-               "results/a_run_s0.json": '{"from": "there"}', "results/other_s0.json": '{"from": "there"}',
-               "runs/a_run_s0/checkpoints/checkpoint_250/model.safetensors": "there"}
+               f"results/{gpu_runs.record_path(run)}": '{"from": "there"}',
+               "results/other_s0.json": '{"from": "there"}',
+               **state}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
-        for name, text in members.items():
-            info = tarfile.TarInfo(name)
+        for member, text in members.items():
+            info = tarfile.TarInfo(member)
             info.size = len(text.encode())
             tar.addfile(info, io.BytesIO(text.encode()))
     (tmp_path / "back").mkdir()
     (tmp_path / "back/back.tar.gz.00").write_bytes(buffer.getvalue())
     gpu_runs.main(["unpack", str(tmp_path / "back"), "--runs_dir", str(tmp_path / "runs")])
-    assert "a_run_s0: kept the state here and its record (500 updates; 250 returned)" in capsys.readouterr().out
-    assert json.loads((gpu_runs.RESULTS / "a_run_s0.json").read_text()) == {"from": "here"}
+    assert (f"{gpu_runs.label(run)}: kept the state here and its record ({switch + 500} updates; {switch + 250} "
+            f"returned)") in capsys.readouterr().out
+    assert gpu_runs.label(run) == (f"{name} (settled)" if kind else name)
+    assert json.loads(record.read_text()) == {"from": "here"}
     assert json.loads((gpu_runs.RESULTS / "other_s0.json").read_text()) == {"from": "there"}
     assert [c.name for c in here.parent.iterdir()] == ["checkpoint_500"]
+
+
+def complete_record(r, checked=True):
+    """A results record run_study.py has nothing left to do on (`checked`: a point past the budget, always checked)."""
+    checks = {"order_check": {}, **({"projection_check": {}} if study.learned_projections(r) else {})}
+    return {"perplexity": 100.0, **(checks if checked or r["model_type"] == "peer" else {}),
+            "finetune": {str(s): {"accuracy": 0.5} for s in study.FINETUNE_SEEDS}}
+
+
+def test_gpu_runs_carry_a_settled_run_until_it_stopped_and_every_point_is_complete(tmp_path, monkeypatch):
+    """Issue 66: a settled run trains on past the budget until study.settled stops it, so it stays open (in the plan
+    after the study's runs and the extensions) until its record has a stop and every point (the budget, the stop) has
+    its checks and every finetuning seed, a point not kept yet included. It travels with its training folders and
+    only the snapshots of points still to check or finetune; its updates are its short phase's and its long
+    phase's, which counts from the switch."""
+    from experiments.quality import gpu_runs
+
+    monkeypatch.setattr(gpu_runs, "RESULTS", tmp_path / "results")
+    runs, budget = {r["name"]: r for r in study.RUNS}, study.PRETRAIN["max_steps"]
+    (tmp_path / "results/extended").mkdir(parents=True)
+    (tmp_path / "results/settled").mkdir()
+    for name, r in runs.items():  # every run of the study finished but the first, every extension but the first
+        if name != study.RUNS[0]["name"]:
+            (tmp_path / f"results/{name}.json").write_text(json.dumps(complete_record(r, checked=False)))
+    for name in study.EXTENDED[1:]:
+        points = {str(s): complete_record(runs[name]) for s in study.EXTENDED_STEPS}
+        (tmp_path / f"results/extended/{name}.json").write_text(json.dumps({"points": points}))
+    stop = budget + 3000
+
+    def settled_record(name, stopped=True, kept=(budget, stop), lacking=()):
+        points = {str(s): complete_record(runs[name]) for s in kept}
+        for s in lacking:
+            points[str(s)]["finetune"].popitem()
+        return {**({"settled": {"step": stop}} if stopped else {}), "points": points}
+
+    lacks = {study.SETTLED[1]: {"lacking": [stop]},                  # a finetuning seed at its stop
+             study.SETTLED[2]: {"kept": [budget]},                   # its stop, found but not kept yet
+             study.SETTLED[3]: {"stopped": False, "kept": [budget]}}  # a stop: still training
+    for name in study.SETTLED[1:]:  # study.SETTLED[0]: not started
+        (tmp_path / f"results/settled/{name}.json").write_text(json.dumps(settled_record(name, **lacks.get(name, {}))))
+    assert gpu_runs.open_runs() == [{"name": study.RUNS[0]["name"], "kind": None},
+                                    {"name": study.EXTENDED[0], "kind": "extended"},
+                                    *({"name": name, "kind": "settled"} for name in study.SETTLED[:4])]
+
+    name = study.SETTLED[1]
+    run, settled = {"name": name, "kind": "settled"}, tmp_path / "runs/settled"
+    assert study.SHORT_PHASE["steps"] % study.PRETRAIN["checkpointing_steps"] == 0  # the short phase's last, saved
+    for folder, step in ((f"{name}_short", study.SHORT_PHASE["steps"]), (name, stop - study.SHORT_PHASE["steps"])):
+        (settled / folder / "checkpoints" / f"checkpoint_{step}").mkdir(parents=True)
+    for folder in (f"{name}_step{budget}", f"{name}_step{stop}", f"{name}_step{stop}_rt_s0"):
+        (settled / folder).mkdir()
+    (tmp_path / f"runs/{name}/checkpoints/checkpoint_500").mkdir(parents=True)  # the study's run: not this one
+    assert gpu_runs.state_folders(tmp_path / "runs", run) == [settled / name, settled / f"{name}_short",
+                                                               settled / f"{name}_step{stop}"]
+    assert gpu_runs.progress(tmp_path / "runs", run) == stop
+    assert gpu_runs.progress(tmp_path / "runs", {"name": name, "kind": None}) == 500
+    assert gpu_runs.command(run, Path("gpu_carry"), None)[3:5] == ["--settle", "--only"]
 
 
 def test_a_run_moved_between_machines_records_where_each_stretch_trained(tmp_path):
@@ -619,10 +691,16 @@ def test_a_record_names_how_the_device_was_shared():
 
     from experiments.quality import gpu_runs, run_study
 
-    run, carry = {"name": "roberta_n128_s0", "extend": True}, Path("gpu_carry")
+    run, carry = {"name": "roberta_n128_s0", "kind": "extended"}, Path("gpu_carry")
     shared = gpu_runs.command(run, carry, "shared by 9 runs at once under MPS")
     assert shared[-2:] == ["--hardware_note", "shared by 9 runs at once under MPS"] and "--extend" in shared
     assert "--hardware_note" not in gpu_runs.command(run, carry, None)
+    parser = run_study.make_parser()  # each kind runs with the flag that takes it, and only it
+    for run_of_kind, flag in (({"name": study.SETTLED[0], "kind": "settled"}, "--settle"),
+                              ({"name": study.SETTLED[0], "kind": None}, None)):
+        cmd = gpu_runs.command(run_of_kind, carry, None)
+        assert [w for w in cmd if w in ("--extend", "--settle")] == [flag] * bool(flag), cmd
+        assert [r["name"] for r in run_study.chosen_runs(parser.parse_args(cmd[3:]), parser)] == [study.SETTLED[0]]
     args = run_study.make_parser().parse_args(shared[3:])
     state = run_study.make_state(args)
     noted = run_study.hardware(state)

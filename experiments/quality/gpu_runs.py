@@ -3,6 +3,10 @@
 # Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The study's open runs on a lent GPU, within one short offline call: issue 47's runs take days on CPU cores and
 minutes on a GPU, where the study's ten bf16 runs trained side by side (about 4 minutes per 10,000 updates each).
+Every kind of run run_study.py trains travels: the study's runs, the extensions (--extend, issue 47) and the
+settled runs (--settle, issue 66), the last two the longest, as they train past the budget. A plan entry's "kind"
+(None, "extended" or "settled") names the folder of runs_dir and of results/ the run lives in: a run past the
+budget shares its name with the study's run it continues.
 
 A lent GPU machine sees only the work tree (64 MiB with what is carried), has no network, and returns at most
 8 files of 16 MiB (64 MiB together). So the work goes in three steps, each resumable run continued where it was:
@@ -44,13 +48,15 @@ CARRY_MIB = 34                      # 64 MiB - the tree without release/ (~7) - 
 BACK_PART = 15 * 2**20              # files come back at most 16 MiB each, 8 files, 64 MiB together
 BACK_PARTS = 4
 LOG_TAIL = 64 * 2**10
+# A run trained past the budget, by its kind (its folder in runs_dir and results/): the flag run_study.py takes.
+KINDS = {"extended": "--extend", "settled": "--settle"}
 
 
 # --- which runs are open, and where their state lies ------------------------------------------------------------
 def incomplete(record, r, checked=True):
-    """Whether run_study.py would still work on a run (`checked`: a point of an extended run, whose model checks
-    always run) with this record. A run of the study is done once finetuned with every seed, its checks run where
-    its model is (the study's first GPU runs left theirs there); the peer, never finetuned, once checked."""
+    """Whether run_study.py would still work on a run (`checked`: a point of a run trained past the budget, whose
+    model checks always run) with this record. A run of the study is done once finetuned with every seed, its checks
+    run where its model is (the study's first GPU runs left theirs there); the peer, never finetuned, once checked."""
     if record is None or "perplexity" not in record:
         return True
     checks = {"order_check", *(["projection_check"] * study.learned_projections(r))}
@@ -64,30 +70,57 @@ def record(path):
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def record_path(run):
+    """A run's results file, relative to results/: a run trained past the budget has one of its own beside the
+    study's record of the same name."""
+    return Path(run["kind"] or "") / f"{run['name']}.json"
+
+
+def label(run):
+    """How the logs, back.json and the printed lines name a run: one trained past the budget shares its name with
+    the study's run."""
+    return f"{run['name']} ({run['kind']})" if run["kind"] else run["name"]
+
+
+def open_points(run):
+    """The updates at which a run trained past the budget keeps a point not yet checked and finetuned with every
+    seed (a point not kept yet counts): an extension's every study.EXTENDED_STEPS; a settled run's budget and, once
+    study.settled stopped it, its stop, the only points its record holds; [] for neither."""
+    result = record(RESULTS / record_path(run)) or {}
+    points, r = result.get("points", {}), next(r for r in study.RUNS if r["name"] == run["name"])
+    due = set(study.EXTENDED_STEPS) if run["kind"] == "extended" else {
+        study.PRETRAIN["max_steps"], *([result["settled"]["step"]] if "settled" in result else [])}
+    return sorted(s for s in due | {int(s) for s in points} if incomplete(points.get(str(s)), r))
+
+
+def finished(run):
+    """Whether run_study.py has nothing left to do on a run of study.EXTENDED or study.SETTLED: every point
+    complete, and a settled run stopped by study.settled (until then its training goes on past its points)."""
+    stopped = run["kind"] != "settled" or "settled" in (record(RESULTS / record_path(run)) or {})
+    return stopped and not open_points(run)
+
+
 def open_runs():
-    """[{"name", "extend"}] for every run of the study and every extension run_study.py has not finished, in the
-    study's order (its runs first, then the extensions)."""
-    todo = [{"name": r["name"], "extend": False} for r in study.RUNS
+    """[{"name", "kind"}] for every run of the study, every extension and every settled run run_study.py has not
+    finished, in the study's order (its runs first, then the extensions, then the settled runs)."""
+    todo = [{"name": r["name"], "kind": None} for r in study.RUNS
             if incomplete(record(RESULTS / f"{r['name']}.json"), r, checked=False)]
-    by_name = {r["name"]: r for r in study.RUNS}
-    for name in study.EXTENDED:
-        points = (record(RESULTS / "extended" / f"{name}.json") or {}).get("points", {})
-        if any(incomplete(points.get(str(steps)), by_name[name]) for steps in study.EXTENDED_STEPS):
-            todo.append({"name": name, "extend": True})
+    for kind, names in (("extended", study.EXTENDED), ("settled", study.SETTLED)):
+        todo += [{"name": name, "kind": kind} for name in names if not finished({"name": name, "kind": kind})]
     return todo
 
 
 def state_folders(runs_dir, run):
     """The folders of `runs_dir` that hold a run's state: its training folder, a short phase's and a peer's start
-    folder; an extension's training folder and the snapshot (that point's model) of each point not yet checked and
-    finetuned."""
-    if run["extend"]:
-        points = (record(RESULTS / "extended" / f"{run['name']}.json") or {}).get("points", {})
-        r = next(r for r in study.RUNS if r["name"] == run["name"])
-        names = [f"extended/{run['name']}", *(f"extended/{run['name']}_step{s}" for s in study.EXTENDED_STEPS
-                                               if incomplete(points.get(str(s)), r))]
+    folder; for a run trained past the budget, those in its kind's folder (extended/, settled/) and the snapshot
+    (that point's model) of each point not yet checked and finetuned. A complete point's snapshot stays here: its
+    figures are in the record, and the room is the open runs'."""
+    name = run["name"]
+    if run["kind"]:
+        names = [f"{run['kind']}/{name}", f"{run['kind']}/{name}_short",
+                 *(f"{run['kind']}/{name}_step{s}" for s in open_points(run))]
     else:
-        names = [run["name"], f"{run['name']}_short", f"{run['name']}_start"]
+        names = [name, f"{name}_short", f"{name}_start"]
     return [runs_dir / name for name in names if (runs_dir / name).is_dir()]
 
 
@@ -97,7 +130,10 @@ def newest_checkpoint(folder):
 
 
 def progress(runs_dir, run):
-    """Updates done in a run's state (a short phase's count in), 0 where none: what unpack compares."""
+    """Updates done in a run's state counted from its first, 0 where none: what unpack compares. A short-phase run's
+    long phase is a train_mlm.py run of its own whose checkpoints count from the switch, so its count adds to the
+    short phase's, whose last checkpoint is the switch (study.SHORT_PHASE's steps are a multiple of
+    checkpointing_steps). A snapshot is a kept point's model, not training: it counts nothing."""
     total = 0
     for folder in state_folders(runs_dir, run):
         if (checkpoint := newest_checkpoint(folder)) and "_step" not in folder.name:
@@ -193,7 +229,7 @@ def pack(args, parser):
 
 # --- there: run -----------------------------------------------------------------------------------------------------
 def command(run, carry, note):
-    return [sys.executable, "-m", "experiments.quality.run_study", *(["--extend"] * run["extend"]),
+    return [sys.executable, "-m", "experiments.quality.run_study", *([KINDS[run["kind"]]] if run["kind"] else []),
             "--only", run["name"], "--mixed_precision", "no", "--runs_dir", str(carry / "runs"),
             "--data_dir", str(carry / "data"), *(["--hardware_note", note] if note else [])]
 
@@ -240,7 +276,7 @@ def run(args, parser):
     for r in plan["runs"]:
         cmd = command(r, args.carry, note)
         print("$", " ".join(cmd[1:]), flush=True)
-        with (logs / f"{r['name']}{'.extend' * r['extend']}.log").open("a") as log:
+        with (logs / f"{r['name']}{'.' + r['kind'] if r['kind'] else ''}.log").open("a") as log:
             processes.append(subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                               env={**os.environ, **OFFLINE},
                                               start_new_session=True))
@@ -248,8 +284,7 @@ def run(args, parser):
     while time.monotonic() < end and any(p.poll() is None for p in processes):
         time.sleep(1)
     stop(processes)
-    codes = {r["name"] + " --extend" * r["extend"]: p.returncode
-             for r, p in zip(plan["runs"], processes, strict=True)}  # one process per run
+    codes = {label(r): p.returncode for r, p in zip(plan["runs"], processes, strict=True)}  # one process per run
     bring_back(args, plan, began, codes)
 
 
@@ -266,13 +301,14 @@ def bring_back(args, plan, began, codes):
     back = {"plan": plan, "exit_codes": codes, "seconds": round(time.time() - began, 1),
             "hardware": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "CPU",
             "finished": [r for r in plan["runs"] if r not in still_open], "returned": returned, "left_there": left,
-            "progress": {r["name"] + " --extend" * r["extend"]: progress(runs_dir, r) for r in plan["runs"]}}
+            "progress": {label(r): progress(runs_dir, r) for r in plan["runs"]}}
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
         add_bytes(tar, "back.json", json.dumps(back, indent=1).encode())
         for path in changed:
             tar.add(path, f"results/{path.relative_to(RESULTS)}")
-        for log in [*(args.carry / "logs").glob("*.log"), *runs_dir.glob("*.log"), *runs_dir.glob("extended/*.log")]:
+        for log in [*(args.carry / "logs").glob("*.log"), *runs_dir.glob("*.log"),
+                    *(log for kind in KINDS for log in runs_dir.glob(f"{kind}/*.log"))]:
             add_bytes(tar, f"logs/{log.relative_to(args.carry)}", log.read_bytes()[-LOG_TAIL:])
         for r in returned:
             for folder in state_folders(runs_dir, r):
@@ -295,9 +331,11 @@ def add_bytes(tar, name, data):
 
 # --- here: unpack ---------------------------------------------------------------------------------------------------
 def busy(run, runs_dir):
-    """Whether a process here works on a run: its command line names the run's folder (train_mlm.py's
-    --output_dir) or the run (run_study.py's --only)."""
-    folders = [runs_dir / run["name"], runs_dir / f"{run['name']}_short", runs_dir / "extended" / run["name"]]
+    """Whether a process here works on a run: its command line names one of the run's training folders
+    (train_mlm.py's --output_dir), whichever its kind (a run of the study and its extension or settled run share
+    records), or the run (run_study.py's --only)."""
+    folders = [base / f"{run['name']}{suffix}" for base in (runs_dir, *(runs_dir / kind for kind in KINDS))
+               for suffix in ("", "_short")]
     names = {str(folder) for folder in folders} | {run["name"]}
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -323,7 +361,7 @@ def unpack(args, parser):
             parser.error(f"stop the processes here that work on {', '.join(working)} first: the results and state "
                          f"returned replace theirs")
         kept = [r for r in back["returned"] if progress(runs_dir, r) > progress(tmp / "runs", r)]
-        mine = {f"{'extended/' * r['extend']}{r['name']}.json" for r in kept}  # a kept state keeps its record
+        mine = {str(record_path(r)) for r in kept}  # a kept state keeps its record
         for path in sorted((tmp / "results").rglob("*.json")):
             if str(path.relative_to(tmp / "results")) in mine:
                 continue
@@ -335,7 +373,7 @@ def unpack(args, parser):
         for r in back["returned"]:
             here, there = progress(runs_dir, r), progress(tmp / "runs", r)
             if r in kept:
-                print(f"{r['name']}: kept the state here and its record ({here} updates; {there} returned)")
+                print(f"{label(r)}: kept the state here and its record ({here} updates; {there} returned)")
                 continue
             for folder in state_folders(tmp / "runs", r):  # each folder returned replaces its counterpart here
                 target = runs_dir / folder.relative_to(tmp / "runs")
@@ -344,7 +382,7 @@ def unpack(args, parser):
                 study.hardware_log(target).unlink(missing_ok=True)  # the notes of where it trained come with it
                 if study.hardware_log(folder).exists():
                     shutil.copy2(study.hardware_log(folder), study.hardware_log(target))
-            print(f"{r['name']}{' (extended)' * r['extend']}: state at {there} updates, from {back['hardware']}")
+            print(f"{label(r)}: state at {there} updates, from {back['hardware']}")
     print(f"{len(back['finished'])} run(s) finished there; left there (state lost, rerun): "
           f"{', '.join(r['name'] for r in back['left_there']) or 'none'}")
 
