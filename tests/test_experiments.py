@@ -566,15 +566,17 @@ def test_gpu_runs_carry_a_settled_run_until_it_stopped_and_every_point_is_comple
     after the study's runs and the extensions) until its record has a stop and every point (the budget, the stop) has
     its checks and every finetuning seed, a point not kept yet included. It travels with its training folders and
     only the snapshots of points still to check or finetune; its updates are its short phase's and its long
-    phase's, which counts from the switch."""
+    phase's, which counts from the switch. A run that never ran alone is planned only past the budget (the
+    convolution at n = 512), not twice."""
     from experiments.quality import gpu_runs
 
     monkeypatch.setattr(gpu_runs, "RESULTS", tmp_path / "results")
     runs, budget = {r["name"]: r for r in study.RUNS}, study.PRETRAIN["max_steps"]
     (tmp_path / "results/extended").mkdir(parents=True)
     (tmp_path / "results/settled").mkdir()
-    for name, r in runs.items():  # every run of the study finished but the first, every extension but the first
-        if name != study.RUNS[0]["name"]:
+    plain = next(name for name in runs if name not in {*study.EXTENDED, *study.SETTLED})
+    for name, r in runs.items():  # every run of the study finished but one, every extension but the first
+        if name != plain:
             (tmp_path / f"results/{name}.json").write_text(json.dumps(complete_record(r, checked=False)))
     for name in study.EXTENDED[1:]:
         points = {str(s): complete_record(runs[name]) for s in study.EXTENDED_STEPS}
@@ -592,7 +594,8 @@ def test_gpu_runs_carry_a_settled_run_until_it_stopped_and_every_point_is_comple
              study.SETTLED[3]: {"stopped": False, "kept": [budget]}}  # a stop: still training
     for name in study.SETTLED[1:]:  # study.SETTLED[0]: not started
         (tmp_path / f"results/settled/{name}.json").write_text(json.dumps(settled_record(name, **lacks.get(name, {}))))
-    assert gpu_runs.open_runs() == [{"name": study.RUNS[0]["name"], "kind": None},
+    (tmp_path / f"results/{study.SETTLED[0]}.json").unlink()  # never ran alone: its settled run writes it, not a plan
+    assert gpu_runs.open_runs() == [{"name": plain, "kind": None},
                                     {"name": study.EXTENDED[0], "kind": "extended"},
                                     *({"name": name, "kind": "settled"} for name in study.SETTLED[:4])]
 

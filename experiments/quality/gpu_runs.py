@@ -102,9 +102,13 @@ def finished(run):
 
 def open_runs():
     """[{"name", "kind"}] for every run of the study, every extension and every settled run run_study.py has not
-    finished, in the study's order (its runs first, then the extensions, then the settled runs)."""
+    finished, in the study's order (its runs first, then the extensions, then the settled runs). A run of the study
+    that never ran alone and trains past the budget (the convolution's seeds) is left to that run, which writes its
+    study record at the budget: planned twice, the two would train the same updates side by side."""
+    past_the_budget = {*study.EXTENDED, *study.SETTLED}
     todo = [{"name": r["name"], "kind": None} for r in study.RUNS
-            if incomplete(record(RESULTS / f"{r['name']}.json"), r, checked=False)]
+            if incomplete(found := record(RESULTS / f"{r['name']}.json"), r, checked=False)
+            and not (found is None and r["name"] in past_the_budget)]
     for kind, names in (("extended", study.EXTENDED), ("settled", study.SETTLED)):
         todo += [{"name": name, "kind": kind} for name in names if not finished({"name": name, "kind": kind})]
     return todo
