@@ -1318,6 +1318,16 @@ def test_the_cards_answer_is_each_extended_linformers_updates_as_a_multiple_of_t
     assert f"`{study.BASELINE}_s0`" not in said["runs"]
     write("linformer_c_s0", {}, [(250, 900.0)])  # started, no stop yet: not part of the answer
     assert render.longer_answer(render.load(tmp_path / "results"))["runs"] == said["runs"]
+    # Several seeds of one configuration make one clause: the mean factor with the seeds' range, each stop's range.
+    write("linformer_d_s0", {10000: 300.0, 20000: 95.0}, [(10000, 300.0), (15000, 100.0), (20000, 95.0)])
+    write("linformer_d_s1", {10000: 310.0, 20000: 99.0}, [(10000, 310.0), (17500, 99.5), (20000, 99.0)])
+    grouped = render.longer_answer(render.load(tmp_path / "results"))["runs"]
+    assert grouped.endswith("`linformer_d` (2 seeds) needs about 1.6x (seeds 1.5x to 1.8x) as many updates (300.0 to "
+                            "310.0 at 10,000, 95.0 to 99.0 at 20,000; at 10,000 updates +200.0% to +210.0% against "
+                            "standard attention's 100.0)") and "linformer_d_s0" not in grouped, grouped
+    write("linformer_d_s1", {10000: 310.0, 20000: 150.0}, [(10000, 310.0), (20000, 150.0)])  # one seed short of it
+    assert "`linformer_d` (2 seeds) needs more than 2x (1 of 2 seeds reached it) as many updates (" in \
+           render.longer_answer(render.load(tmp_path / "results"))["runs"]
 
 
 def test_the_committed_exact_short_phases_of_one_seed_agree_across_k():

@@ -279,20 +279,14 @@ def reached(run, level):
 
 
 def longer_answer(records):
-    """The card's practical answer: how many times the budget each extended Linformer needs to reach the baseline's
-    perplexity at the budget, with its gap at the last stop both have; then the paper's n's targets, as judged."""
-    (baseline, level), runs = extended_baseline(records), []
-    for name, run in records.extended.items():
-        stops = sorted((int(step), point["perplexity"]) for step, point in run["points"].items())
-        if level is None or run is baseline or not stops:
-            continue
-        at, (last, ppl) = reached(run, level), [(step, p) for step, p in stops if str(step) in baseline["points"]][-1]
-        theirs, running = baseline["points"][str(last)]["perplexity"], not at and stops[-1][0] < LAST_STOP
-        times = f"about {at / BUDGET:.1f}x" if at else f"more than {stops[-1][0] / BUDGET:g}x"
-        path = ", ".join(f"{p:.1f} at {step:,}" for step, p in stops)
-        runs.append(f"`{name}` needs {times} as many updates ({path}; "
-                    f"at {last:,} updates {gap(ppl, theirs):+.1f}% against standard attention's {theirs:.1f})"
-                    + f", so far: its extension to {LAST_STOP:,} updates is still running" * running)
+    """The card's practical answer: how many times the budget each extended Linformer configuration needs to reach
+    the baseline's perplexity at the budget, with its gap at the last stop its seeds and the baseline all have; then
+    the paper's n's targets, as judged."""
+    (baseline, level), by_configuration = extended_baseline(records), {}
+    for name, run in sorted(records.extended.items()):
+        if level is not None and run is not baseline and run["points"]:
+            by_configuration.setdefault(configuration_of(name), []).append((name, run))
+    runs = [catch_up(configuration, seeds, baseline, level) for configuration, seeds in by_configuration.items()]
     if not runs:
         return None
     paper_n = [f"`{configuration}` against `{reference}`: {measured} (target: within {limit:g}%): {said}"
@@ -307,6 +301,37 @@ def longer_answer(records):
             "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
             "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}",
             "recipe_answer": recipe_answer(records, level)}
+
+
+def catch_up(configuration, seeds, baseline, level):
+    """One configuration's clause of the card's answer: a single seed by its run's name, several by the
+    configuration's with each stop's range over the seeds."""
+    stops = [sorted((int(step), point["perplexity"]) for step, point in run["points"].items()) for _, run in seeds]
+    shared = sorted(set.intersection(*({step for step, _ in s} for s in stops)))
+    last = [step for step in shared if str(step) in baseline["points"]][-1:]
+    at = [reached(run, level) for _, run in seeds]
+    if all(at):
+        times = f"about {statistics.mean(at) / BUDGET:.1f}x" + (
+            f" (seeds {min(at) / BUDGET:.1f}x to {max(at) / BUDGET:.1f}x)" if len(at) > 1 else "")
+    else:
+        times = f"more than {min(s[-1][0] for s in stops) / BUDGET:g}x" + (
+            f" ({sum(map(bool, at))} of {len(at)} seeds reached it)" if any(at) else "")
+    ranges = {step: [dict(s)[step] for s in stops] for step in shared}
+    path = ", ".join(f"{spread(values)} at {step:,}" for step, values in ranges.items())
+    if last:
+        theirs = baseline["points"][str(last[0])]["perplexity"]
+        gaps = spread([gap(p, theirs) for p in ranges[last[0]]], "+.1f", "%")
+        path += f"; at {last[0]:,} updates {gaps} against standard attention's {theirs:.1f}"
+    running = not all(at) and any(s[-1][0] < LAST_STOP for s in stops)
+    who = f"`{seeds[0][0]}`" if len(seeds) == 1 else f"`{configuration}` ({len(seeds)} seeds)"
+    return (f"{who} needs {times} as many updates ({path})"
+            + f", so far: its extension to {LAST_STOP:,} updates is still running" * running)
+
+
+def spread(values, fmt=".1f", unit=""):
+    """One value, or the lowest to the highest of several (a configuration's seeds)."""
+    low, high = min(values), max(values)
+    return f"{low:{fmt}}{unit}" if low == high else f"{low:{fmt}}{unit} to {high:{fmt}}{unit}"
 
 
 # The recipe goal (issue 66): a Linformer within this much of standard attention's perplexity at the budget, given at
