@@ -831,6 +831,8 @@ def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_
     listed = run_script(root, "run_study", "--list", "--only", name).stdout
     assert ("settled: kept at 4 (1 finetuned), 6 (1 finetuned); trained to update 6; stopped at 6: 4 updates on "
             "n-token blocks") in listed, listed
+    shutil.rmtree(root / f"runs/settled/{name}")  # finished elsewhere (a lent GPU): the record still says how far
+    assert "trained to update 6; stopped" in run_script(root, "run_study", "--list", "--only", name).stdout
     for flags, said in ((["--settle", "--only", "roberta_n32_s0"], "--settle: only these runs take it: " + name),
                         (["--settle", "--extend"], "pass one of them"), (["--settle", "--rebuild"], "takes none of")):
         refused = run_script(root, "run_study", *flags)
