@@ -1426,6 +1426,18 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     assert "1 vs 2 pretraining seeds |" in k256_row and "paired" not in k256_row  # one seed stopped: not paired
     assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith("| not measured |")
     assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
+    # Still in its short phase: no negative count of long updates. Stopped, its stop not kept yet (settle saves the
+    # stop, then keeps its model): still running on the page, and no target reads it.
+    early = settled(conv, 1, 150.0)
+    early["curve"], early["points"] = [{"step": 2_250, "perplexity": 900.0}], {}
+    cut = settled(k256, 1, 120.0, 12_000)
+    del cut["points"]["12000"]
+    records.settled.update({early["name"]: early, cut["name"]: cut})
+    page = render.settled(records)
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in page["rows"].splitlines()}
+    assert rows[early["name"]].endswith("| running (last evaluated update 2,250) | 0 | 900.0 | - |")
+    assert "| running (last evaluated update 12,000) |" in rows[cut["name"]]
+    assert "1 vs 2 pretraining seeds |" in next(line for line in page["targets"].splitlines() if k256 + " " in line)
 
 
 def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_with_its_interval():

@@ -500,7 +500,8 @@ def settled(records):
     runs = [records.settled[name] for name in study.SETTLED if name in records.settled]
     if not runs:
         return None
-    stops = {run["name"]: run["points"][str(run["settled"]["step"])] for run in runs if "settled" in run}
+    stops = {run["name"]: run["points"][str(run["settled"]["step"])] for run in runs  # a stop found is kept next
+             if "settled" in run and str(run["settled"]["step"]) in run["points"]}
     rows = []
     for run in runs:
         alone = next((r for r in records.runs if r["name"] == run["name"]), None)
@@ -510,7 +511,7 @@ def settled(records):
                      number(alone and alone["perplexity"], ".1f"),
                      f"{run['settled']['step']:,}: {run['settled']['why']}" if stop else
                      f"running (last evaluated update {last['step']:,})",
-                     f"{last['step'] - run['run']['short']['steps']:,}", f"{last['perplexity']:.1f}",
+                     f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
                      accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
             "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
