@@ -10,7 +10,8 @@ import torch
 
 BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 # --tiny's vocabulary is small too: RoBERTa's 50,265-row head in bf16 (emulated on AVX2 CPUs) took two thirds of a
-# tiny training run (the GPU check's dry run: 96 s -> 31 s), and a smoke test measures nothing that needs it
+# tiny training run (the GPU check's dry-run training table: 96 s -> 31 s), and a smoke test measures nothing that
+# needs it
 TINY = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1024)
 VOCAB = 50265  # dims may name another vocab_size (the quality study's body: 8192)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

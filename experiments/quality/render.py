@@ -474,8 +474,7 @@ def paper_n(records):
              number(gap(run["perplexity"], baseline), "+.1f", "%"), accuracy_cell(run)] for run in ran]
     return ran and {"n": 4 * N, "share": PLATEAU_SHARE, "block": phase["block_size"], "steps": f"{phase['steps']:,}",
                     "updates": f"{BUDGET:,}", "choice": paper_n_short_blocks(records), "baseline": PAPER_N_BASELINE,
-                    "rows": body(rows),
-                    "between": ", ".join(f"{p['step']:,}" for p in between[ran[0]["name"]]),
+                    "rows": body(rows), "between": ", ".join(f"{p['step']:,}" for p in between[ran[0]["name"]]),
                     "falls": paper_n_last_stretch(records)}
 
 

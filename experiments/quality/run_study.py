@@ -625,7 +625,8 @@ def past_the_budget(state, r, kind):
     result = json.loads(path.read_text()) if path.exists() else {"points": {}}
     kept = ", ".join(f"{int(step):,} ({len(point['finetune'])} finetuned)" for step, point in result["points"].items())
     # the record's curve where the folder is behind it or gone (a run finished on a lent GPU brings back its record)
-    steps = max([last_update(state.runs_dir / kind / r["name"], r), *(p["step"] for p in result.get("curve", [])[-1:])])
+    recorded = result["curve"][-1]["step"] if result.get("curve") else 0
+    steps = max(last_update(state.runs_dir / kind / r["name"], r), recorded)
     goal = f" of {study.EXTENDED_STEPS[-1]:,}" if kind == "extended" else ""
     said = [f"kept at {kept}" if kept else "nothing kept yet",
             f"trained to update {steps:,}{goal}" if steps else "not started"]
