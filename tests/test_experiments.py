@@ -803,7 +803,7 @@ def test_a_settled_run_stops_when_a_stretch_falls_by_less_than_2_percent_or_at_1
         assert got["fall"] == pytest.approx(1 - curve[-1]["perplexity"] / points[got["step"] - 1000])
 
 
-def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_path):
+def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_path, monkeypatch):
     """Issue 66, item 2: --settle trains a short-phase run again to the study's budget (kept, checked, finetuned:
     the study's record where it has none), then on n-token blocks a stretch at a time, each a resume, until the rule
     stops it (here the cap: 4 updates on n-token blocks); the stop is kept, checked and finetuned too, and run
@@ -811,8 +811,11 @@ def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_
     root = make_study_copy(tmp_path / "repo")
     tiny = root / "experiments/quality/study.py"
     name = "linformer_n64_k32_layerwise_short16exact_s0"  # 2 updates on 16-token blocks, then n = 64
-    tiny.write_text(tiny.read_text() + 'SETTLE = {"window": 2, "fall": -1e9, "long_updates": 4}\n')  # never by fall
-    out = run_script(root, "run_study", "--settle", "--only", name)
+    twin = "linformer_n64_k32_layerwise_conv_short16exact_s0"  # the same short phase (its projections unread)
+    tiny.write_text(tiny.read_text() + 'SETTLE = {"window": 2, "fall": -1e9, "long_updates": 4}\n'  # never by fall
+                    'RUNS.append(run(short_first(linformer(n=2 * N, k=N, projection="conv")), 0))\n'
+                    'SETTLED = [r["name"] for r in RUNS if "short" in r]\n')
+    out = run_script(root, "run_study", "--settle", "--only", name, twin)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     settled = json.loads((root / f"experiments/quality/results/settled/{name}.json").read_text())
     assert [p["step"] for p in settled["curve"]] == [0, 2, 4, 6] and list(settled["points"]) == ["4", "6"]
@@ -826,7 +829,7 @@ def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_
     alone = json.loads((root / f"experiments/quality/results/{name}.json").read_text())
     assert alone["curve"] == settled["curve"][:3] and alone["finetune"] == settled["points"]["4"]["finetune"]
     assert (root / f"runs/settled/{name}.pretrain.log").read_text().count("Resumed from") == 1  # 4 -> 6
-    again = run_script(root, "run_study", "--settle", "--only", name)
+    again = run_script(root, "run_study", "--settle", "--only", name, twin)
     assert again.returncode == 0 and "$" not in again.stdout, again.stdout[-3000:]
     listed = run_script(root, "run_study", "--list", "--only", name).stdout
     assert ("settled: kept at 4 (1 finetuned), 6 (1 finetuned); trained to update 6; stopped at 6: 4 updates on "
@@ -837,6 +840,44 @@ def test_settle_trains_past_the_budget_in_stretches_until_the_rule_stops_it(tmp_
                         (["--settle", "--extend"], "pass one of them"), (["--settle", "--rebuild"], "takes none of")):
         refused = run_script(root, "run_study", *flags)
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    check_shared_short_phase(root, name, twin, out.stdout, monkeypatch)
+
+
+def check_shared_short_phase(root, name, twin, printed, monkeypatch):
+    """Issue 66: the convolution's short phase was not trained again but made from `name`'s (the same updates, its
+    projections unread there): the twin's own short-phase command, run now, gives the same weights bit for bit and
+    the same losses, and the twin's record names where its short phase was trained. A twin whose projections moved
+    is refused."""
+    from safetensors.torch import load_file, save_file
+
+    from experiments.quality import run_study
+
+    assert printed.count(f"$ {sys.executable} train_mlm.py") == 3 + 2  # the twin's short phase is not trained
+    assert f"{twin}_short: the short phase of {name}_short, with this run's own projections" in printed
+    record = json.loads((root / f"experiments/quality/results/settled/{twin}.json").read_text())
+    own = record["points"]["4"]["pretrain_command"].split(" && ")[0].replace("python ", f"{sys.executable} ", 1)
+    alone = root / "runs/alone_short"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO / "src"), "OMP_NUM_THREADS": "1"}
+    subprocess.run([*own.replace(f"runs/settled/{twin}_short", str(alone)).split()], cwd=root, env=env, check=True,
+                   capture_output=True, timeout=600)
+    shared = root / f"runs/settled/{twin}_short"
+    trained, made = (load_file(folder / "model.safetensors") for folder in (alone, shared))
+    assert trained.keys() == made.keys() and all(torch.equal(trained[key], made[key]) for key in trained)
+    losses = [[m.get("eval_loss", m.get("train_loss")) for m in map(json.loads, (folder / "metrics.jsonl").open())]
+              for folder in (alone, shared)]
+    assert losses[0] == losses[1] and len(losses[0]) > 3
+    assert json.loads((shared / "config.json").read_text())["projection_type"] == "conv"
+    alone_record = json.loads((root / f"experiments/quality/results/{twin}.json").read_text())
+    assert record["short_phase"] == alone_record["short_phase"] == {
+        "block_size": 16, "steps": 2, "perplexity": record["short_phase"]["perplexity"], "trained_as": name}
+    twin_folder = root / f"runs/settled/{name}_short"
+    weights = load_file(twin_folder / "model.safetensors")
+    weights["linformer.encoder.projections.shared"] += 1e-3
+    save_file(weights, twin_folder / "model.safetensors", metadata={"format": "pt"})
+    monkeypatch.chdir(root)  # the command's paths are the root's
+    with pytest.raises(SystemExit, match="cannot share the short phase .* the twin's linformer.encoder.projections"):
+        run_study.share_short_phase(twin_folder, root / "runs/refused_short", own.split())
+    assert not (root / "runs/refused_short").exists()
 
 
 @pytest.mark.parametrize("level, gaps, ppl_30k, said", [

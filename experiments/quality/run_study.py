@@ -304,11 +304,100 @@ def pretrain_in_phases(state, r, out, options, block_size, steps):
         "max_steps": steps, "output_dir": short})]
     then = [sys.executable, "train_mlm.py", *flags({**continued(options, short), "max_steps": total - steps})]
     if not finished(short, steps):
-        note_hardware(state, short)
-        execute(first, short.with_suffix(".pretrain.log"), state.env)
+        if twin := trained_twin(r, short, steps, options["mixed_precision"]):
+            share_short_phase(twin, short, first)
+        else:
+            note_hardware(state, short)
+            execute(first, short.with_suffix(".pretrain.log"), state.env)
     note_hardware(state, out)
     execute(then, out.with_suffix(".pretrain.log"), state.env)
     return record(state, r, out, [first, then], short)
+
+
+def trained_twin(r, short, steps, precision):
+    """The short-phase folder of a run that trains the same short phase as `r` (study.short_phase_twins), beside
+    `short`, finished after `steps` updates in `precision`; None if no twin has one."""
+    for name in study.short_phase_twins(r):
+        folder = short.with_name(f"{name}_short")
+        if finished(folder, steps) and precision == yaml.safe_load(
+                (folder / "train_config.yaml").read_text())["mixed_precision"]:
+            return folder
+    return None
+
+
+def command_config(command):
+    """The model config and seed a train_mlm.py `command` (a new model) starts from, as train_mlm.py builds them."""
+    import train_mlm
+    from linformer_training.tokenization import load_tokenizer
+
+    argv = command[2:]  # [python, train_mlm.py, flags...]; the recipe's path is relative to the root
+    argv = [str(REPO / v) if flag == "--config" else v for flag, v in zip(["", *argv[:-1]], argv, strict=True)]
+    args = train_mlm.parse_args(train_mlm.MLMArguments, argv, prog="train_mlm.py")
+    return train_mlm.model_config(args, load_tokenizer(args.tokenizer_name)), args.seed
+
+
+def start_weights(config, seed):
+    """The weights a new model of `config` starts from under `seed` (train_mlm.py seeds, then builds it)."""
+    from transformers import AutoModelForMaskedLM, set_seed
+
+    set_seed(seed)
+    model = AutoModelForMaskedLM.from_config(config)
+    return model, model.state_dict()
+
+
+def projection_names(model):
+    return {f"{model.base_model_prefix}.encoder.projections.{name}"
+            for name, _ in model.base_model.encoder.projections.named_parameters()}
+
+
+def share_short_phase(twin, short, command):
+    """Issue 66: `short` made from its twin's finished short phase (`twin`) instead of training it again: the twin's
+    weights, this run's own projections as `command` (this run's short phase) starts them, which that phase would
+    not change (study.PROJECTION_ONLY). Refused unless the two start alike apart from the projections, each
+    projection starts from fixed values, and the twin's are still at theirs. The twin's logs, training config and
+    hardware notes come along (its updates are this run's), with short_phase.json naming it."""
+    import torch
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    import linformer_hf  # noqa: F401  (the Linformer registered with the Auto classes)
+    from linformer_training import checkpoints
+
+    config, seed = command_config(command)
+    model, own = start_weights(config, seed)
+    other_seed = start_weights(config, seed + 1)[1]
+    twin_model, twin_start = start_weights(AutoConfig.from_pretrained(twin), seed)
+    trained = AutoModelForMaskedLM.from_pretrained(twin, dtype=torch.float32).state_dict()
+    names, twin_names = projection_names(model), projection_names(twin_model)
+    unshared = (trained.keys() - twin_names) ^ (own.keys() - names)
+    problems = [
+        *([f"only one of them has {', '.join(sorted(unshared))}"] if unshared else []),
+        *(f"{key} starts unlike the twin's" for key in sorted(own.keys() - names)
+          if key in twin_start and not torch.equal(own[key], twin_start[key])),
+        *(f"{key} starts from the seed" for key in sorted(names) if not torch.equal(own[key], other_seed[key])),
+        *(f"the twin's {key} trained" for key in sorted(twin_names) if not torch.equal(twin_start[key], trained[key]))]
+    if problems:
+        sys.exit(f"run_study.py: {short.name} cannot share the short phase of {twin.name}: " + "; ".join(problems))
+    model.load_state_dict({key: own[key] if key in names else trained[key] for key in own})
+    building = short.with_name(f"{short.name}.sharing")
+    shutil.rmtree(building, ignore_errors=True)
+    shutil.copytree(twin, building, ignore=shutil.ignore_patterns(
+        "checkpoints", "model.safetensors", "config.json", "README.md", checkpoints.MANIFEST))  # the twin's own
+    model.save_pretrained(building)
+    (building / "short_phase.json").write_text(json.dumps({"trained_as": twin.name.removesuffix("_short")}) + "\n")
+    checkpoints.write_manifest(building)
+    if study.hardware_log(twin).exists():
+        shutil.copyfile(study.hardware_log(twin), study.hardware_log(short))
+    shutil.rmtree(short, ignore_errors=True)
+    building.rename(short)
+    with short.with_suffix(".pretrain.log").open("a") as f:
+        f.write(f"\nshort phase shared: the weights of {twin} after its short phase, this run's own projections\n")
+    print(f"{short.name}: the short phase of {twin.name}, with this run's own projections", flush=True)
+
+
+def shared_from(short):
+    """{"trained_as": NAME} where a short phase was shared from run NAME's (share_short_phase), else nothing."""
+    note = short / "short_phase.json"
+    return json.loads(note.read_text()) if note.exists() else {}
 
 
 def finished(folder, steps):
@@ -344,7 +433,7 @@ def record(state, r, out, cmds, short=None):
         after = (curve[-1]["step"], train[-1]["tokens_seen"]) if curve else (0, 0)
         part, log = curves(folder, after)
         if curve:
-            switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"]}}
+            switch = {"short_phase": {**r["short"], "perplexity": curve.pop()["perplexity"], **shared_from(short)}}
         curve += part
         # a folder trains in the precision it started with (prepare refuses another on resume)
         precision = yaml.safe_load((folder / "train_config.yaml").read_text())["mixed_precision"]
@@ -445,7 +534,7 @@ def train_to(state, r, out, data, result, path, steps):
     record = pretrain(state, r, out, data["pretrain"], max_steps=steps, mixed_precision=result["mixed_precision"])
     if record["curve"][-1]["step"] != steps:
         sys.exit(f"run_study.py: {r['name']}: training stopped at update {record['curve'][-1]['step']}, not {steps}")
-    result.update({key: record[key] for key in ("config", "curve", "train_curve")})
+    result.update({key: record[key] for key in ("config", "curve", "train_curve", "short_phase") if key in record})
     save(path, result)
     return record
 

@@ -203,6 +203,28 @@ SETTLE = {"window": 1_000, "fall": 0.02, "long_updates": 10_000}
 SETTLED = [r["name"] for r in RUNS if r.get("short_exact", True) and "short" in r]
 assert SETTLED, "the settled runs are the study's short-phase runs read by exact attention on short blocks"
 
+# A Linformer whose short phase reads its blocks by exact attention never reads its sequence projections there, and
+# they start from fixed values (window means, a convolution's mean pooling), not from the seed: runs that differ in
+# nothing else train the same short phase, update for update (the k = 128 and k = 256 runs of results/: every
+# training and validation loss of their 9,000 short updates equal, on each of 3 seeds). run_study.py trains it once
+# and starts each twin's long phase from it with the twin's own projections. These are the config fields that only
+# shape the projections (the exact length stays at least the short blocks: short_first).
+PROJECTION_ONLY = ("projected_dim", "projection_type", "projection_init", "projection_length_scaling",
+                   "exact_attention_length")
+
+
+def short_phase_twins(r):
+    """The other runs of RUNS whose short phase is `r`'s (see PROJECTION_ONLY), in RUNS' order; none for a run whose
+    short phase reads its projections (standard attention has none to differ in)."""
+    def short_phase(run):
+        body = {key: value for key, value in run["config_overrides"].items() if key not in PROJECTION_ONLY}
+        return run["model_type"], run["config"], run["n"], run["seed"], run["short"], body
+
+    if not (r.get("short_exact") and r["model_type"] == "linformer"):
+        return []
+    return [t["name"] for t in RUNS if t is not r and t.get("short_exact") and t["model_type"] == "linformer"
+            and short_phase(t) == short_phase(r)]
+
 
 def settled(curve, switch):
     """Where a run of SETTLED stops (`curve`: its validation curve, steps counted from its first update; `switch`:
