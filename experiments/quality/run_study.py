@@ -330,9 +330,7 @@ def command_config(command):
     import train_mlm
     from linformer_training.tokenization import load_tokenizer
 
-    argv = command[2:]  # [python, train_mlm.py, flags...]; the recipe's path is relative to the root
-    argv = [str(REPO / v) if flag == "--config" else v for flag, v in zip(["", *argv[:-1]], argv, strict=True)]
-    args = train_mlm.parse_args(train_mlm.MLMArguments, argv, prog="train_mlm.py")
+    args = train_mlm.parse_args(train_mlm.MLMArguments, command[2:], prog="train_mlm.py")  # [python, train_mlm.py, ...]
     return train_mlm.model_config(args, load_tokenizer(args.tokenizer_name)), args.seed
 
 
