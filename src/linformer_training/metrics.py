@@ -13,8 +13,6 @@ current directory before it asks the Hub, and the Hub's script otherwise (which 
 import logging
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from .arguments import UsageError
 
@@ -32,6 +30,11 @@ GLUE_METRIC_KEYS = {
 
 def glue_local(config_name: str, predictions, references) -> dict[str, float]:
     """What `evaluate.load("glue", config_name).compute(...)` returns, computed here."""
+    # Imported here, not with the module: scikit-learn's metrics and scipy.stats take about a second to import, paid
+    # at the start of every finetune_glue.py process (and every process that reads GLUE_METRIC_KEYS) otherwise.
+    from scipy.stats import pearsonr, spearmanr
+    from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
     if config_name not in GLUE_METRIC_KEYS:
         raise KeyError(f"unknown GLUE metric config {config_name!r}; allowed: {', '.join(GLUE_METRIC_KEYS)}")
     if len(predictions) != len(references):
