@@ -7,6 +7,7 @@
   folder carries its code as remote code, and without `trust_remote_code=True` transformers stops at an interactive
   "[y/N]" prompt (AutoTokenizer too: it reads the folder's config first), where a script run at a terminal waits.
 - Every flag, repository file and make target the docs name exists (read from the code, not imported: fast).
+- Every program's --help prints (each imported and run: argparse formats the help only when asked).
 - Every module has its tests where docs/development.md says.
 - A release's design numbers (n, k, window, adapter rank), wherever written, are its config.json's."""
 
@@ -303,6 +304,24 @@ def path_problems(text, page):
             if next(REPO.glob(rel), None) or ignored(rel) or placeholder(each):
                 continue
             yield f"{name} does not exist", rel
+
+
+def programs_with_main():
+    """Every program the docs can name that parses its own command line: `main(argv=None)` in a top-level script or
+    a module of benchmarks/ or experiments/ (the module name to import)."""
+    paths = [*REPO.glob("*.py"), *REPO.glob("benchmarks/*.py"), *REPO.glob("experiments/**/*.py")]
+    return sorted(".".join(path.relative_to(REPO).with_suffix("").parts) for path in paths
+                  if re.search(r"^def main\(argv=None\)", path.read_text(), flags=re.M))
+
+
+@pytest.mark.parametrize("module", programs_with_main())
+def test_every_program_prints_its_help(module, capsys):
+    """--help is what the docs send a user to; argparse formats each help string with %, so a literal % in one
+    (an f-string's `:.0%`) crashes it with a ValueError instead of printing."""
+    import importlib
+    with pytest.raises(SystemExit) as stop:
+        importlib.import_module(module).main(["--help"])
+    assert stop.value.code == 0 and capsys.readouterr().out.startswith("usage:")
 
 
 @pytest.fixture(scope="module")

@@ -81,7 +81,7 @@ def make_parser():
     p.add_argument("--settle", action="store_true",
                    help="train the runs of study.SETTLED (the paper's n = 512) again from their first update and on "
                         "n-token blocks past the budget until their perplexity settles (study.SETTLE: a stretch of "
-                        f"{study.SETTLE['window']:,} updates lowers it by less than {study.SETTLE['fall']:.0%}, or "
+                        f"{study.SETTLE['window']:,} updates lowers it by less than {study.SETTLE['fall']:.0%}%, or "
                         f"{study.SETTLE['long_updates']:,} updates on n-token blocks), checking and finetuning them "
                         "at the budget and there; results go to results/settled/NAME.json, checkpoints to "
                         "--runs_dir/settled/NAME")
