@@ -13,7 +13,7 @@ def flops_roberta(n, dims=BASE, batch=1):
     return batch * L * per_layer
 
 
-def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="linear"):
+def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="linear", max_len=None):
     """Matmul FLOPs of our LinformerModel forward on n tokens (no padding mask), projected length k.
 
     Mirrors modeling_linformer.py: per layer the query and output maps (n x D x D each), the FFN, and
@@ -21,11 +21,13 @@ def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="l
     layer input first (E X: k x n x D, once if E = F) followed by the key/value maps on k rows
     (k x D x D each), plus E 1 (k x n, for the bias), whenever that is cheaper than mapping the n rows
     first (n x D x D each) and projecting after (k x n x D each) - the model picks the cheaper order.
-    Pooling projections do no matmul; "conv" kernels are counted as their matmul.
+    Window projections (pooling, "conv") read windows of max_len/k positions (max_len: the model's n, default n),
+    so n < max_len fills fewer than k slots; pooling does no matmul, a "conv" kernel is counted as its matmul.
     """
     D, L, H = dims["hidden_size"], dims["num_hidden_layers"], dims["num_attention_heads"]
     inner = dims["intermediate_size"]
-    per_layer = 2 * n * D * D * 2 + 2 * n * D * inner * 2 + 2 * n * k * D * 2
+    slots = k if projection == "linear" else -(-n // ((max_len or n) // k))
+    per_layer = 2 * n * D * D * 2 + 2 * n * D * inner * 2 + 2 * n * slots * D * 2
     shared_kv = sharing in ("key_value", "layerwise")
     groups = H if sharing == "none" else 1
     if projection == "linear":
@@ -39,9 +41,19 @@ def flops_linformer(n, k, dims=BASE, batch=1, sharing="layerwise", projection="l
             per_layer += 2 * (2 * n * D * D + 2 * k * n * D)
             once = 0
     else:
-        # pooling: K/V maps on n rows (no matmul in the pooling itself); conv: kernel as a matmul
-        per_layer += 2 * 2 * n * D * D + (2 * 2 * n * D if projection == "conv" else 0)
-        once = 0
+        # windows of n/k positions: pooling is no matmul, a convolution's kernel is one (per group). Mean pooling and
+        # the convolution are linear, so the model applies them to the layer input first where that is cheaper
+        # (K/V maps on k rows), as for E; max pooling always follows the maps.
+        conv = projection == "conv"
+        applications = (1 if shared_kv else 2) * (groups if conv else 1)
+        first = applications * n * D + 2 * slots * D * D
+        after = 2 * n * D * D + 2 * n * D
+        if projection != "max_pool" and first < after:
+            per_layer += 2 * 2 * slots * D * D + (2 * applications * n * D if conv else 0)
+            once = 2 * applications * n if conv else 0  # the kernel over the all-ones mask, for the bias
+        else:
+            per_layer += 2 * 2 * n * D * D + (2 * 2 * n * D if conv else 0)
+            once = 0
     return L * (batch * per_layer + once)
 
 
@@ -60,14 +72,14 @@ def flops_modernbert(n, dims=BASE, batch=1, attn="sdpa"):
     return batch * L * per_layer
 
 
-def forward_flops(model, n, k=None, dims=BASE, batch=1, sharing="layerwise"):
+def forward_flops(model, n, k=None, dims=BASE, batch=1, sharing="layerwise", projection="linear"):
     """The forward matmul FLOPs of a model name as `build` takes it (None: not counted)."""
     kind, _, attn = model.partition("-")
     if kind == "roberta":
         return flops_roberta(n, dims, batch)
     if kind == "modernbert":
         return flops_modernbert(n, dims, batch, attn)
-    return flops_linformer(n, k, dims, batch, sharing)
+    return flops_linformer(n, k, dims, batch, sharing, projection)
 
 
 def count_matmul_flops(fn, model=None):

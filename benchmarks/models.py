@@ -107,8 +107,9 @@ def random_ids(batch, n, device="cpu", seed=0, dims=BASE):
 def build(spec, device="cpu"):
     """Model of a spec dict: model in {roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa,
     modernbert-<attn>, modernbert (transformers' default attention)}, n, k (Linformer), dims, dtype,
-    head (None or "mlm"), sharing (Linformer), chunk_ff (RoBERTa and Linformer), checkpointing (activation
-    checkpointing on every layer: each layer's activations are recomputed in the backward)."""
+    head (None or "mlm"), sharing and projection (Linformer's projection_type), chunk_ff (RoBERTa and Linformer),
+    checkpointing (activation checkpointing on every layer: each layer's activations are recomputed in the
+    backward)."""
     model = _build(spec, device)
     if spec.get("checkpointing"):
         # transformers 5.x: activation_checkpointing_enable, formerly (still, deprecated) gradient_checkpointing_enable
@@ -129,7 +130,8 @@ def _build(spec, device):
         return build_roberta(spec["n"], dims, attn, dtype, device, head=spec.get("head"), chunk_ff=chunk_ff)
     if kind == "linformer":
         return build_linformer(spec["n"], spec["k"], dims, attn, dtype, device, head=spec.get("head"),
-                               sharing=spec.get("sharing", "layerwise"), chunk_ff=chunk_ff)
+                               sharing=spec.get("sharing", "layerwise"), projection=spec.get("projection", "linear"),
+                               chunk_ff=chunk_ff)
     raise ValueError(f"unknown model {spec['model']!r}: roberta-eager, roberta-sdpa, linformer-eager, linformer-sdpa, "
                      "modernbert[-<attn>]")
 

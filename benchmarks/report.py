@@ -441,10 +441,17 @@ def answer(res):
     quality, best = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"))
     if best is None:
         fewest = min((q for q in quality if q["update_ratio"] and not q["projected"]), key=lambda q: q["update_ratio"])
-        run = next(r for name, r, *_ in time_to_quality.updates_to_reach()[0] if name == fewest["what"])["run"]
-        return words("answer_not_run", k=run["k"], n=run["n"], updates=f"{fewest['update_ratio']:.2f}")
-    gpu, n, k = best
-    return words("answer_gpu", n=n, k=k, times=f"{gpu:.2f}")
+        record = next(r for name, r, *_ in time_to_quality.updates_to_reach()[0] if name == fewest["what"])
+        return words("answer_not_run", k=record["run"]["k"], n=record["run"]["n"],
+                     projection=PROJECTION_WORDS[time_to_quality.projection_of(record)],
+                     updates=f"{fewest['update_ratio']:.2f}")
+    gpu, n, k, projection = best
+    return words("answer_gpu", n=n, k=k, projection=PROJECTION_WORDS[projection], times=f"{gpu:.2f}")
+
+
+# A Linformer's projection_type in the answer's words
+PROJECTION_WORDS = {"linear": "learned projections E/F", "conv": "the convolutional projection",
+               "mean_pool": "mean-pooling projections", "max_pool": "max-pooling projections"}
 
 
 BLOCKS = {"targets": targets_block,

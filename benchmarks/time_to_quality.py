@@ -7,7 +7,8 @@ updates: the quality study's extended runs (experiments/quality/results/extended
 whose validation perplexity is at or below the standard-attention baseline's after the study's budget (its 10,000
 updates, read off the baseline's own extended run), or "more than" its last update where it never got there;
 seconds per update: the same bodies and tokens per update timed on a GPU (`gpu_check`'s `training_cuda_bf16_study*`
-results), each model alone on the GPU and interleaved with the baseline. Their product over the baseline's is the GPU
+results), each model alone on the GPU and interleaved with the baseline, each run's from a result of its own sharing
+and projection type. Their product over the baseline's is the GPU
 time ratio. Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one
 assumption PROJECTION states. The study's n = 512 runs are left out while its curves still fall
 (render.paper_n_last_stretch).
@@ -15,9 +16,10 @@ assumption PROJECTION states. The study's n = 512 runs are left out while its cu
 
 from experiments.quality import render, study
 
-PROJECTION = ("Projected: the fewest updates any of the study's Linformers needed, as a multiple of standard "
-              "attention's, is assumed to hold for k = 128 and 256 at RoBERTa-base size and n = 4,096 and 16,384 "
-              "alike, which the study did not measure (it trained 2 layers x hidden 128 at n = 128).")
+PROJECTION = ("Projected: the fewest updates any of the study's Linformers with learned E/F needed (the projection "
+              "the long-n step times measure), as a multiple of standard attention's, is assumed to hold for k = 128 "
+              "and 256 at RoBERTa-base size and n = 4,096 and 16,384 alike, which the study did not measure (it "
+              "trained 2 layers x hidden 128 at n = 128).")
 
 
 def updates_to_reach(s=None):
@@ -30,16 +32,23 @@ def updates_to_reach(s=None):
     return runs, level, study.PRETRAIN["max_steps"]
 
 
-def step_of(results, n, k=None, sharing="layerwise"):
-    """Seconds per update of one model in the study's step-time results (None: not measured)."""
+def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
+    """Seconds per update of one model in the study's step-time results (None: not measured). A Linformer's step is
+    read only from a result of its own sharing and projection type: a convolution's run never borrows the step time
+    of learned E/F."""
     for r in results:
-        if k is not None and r["args"].get("sharing", "layerwise") != sharing:
+        if k is not None and (r["args"].get("sharing", "layerwise"), r["args"].get("projection", "linear")) != (
+                sharing, projection):
             continue
         row = next((x for x in r["rows"] if x["n"] == n and x["k"] == k and
                     x["model"] == ("roberta-sdpa" if k is None else "linformer-sdpa")), None)
         if row:
             return row["step_s"]
     return None
+
+
+def projection_of(record):
+    return record["run"].get("projection", "linear")
 
 
 def rows(study_results, race=None, s=None):
@@ -50,15 +59,16 @@ def rows(study_results, race=None, s=None):
     out, best = [], None
     for name, r, at, last in runs:
         ratio = at / budget if at else None
-        lin = step_of(study_results, r["run"]["n"], r["run"]["k"], r["run"]["sharing"])
+        lin = step_of(study_results, r["run"]["n"], r["run"]["k"], r["run"]["sharing"], projection_of(r))
         steps = lin / base_step if lin and base_step else None
         gpu = ratio * steps if ratio and steps else None
         if gpu and (best is None or gpu < best[0]):
-            best = (gpu, r["run"]["n"], r["run"]["k"])
-        out.append(dict(n=r["run"]["n"], what=name, updates=at, last=last, update_ratio=ratio, at_least=last / budget,
+            best = (gpu, r["run"]["n"], r["run"]["k"], projection_of(r))
+        out.append(dict(n=r["run"]["n"], what=name, projection=projection_of(r), updates=at, last=last,
+                        update_ratio=ratio, at_least=last / budget,
                         step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level, projected=False,
                         gpu_at_least=last / budget * steps if steps and not at else None))
-    ratios = [row["update_ratio"] for row in out if row["update_ratio"]]
+    ratios = [row["update_ratio"] for row in out if row["update_ratio"] and row["projection"] == "linear"]
     for n in (4096, 16384):
         for k in (128, 256):
             lin, base = (next((x for x in (race or {}).get("rows", []) if x["n"] == n and x["k"] == kk

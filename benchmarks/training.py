@@ -70,6 +70,9 @@ def parse_args(argv=None):
     p.add_argument("--linformer-attn", default="sdpa", choices=["eager", "sdpa"])
     p.add_argument("--sharing", default="layerwise", choices=["none", "headwise", "key_value", "layerwise"],
                    help="Linformer's projection sharing")
+    p.add_argument("--projection", default="linear", choices=["linear", "conv", "mean_pool", "max_pool"],
+                   help="Linformer's projection_type: learned E/F (linear) or a window over n/k positions; the "
+                        "quality study pretrains both, so both have a step time")
     p.add_argument("--dims", default=None, metavar="FIELD=VALUE,...",
                    help="the model size instead of RoBERTa-base's (--tiny: 2 layers, hidden 64), e.g. the quality "
                         "study's body: hidden_size=128,num_hidden_layers=2,num_attention_heads=2,intermediate_size=512,"
@@ -127,7 +130,8 @@ def step_flops(spec, args, bound=False, recompute=True):
     activation checkpointing (recompute=False: not, the model FLOPs of MFU). None where the forward is not counted;
     bound: then full attention, an upper bound."""
     n, dims, batch = spec["n"], spec["dims"], spec["batch"]
-    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch, spec.get("sharing", "layerwise"))
+    fwd = flop_counts.forward_flops(spec["model"], n, spec["k"], dims, batch, spec.get("sharing", "layerwise"),
+                                    spec.get("projection", "linear"))
     if fwd is None and bound:
         fwd = flop_counts.flops_modernbert(n, dims, batch)
     if fwd is None:
@@ -153,7 +157,7 @@ def specs_at(n, ks, args, baselines, dims, amp):
         s["batch"] = batch
         chunk = 0 if s["model"].startswith("modernbert") else args.chunk_ff  # ModernBERT's MLP has no chunking
         s.update(dims=dims, dtype="float32", amp=amp, head="mlm", chunk_ff=chunk, checkpointing=args.checkpointing,
-                 sharing=args.sharing,
+                 sharing=args.sharing, projection=args.projection,
                  sparse_head=args.sparse_head, name=f"{s['model']}-k{s['k']}" if s["k"] else s["model"])
     return specs
 
@@ -289,7 +293,8 @@ def render(args, command, info, dims, baselines, rows, skipped, limit, rate):
     precision = f"autocast {args.dtype}, fp32 weights" if args.dtype != "float32" else "float32"
     timing = (f"Median of {args.repeats} interleaved steps after {args.warmup} warm-up" if args.repeats else
               "One step per model, timed alone in the fresh process that measured its memory, after a first step")
-    md = [f"# Training step (MLM, AdamW): Linformer vs {', '.join(m for _, m in baselines)}, "
+    linformer = f"Linformer ({args.sharing}, {args.projection} projection)"
+    md = [f"# Training step (MLM, AdamW): {linformer} vs {', '.join(m for _, m in baselines)}, "
           f"{dims['num_hidden_layers']} layers, hidden {dims['hidden_size']}, "
           + (f"up to {args.tokens_per_update} tokens per update" if args.tokens_per_update else f"batch {args.batch}")
           + f", {precision}", "",

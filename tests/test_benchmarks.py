@@ -60,14 +60,26 @@ def test_flops_by_hand():
     assert flop_counts.flops_roberta(n, TINY, batch=3) == 3 * 2 * roberta_layer
 
 
+@pytest.mark.parametrize("projection", ["linear", "conv", "mean_pool", "max_pool"])
 @pytest.mark.parametrize("sharing", ["layerwise", "key_value", "headwise", "none"])
-@pytest.mark.parametrize("nmax,n,k", [(64, 64, 16), (64, 40, 16), (32, 8, 16)])
-def test_flops_match_torch_count(sharing, nmax, n, k):
-    """The analytic count equals the matmul FLOPs torch sees the model execute (eager attention)."""
-    model = models.build_linformer(nmax, k, TINY, "eager", sharing=sharing)
+@pytest.mark.parametrize("nmax,n,k", [(64, 64, 16), (64, 40, 16), (32, 8, 16), (64, 64, 4)])
+def test_flops_match_torch_count(sharing, nmax, n, k, projection):
+    """The analytic count equals the matmul FLOPs torch sees the model execute (eager attention), for every
+    projection type: windows of nmax/k positions leave fewer slots at n < nmax."""
+    model = models.build_linformer(nmax, k, TINY, "eager", sharing=sharing, projection=projection)
     ids = models.random_ids(2, n)
     counted = flop_counts.count_matmul_flops(models.inference_step(model, ids), model)
-    assert counted == flop_counts.flops_linformer(n, k, TINY, batch=2, sharing=sharing)
+    assert counted == flop_counts.flops_linformer(n, k, TINY, batch=2, sharing=sharing, projection=projection,
+                                                  max_len=nmax)
+
+
+def test_the_training_benchmark_counts_a_convolution_as_a_convolution():
+    """The training benchmark's count (forward_flops) takes the projection, so a convolution's MFU is its own."""
+    model = models.build(dict(model="linformer-eager", n=64, k=16, dims=TINY, projection="conv"))
+    assert model.config.projection_type == "conv"
+    counted = flop_counts.count_matmul_flops(models.inference_step(model, models.random_ids(2, 64)), model)
+    assert counted == flop_counts.forward_flops("linformer-eager", 64, 16, TINY, 2, "layerwise", "conv")
+    assert counted != flop_counts.forward_flops("linformer-eager", 64, 16, TINY, 2)  # learned E/F's count
 
 
 def test_roberta_flops_match_torch_count():
@@ -603,6 +615,10 @@ def race_results(folder, linformer_tokens_per_s, mfu, compiled_ratio):
              dict(n=128, model="linformer-sdpa", k=64, step_s=0.008),
              dict(n=128, model="linformer-sdpa", k=32, step_s=0.007)]
     harness.save_json(folder / "training_cuda_bf16_study.json", dict(args=dict(sharing="layerwise"), rows=study))
+    conv = [dict(n=128, model="roberta-sdpa", k=None, step_s=0.010), dict(n=128, model="linformer-sdpa", k=64,
+                                                                          step_s=0.009)]
+    harness.save_json(folder / "training_cuda_bf16_study_conv.json",
+                      dict(args=dict(sharing="layerwise", projection="conv"), rows=conv))
 
 
 def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatch):
@@ -618,7 +634,15 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert "**Compiled batch 1 on the GPU: not run yet.**" in empty
     assert ("| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | "
             "not run yet |") in empty
-    assert "has not been measured yet: a Linformer with k = 64 at n = 128 needs 1.65 times" in report.answer(res)
+    # the answer names the fewest updates of any run the study extended, with that run's projection
+    runs, _, budget = time_to_quality.updates_to_reach()
+    _, fewest, at, _ = min((run for run in runs if run[2]), key=lambda run: run[2])
+    said = report.PROJECTION_WORDS[fewest["run"]["projection"]]
+    assert (f"has not been measured yet: a Linformer with {said} and k = {fewest['run']['k']} at n = 128 needs "
+            f"{at / budget:.2f} times standard attention's updates (the quality study, one pretraining seed)"
+            in report.answer(res))
+    conv = {name: at for name, r, at, _ in runs if r["run"]["projection"] == "conv" and r["run"]["k"] == 64}
+    assert conv, "the committed records hold an extended convolution at k = 64"
     race_results(tmp_path, linformer_tokens_per_s=1500.0, mfu=0.2, compiled_ratio=1.2)
     done = report.race_block(res)
     assert ("- >= 2x RoBERTa-sdpa's training tokens/s at n = 4096, k = 128: 1.5x, **missed**; where its step's time "
@@ -631,7 +655,16 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert (f"| 4096 | RoBERTa-base size, k = 128 | - | 1.65x | 667 us/token | 1e+03 us/token | "
             f"{1.65 / 1.5:.2f}x |") in done
     assert time_to_quality.PROJECTION in done
-    assert f"at n = 128, a Linformer with k = 64 needs {gpu:.2f} times its GPU time" in report.answer(res)
+    # a convolution's run reads the convolution's step, never learned E/F's (8 ms here)
+    [(name, at)] = conv.items()
+    conv_gpu = at / budget * 0.009 / 0.010
+    assert f"| 128 | {name} | {at:,} | {at / budget:.2f}x | 9 ms | 10 ms | {conv_gpu:.2f}x |" in done
+    best, words = min((gpu, "learned projections E/F"), (conv_gpu, "the convolutional projection"))
+    assert (f"at n = 128, a Linformer with {words} and k = 64 needs {best:.2f} times its GPU time (the quality "
+            "study's updates, one pretraining seed, times") in report.answer(res)
+    (tmp_path / "training_cuda_bf16_study_conv.json").unlink()  # without its own step, a convolution has none
+    missing = f"| 128 | {name} | {at:,} | {at / budget:.2f}x | not run yet | 10 ms | not run yet |"
+    assert missing in report.race_block(res)
 
 
 def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():

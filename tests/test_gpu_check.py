@@ -146,8 +146,8 @@ def test_wheelhouse_install_warns_of_unmet_requirements_and_stops_on_a_stale_pac
         wheelhouse.main(install)
 
 
-RACE_STEPS = ["training_cuda_bf16", "training_cuda_bf16_study", "training_cuda_bf16_study_key_value", "compiled_cuda",
-              "training_cuda_bf16_ckpt"]
+RACE_STEPS = ["training_cuda_bf16", "training_cuda_bf16_study", "training_cuda_bf16_study_conv",
+              "training_cuda_bf16_study_key_value", "compiled_cuda", "training_cuda_bf16_ckpt"]
 
 
 def planned(capsys, *flags):
@@ -217,7 +217,7 @@ def test_gpu_commands_in_the_readme_run_as_written_on_cpu(tmp_path):
     processes of their own); these run each module's main() in this process, which has paid the imports."""
     check, longer = gpu_check.readme_gpu_commands(), gpu_check.readme_gpu_commands("On a longer GPU loan")
     # a lost command fails here
-    assert (len(check), len(longer), len(gpu_check.readme_gpu_commands(gpu_check.RACE))) == (3, 5, 8)
+    assert (len(check), len(longer), len(gpu_check.readme_gpu_commands(gpu_check.RACE))) == (3, 5, 9)
     for argv in longer:
         assert argv[:2] == ["python", "-m"] and argv[2].startswith("benchmarks.") and "cuda" in argv, argv
         args = gpu_check.on_cpu(argv[2], argv[3:], str(tmp_path))
