@@ -268,7 +268,8 @@ def test_gpu_check_dry_run_runs_every_step_on_cpu(tmp_path):
     kernels = {r["model"]: r["sdpa_kernels"] for r in json.loads(Path(tables[0]["result"]).read_text())["rows"]}
     assert kernels["roberta-sdpa"] and kernels["roberta-eager"] == [], kernels
     md = (tmp_path / "gpu_check.md").read_text()
-    assert md.startswith("# GPU check (dry run") and md.count(": ok (") == 11 and "| total |" in md
+    every = len(RACE_STEPS) + len(gpu_check.OLD_STEPS)
+    assert md.startswith("# GPU check (dry run") and md.count(": ok (") == every and "| total |" in md
 
 
 def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, monkeypatch, capsys):
@@ -283,7 +284,8 @@ def test_gpu_check_records_a_failed_step_goes_on_and_exits_non_zero(tmp_path, mo
                         or dict(command="python -m benchmarks.x", table=""))
     assert gpu_check.main(["--dry_run", "--work_dir", str(tmp_path)]) == 1
     steps = json.loads((tmp_path / "gpu_check.json").read_text())["steps"]
-    assert [s["status"] for s in steps.values()] == ["ok"] * 8 + ["failed"] * 3 and ran == [True] * 8
+    tables = len(RACE_STEPS) + 3  # the README's benchmark steps: issue 67's, then the first check's three
+    assert [s["status"] for s in steps.values()] == ["ok"] * tables + ["failed"] * 3 and ran == [True] * tables
     assert steps["mlm_bf16"]["error"].endswith("train_mlm.py: error: no such file")
     assert "ZeroDivisionError" in steps["fsdp2_resume"]["error"]  # an unexpected error keeps its traceback
     assert "train_mlm.py: error: no such file" in (tmp_path / "gpu_check.md").read_text()
