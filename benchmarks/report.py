@@ -34,6 +34,9 @@ SWEEPS = {tag: tag.split("_")[0] for tag in (
 NAMES = {"roberta-sdpa": "RoBERTa-sdpa", "roberta-eager": "RoBERTa-eager", "modernbert-sdpa": "ModernBERT",
          "linformer-sdpa": "Linformer", "lucidrains-linformer": "lucidrains' linformer",
          "tatp22-linformer-pytorch": "linformer-pytorch"}
+# A Linformer's projection_type in the practical answer's words
+PROJECTION_WORDS = {"linear": "learned projections E/F", "conv": "the convolutional projection",
+                    "mean_pool": "mean-pooling projections", "max_pool": "max-pooling projections"}
 README = harness.ROOT / "README.md"
 CARD = harness.ROOT / "model_card.md"
 # Issue 67's goals: Linformer's training tokens/s over RoBERTa-sdpa's at n; its MFU at 512; its compiled batch-1
@@ -441,17 +444,10 @@ def answer(res):
     quality, best = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"))
     if best is None:
         fewest = min((q for q in quality if q["update_ratio"] and not q["projected"]), key=lambda q: q["update_ratio"])
-        record = next(r for name, r, *_ in time_to_quality.updates_to_reach()[0] if name == fewest["what"])
-        return words("answer_not_run", k=record["run"]["k"], n=record["run"]["n"],
-                     projection=PROJECTION_WORDS[time_to_quality.projection_of(record)],
+        return words("answer_not_run", k=fewest["k"], n=fewest["n"], projection=PROJECTION_WORDS[fewest["projection"]],
                      updates=f"{fewest['update_ratio']:.2f}")
-    gpu, n, k, projection = best
-    return words("answer_gpu", n=n, k=k, projection=PROJECTION_WORDS[projection], times=f"{gpu:.2f}")
-
-
-# A Linformer's projection_type in the answer's words
-PROJECTION_WORDS = {"linear": "learned projections E/F", "conv": "the convolutional projection",
-               "mean_pool": "mean-pooling projections", "max_pool": "max-pooling projections"}
+    return words("answer_gpu", n=best["n"], k=best["k"], projection=PROJECTION_WORDS[best["projection"]],
+                 times=f"{best['gpu_ratio']:.2f}")
 
 
 BLOCKS = {"targets": targets_block,

@@ -47,27 +47,22 @@ def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
     return None
 
 
-def projection_of(record):
-    return record["run"].get("projection", "linear")
-
-
 def rows(study_results, race=None, s=None):
-    """The table's rows: measured (n = 128) then projected (RoBERTa-base size), and the smallest GPU time ratio
-    (None where no GPU result is there yet)."""
+    """The table's rows: measured (n = 128) then projected (RoBERTa-base size), and the measured row of the smallest
+    GPU time ratio (None where no GPU result is there yet)."""
     runs, level, budget = updates_to_reach(s)
     base_step = step_of(study_results, study.N)
-    out, best = [], None
+    out = []
     for name, r, at, last in runs:
+        n, k, projection = r["run"]["n"], r["run"]["k"], r["run"].get("projection", "linear")
         ratio = at / budget if at else None
-        lin = step_of(study_results, r["run"]["n"], r["run"]["k"], r["run"]["sharing"], projection_of(r))
+        lin = step_of(study_results, n, k, r["run"]["sharing"], projection)
         steps = lin / base_step if lin and base_step else None
         gpu = ratio * steps if ratio and steps else None
-        if gpu and (best is None or gpu < best[0]):
-            best = (gpu, r["run"]["n"], r["run"]["k"], projection_of(r))
-        out.append(dict(n=r["run"]["n"], what=name, projection=projection_of(r), updates=at, last=last,
-                        update_ratio=ratio, at_least=last / budget,
-                        step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level, projected=False,
-                        gpu_at_least=last / budget * steps if steps and not at else None))
+        out.append(dict(n=n, k=k, projection=projection, what=name, updates=at, last=last, update_ratio=ratio,
+                        at_least=last / budget, step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level,
+                        projected=False, gpu_at_least=last / budget * steps if steps and not at else None))
+    best = min((row for row in out if row["gpu_ratio"]), key=lambda row: row["gpu_ratio"], default=None)
     ratios = [row["update_ratio"] for row in out if row["update_ratio"] and row["projection"] == "linear"]
     for n in (4096, 16384):
         for k in (128, 256):
@@ -77,8 +72,8 @@ def rows(study_results, race=None, s=None):
             # per token: the two may run at different batches (each the largest that fits)
             per_token = base["tokens_per_s"] / lin["tokens_per_s"] if lin and base else None
             gpu = min(ratios) * per_token if ratios and per_token else None
-            out.append(dict(n=n, what=f"RoBERTa-base size, k = {k}", updates=None, last=None, at_least=None,
-                            gpu_at_least=None,
+            out.append(dict(n=n, k=k, projection="linear", what=f"RoBERTa-base size, k = {k}", updates=None,
+                            last=None, at_least=None, gpu_at_least=None,
                             update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
                             base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level, projected=True))
     return out, best
