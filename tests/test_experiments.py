@@ -1488,9 +1488,9 @@ def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_wit
 
     from experiments.quality import render
 
-    def run(reach_at):
+    def run(reach_at, last=40_000):
         return {"points": {}, "curve": [{"step": step, "perplexity": 100.0 if step < reach_at else 60.0}
-                                        for step in range(0, 40_001, 250)]}
+                                        for step in range(0, last + 1, 250)]}
 
     budget = render.BUDGET
     records = SimpleNamespace(extended={
@@ -1506,3 +1506,11 @@ def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_wit
     slow = render.recipe_answer(SimpleNamespace(extended={"linformer_slow_s0": run(int(2.5 * budget))}), 60.0)
     assert slow.endswith("**missed** on one seed")
     assert "no recipe" in render.recipe_answer(SimpleNamespace(extended={"linformer_never_s0": run(10**9)}), 60.0)
+    # a seed at its first stops, not there yet, is named and waited for; one that ended its extension there is not
+    waiting = SimpleNamespace(extended={"linformer_fast_s0": run(int(1.5 * budget)),
+                                        "linformer_fast_s2": run(10**9, last=budget)})
+    assert render.recipe_answer(waiting, 60.0).endswith(
+        "(one seed, so no interval; seed 2 still training, not there yet); goal, at most 2x: met on one seed, not yet "
+        "with an interval so far")
+    waiting.extended["linformer_fast_s2"] = run(10**9, last=render.LAST_STOP)
+    assert "no recipe" in render.recipe_answer(waiting, 60.0)
