@@ -402,7 +402,7 @@ def race_block(res):
     training = gpu_result("training_cuda_bf16") + gpu_result("training_cuda_bf16_ckpt")
     compiled = gpu_result("compiled_cuda_*")
     study_times = gpu_result("training_cuda_bf16_study*")
-    quality, best = time_to_quality.rows(study_times, training[0] if training else None)
+    quality, _ = time_to_quality.rows(study_times, training[0] if training else None)
     def gpu_cell(q):
         if q["gpu_ratio"]:
             return f"{q['gpu_ratio']:.2f}x"
@@ -441,13 +441,14 @@ def answer(res):
     to reach standard attention's quality, where a GPU measured it; else that it is not measured yet."""
     from benchmarks import time_to_quality
 
-    quality, best = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"))
+    _, summaries = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"))
+    best = min((c for c in summaries if c["gpu_ratio"]), key=lambda c: c["gpu_ratio"], default=None)
     if best is None:
-        fewest = min((q for q in quality if q["update_ratio"] and not q["projected"]), key=lambda q: q["update_ratio"])
+        fewest = min(summaries, key=lambda c: c["update_ratio"])
         return words("answer_not_run", k=fewest["k"], n=fewest["n"], projection=PROJECTION_WORDS[fewest["projection"]],
-                     updates=f"{fewest['update_ratio']:.2f}")
+                     updates=f"{fewest['update_ratio']:.2f}", seeds=time_to_quality.seeds_words(fewest))
     return words("answer_gpu", n=best["n"], k=best["k"], projection=PROJECTION_WORDS[best["projection"]],
-                 times=f"{best['gpu_ratio']:.2f}")
+                 times=f"{best['gpu_ratio']:.2f}", seeds=time_to_quality.seeds_words(best))
 
 
 BLOCKS = {"targets": targets_block,

@@ -696,6 +696,37 @@ def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():
     assert [(name, at, last) for name, _, at, last in runs] == [("a", 12_000, 12_000), ("b", None, 30_000)]
 
 
+def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
+    """A configuration's update ratio and GPU time ratio are the mean over its seeds, never its luckiest seed's; a
+    seed still training is named, not counted; a configuration with a seed that ended above the level is left out."""
+    from types import SimpleNamespace
+
+    from benchmarks import time_to_quality
+
+    def run(reach_at, last, k=64, projection="conv"):
+        return dict(run=dict(n=128, k=k, sharing="layerwise", projection=projection),
+                    curve=[dict(step=step, perplexity=50.0 if step >= reach_at else 80.0)
+                           for step in range(10_000, last + 1, 250)])
+
+    base = dict(points={"10000": dict(perplexity=50.0)}, curve=[dict(step=10_000, perplexity=50.0)])
+    made = SimpleNamespace(extended={
+        "roberta_n128_s0": base, "conv_s0": run(12_000, 30_000), "conv_s1": run(14_000, 20_000),
+        "conv_s2": run(10**9, 10_000), "learnt_s0": run(16_000, 30_000, projection="linear"),
+        "learnt_s1": run(10**9, 30_000, projection="linear")})
+    steps = [dict(args=dict(sharing="layerwise", projection="conv"),
+                  rows=[dict(n=128, k=64, model="linformer-sdpa", step_s=0.009)]),
+             dict(args={}, rows=[dict(n=128, k=None, model="roberta-sdpa", step_s=0.010)])]
+    out, summaries = time_to_quality.rows(steps, s=made)
+    assert [row["what"] for row in out if not row["projected"]] == [
+        "conv_s0", "conv_s1", "conv_s2", "learnt_s0", "learnt_s1"]
+    [conv] = summaries  # learnt_s1 ended its extension above the level: learnt is left out
+    assert conv["update_ratio"] == pytest.approx(1.3) and conv["gpu_ratio"] == pytest.approx(1.3 * 0.9)
+    assert conv["waiting"] == ["2"] and conv["ratios"] == [1.2, 1.4]
+    assert time_to_quality.seeds_words(conv) == (
+        "the mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 still training, not there yet")
+    assert all(row["update_ratio"] is None for row in out if row["projected"])  # no learned E/F configuration got there
+
+
 def test_instruction_sets_name_what_the_cpu_lacks():
     """Every CPU figure carries the extensions that pick the int8 / bf16 kernels, the missing ones named."""
     assert harness.instruction_sets({"cpu_extensions": ["avx2", "fma"]}) == "AVX2, FMA; no AVX-512, VNNI, AMX"

@@ -339,27 +339,39 @@ def spread(values, fmt=".1f", unit=""):
 RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 
 
-def recipe_answer(records, level):
-    """What to pretrain from scratch: the extended Linformer configuration that comes within RECIPE_MARGIN of the
-    baseline's budget perplexity in the fewest updates (mean over its seeds), and whether that meets the goal. A seed
-    that has not got there yet but is still training is left out and named, so that a seed's first stop does not
-    take the configuration out of the answer; one that ended its extension without getting there does."""
-    factors, running = {}, {}
+def reaching(records, level):
+    """Each extended Linformer configuration's seeds against `level`: {configuration: [the first update at or below
+    it, None for a seed that ended its extension above it]}, and {configuration: [seeds still training, not there
+    yet]}. A seed at its first stops is waited for, not counted as a miss, so that a configuration is not judged on
+    the seeds that happen to be ahead."""
+    reached_at, running = {}, {}
     for name, run in sorted(records.extended.items()):
         if (configuration := configuration_of(name)) != BASELINE:
-            at = reached(run, RECIPE_MARGIN * level)
+            at = reached(run, level)
             if at is None and run["curve"][-1]["step"] < LAST_STOP:
                 running.setdefault(configuration, []).append(name.rsplit("_s", 1)[1])
             else:
-                factors.setdefault(configuration, []).append(at / BUDGET if at else None)
-    reached_by = {c: f for c, f in factors.items() if f and all(f)}
+                reached_at.setdefault(configuration, []).append(at)
+    return reached_at, running
+
+
+def still_training(seeds):
+    """The clause naming a configuration's seeds that are still training ("" where none is)."""
+    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} still training, not there yet" * bool(seeds)
+
+
+def recipe_answer(records, level):
+    """What to pretrain from scratch: the extended Linformer configuration that comes within RECIPE_MARGIN of the
+    baseline's budget perplexity in the fewest updates (mean over its seeds, those still training named), and
+    whether that meets the goal."""
+    reached_at, running = reaching(records, RECIPE_MARGIN * level)
+    reached_by = {c: [at / BUDGET for at in ats] for c, ats in reached_at.items() if all(ats)}
     if not reached_by:
         return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
                 f"recipe to name at n = {N}")
     best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
     mean, half = reporting.t_interval(reached_by[best])
     waiting = running.get(best, [])
-    still = f"; seed{'s' * (len(waiting) > 1)} {' and '.join(waiting)} still training, not there yet" * bool(waiting)
     if half is None:
         spread = "one seed, so no interval"
         said = "met on one seed, not yet with an interval" if mean <= RECIPE_UPDATES else "**missed** on one seed"
@@ -367,8 +379,8 @@ def recipe_answer(records, level):
         spread = f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds"
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False)
     return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
-            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{still}); goal, at most "
-            f"{RECIPE_UPDATES}x: " + said + " so far" * bool(waiting))
+            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{still_training(waiting)}); goal, at "
+            f"most {RECIPE_UPDATES}x: " + said + " so far" * bool(waiting))
 
 
 def delay_or_ceiling(run, level, gaps):
