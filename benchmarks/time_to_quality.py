@@ -14,6 +14,8 @@ assumption PROJECTION states. The study's n = 512 runs are left out while its cu
 (render.paper_n_last_stretch).
 """
 
+import statistics
+
 from experiments.quality import render, study
 
 PROJECTION = ("Projected: the fewest updates any configuration of the study's Linformers with learned E/F needed (the "
@@ -90,15 +92,16 @@ def configurations(out, s, level):
     reached_at, running = render.reaching(s, level)
     summaries = []
     for configuration, ats in reached_at.items():
-        seeds = [row for row in out if not row["projected"] and render.configuration_of(row["what"]) == configuration]
-        if not all(ats) or not seeds:
+        if not all(ats):
             continue
+        # every seed of a configuration has the same n, k, projection and step time: its first row speaks for them
+        row = next(r for r in out if not r["projected"] and render.configuration_of(r["what"]) == configuration)
         ratios = [at / study.PRETRAIN["max_steps"] for at in ats]
-        steps = seeds[0]["step_s"] / seeds[0]["base_step_s"] if seeds[0]["step_s"] and seeds[0]["base_step_s"] else None
-        mean = sum(ratios) / len(ratios)
-        summaries.append(dict(configuration=configuration, n=seeds[0]["n"], k=seeds[0]["k"],
-                              projection=seeds[0]["projection"], ratios=ratios, update_ratio=mean,
-                              gpu_ratio=mean * steps if steps else None, waiting=running.get(configuration, [])))
+        mean = statistics.mean(ratios)
+        steps = row["step_s"] / row["base_step_s"] if row["step_s"] and row["base_step_s"] else None
+        summaries.append(dict(configuration=configuration, n=row["n"], k=row["k"], projection=row["projection"],
+                              ratios=ratios, update_ratio=mean, gpu_ratio=mean * steps if steps else None,
+                              waiting=running.get(configuration, [])))
     return summaries
 
 
