@@ -9,6 +9,7 @@ Never asserts speed or memory savings: those are measured by the benchmark scrip
 import json
 import os
 import pkgutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -626,6 +627,7 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     met or missed, a missed one with where its step's time went, and the GPU time to reach standard attention's
     quality as the study's update ratio times the measured step times."""
     from benchmarks import time_to_quality
+    from experiments.quality import render
 
     res = report.load(harness.RESULTS)
     monkeypatch.setattr(report, "GPU_RESULTS", str(tmp_path))
@@ -634,15 +636,21 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert "**Compiled batch 1 on the GPU: not run yet.**" in empty
     assert ("| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | "
             "not run yet |") in empty
-    # the answer names the fewest updates of any run the study extended, with that run's projection
-    runs, _, budget = time_to_quality.updates_to_reach()
-    _, fewest, at, _ = min((run for run in runs if run[2]), key=lambda run: run[2])
-    said = report.PROJECTION_WORDS[fewest["run"]["projection"]]
-    assert (f"has not been measured yet: a Linformer with {said} and k = {fewest['run']['k']} at n = 128 needs "
-            f"{at / budget:.2f} times standard attention's updates (the quality study, one pretraining seed)"
-            in report.answer(res))
-    conv = {name: at for name, r, at, _ in runs if r["run"]["projection"] == "conv" and r["run"]["k"] == 64}
-    assert conv, "the committed records hold an extended convolution at k = 64"
+    # the answer names the configuration the study extended that needs the fewest updates, by the mean over its
+    # seeds that got there (seeds still training named, not counted), with its projection
+    runs, level, budget = time_to_quality.updates_to_reach()
+    reached_at, waiting = render.reaching(render.load(), level)
+    means = {c: statistics.mean(ats) / budget for c, ats in reached_at.items() if all(ats)}
+    fewest = min(means, key=means.get)
+    run = next(r["run"] for name, r, *_ in runs if render.configuration_of(name) == fewest)
+    seeds = "one pretraining seed" if len(reached_at[fewest]) == 1 else "the mean of"
+    assert (f"has not been measured yet: a Linformer with {report.PROJECTION_WORDS[run['projection']]} and k = "
+            f"{run['k']} at n = 128 needs {means[fewest]:.2f} times standard attention's updates (the quality study, "
+            f"{seeds}") in report.answer(res)
+    assert ("still training, not there yet)" in report.answer(res)) == bool(waiting.get(fewest))
+    conv = {name: at for name, r, at, _ in runs if r["run"]["projection"] == "conv" and r["run"]["k"] == 64 and at}
+    assert conv, "the committed records hold an extended convolution at k = 64 that reached the baseline's level"
+    conv_ratio = statistics.mean(conv.values()) / budget  # the configuration's mean, as the answer reads it
     race_results(tmp_path, linformer_tokens_per_s=1500.0, mfu=0.2, compiled_ratio=1.2)
     done = report.race_block(res)
     assert ("- >= 2x RoBERTa-sdpa's training tokens/s at n = 4096, k = 128: 1.5x, **missed**; where its step's time "
@@ -656,13 +664,14 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
             f"{1.65 / 1.5:.2f}x |") in done
     assert time_to_quality.PROJECTION in done
     # a convolution's run reads the convolution's step, never learned E/F's (8 ms here)
-    [(name, at)] = conv.items()
-    conv_gpu = at / budget * 0.009 / 0.010
-    assert f"| 128 | {name} | {at:,} | {at / budget:.2f}x | 9 ms | 10 ms | {conv_gpu:.2f}x |" in done
-    best, words = min((gpu, "learned projections E/F"), (conv_gpu, "the convolutional projection"))
+    for name, at in conv.items():
+        assert (f"| 128 | {name} | {at:,} | {at / budget:.2f}x | 9 ms | 10 ms | {at / budget * (0.009 / 0.010):.2f}x |"
+                in done)
+    best, words = min((gpu, "learned projections E/F"), (conv_ratio * (0.009 / 0.010), "the convolutional projection"))
     assert (f"at n = 128, a Linformer with {words} and k = 64 needs {best:.2f} times its GPU time (the quality "
-            "study's updates, one pretraining seed, times") in report.answer(res)
+            "study's updates, ") in report.answer(res)
     (tmp_path / "training_cuda_bf16_study_conv.json").unlink()  # without its own step, a convolution has none
+    name, at = next(iter(conv.items()))
     missing = f"| 128 | {name} | {at:,} | {at / budget:.2f}x | not run yet | 10 ms | not run yet |"
     assert missing in report.race_block(res)
 

@@ -372,15 +372,17 @@ def recipe_answer(records, level):
     best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
     mean, half = reporting.t_interval(reached_by[best])
     waiting = running.get(best, [])
+    so_far = " so far" * bool(waiting)
     if half is None:
         spread = "one seed, so no interval"
-        said = "met on one seed, not yet with an interval" if mean <= RECIPE_UPDATES else "**missed** on one seed"
+        said = (f"met on one seed{so_far}, not yet with an interval" if mean <= RECIPE_UPDATES
+                else f"**missed** on one seed{so_far}")
     else:
         spread = f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds"
-        said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False)
+        said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
     return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
             f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{still_training(waiting)}); goal, at "
-            f"most {RECIPE_UPDATES}x: " + said + " so far" * bool(waiting))
+            f"most {RECIPE_UPDATES}x: " + said)
 
 
 def delay_or_ceiling(run, level, gaps):
