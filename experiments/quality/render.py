@@ -529,13 +529,21 @@ def settled(records):
         last = run["curve"][-1]
         rows.append([run["name"], number(budget and budget["perplexity"], ".1f"),
                      number(alone and alone["perplexity"], ".1f"),
-                     f"{run['settled']['step']:,}: {run['settled']['why']}" if stop else
-                     f"running (last evaluated update {last['step']:,})",
+                     stopped_at(run["settled"]) if stop else f"running (last evaluated update {last['step']:,})",
                      f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
                      accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
             "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
             "rows": body(rows), "targets": body(settled_target(stops, c, lim) for c, lim in settled_targets())}
+
+
+def stopped_at(stop):
+    """Where and why a settled run stopped; one the cap stopped says how much its last stretch still lowered its
+    perplexity, since its gap at the stop may not be its last."""
+    said = f"{stop['step']:,}: {stop['why']}"
+    if stop["fall"] >= study.SETTLE["fall"]:
+        said += f", still falling {stop['fall']:.1%} over its last {study.SETTLE['window']:,}"
+    return said
 
 
 def settled_targets():
