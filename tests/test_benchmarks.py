@@ -638,8 +638,9 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
             "not run yet |") in empty
     # the answer names the configuration the study extended that needs the fewest updates, by the mean over its
     # seeds that got there (seeds still training named, not counted), with its projection
-    runs, level, budget = time_to_quality.updates_to_reach()
-    reached_at, waiting = render.reaching(render.load(), level)
+    records = render.load()
+    runs, level, budget = time_to_quality.updates_to_reach(records)
+    reached_at, waiting = render.reaching(records, level)
     means = {c: statistics.mean(ats) / budget for c, ats in reached_at.items() if all(ats)}
     fewest = min(means, key=means.get)
     run = next(r["run"] for name, r, *_ in runs if render.configuration_of(name) == fewest)
