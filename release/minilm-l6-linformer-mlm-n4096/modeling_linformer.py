@@ -410,16 +410,19 @@ class LinformerRoute:
     then each layer's paths and its E/F) and handed down to the attention.
 
     Args:
+        paths: which sequences attend exactly and which through the projections and adapters (`BatchPaths`).
         key_mask: (batch, length) bool, which compacted key positions hold real tokens; None without padding.
         key_index: (batch, length) positions that move each sequence's real tokens first (`take_rows`), so the j-th
             real token meets column j of E however it is padded; None where nothing has to move.
-        paths: which sequences attend exactly and which through the projections and adapters (`BatchPaths`).
         proj_key, proj_value: the layer's E and F (`LinformerProjections.for_layer`); None for pooling.
+
+    `paths` has no default: torch.compile in torch 2.11 (2.13 can) does not build an object whose constructor has a
+    default that is not a plain constant (None, a number, a string) and breaks the graph there, once per layer.
     """
 
+    paths: BatchPaths
     key_mask: torch.Tensor | None = None
     key_index: torch.Tensor | None = None
-    paths: BatchPaths = ALL_PROJECTED
     proj_key: torch.Tensor | None = None
     proj_value: torch.Tensor | None = None
 
