@@ -588,7 +588,7 @@ def test_compiled_batch_one_eager_and_compiled_alike(tmp_path):
                    "--tag", "c"])
     rows = json.loads((tmp_path / "c.json").read_text())["rows"]
     assert [r["model"] for r in rows][:2] == ["roberta-sdpa", "linformer-sdpa"]
-    assert all(r["graphs"] == 1 and not r["recompiled"] for r in rows[:2]), rows
+    assert all(r["graphs"] == 1 and r["graph_breaks"] == 0 and not r["recompiled"] for r in rows[:2]), rows
     assert rows[1]["saved_vs_sdpa_compiled"] > 0 and "backend='eager'" in (tmp_path / "c.md").read_text()
     with pytest.raises(SystemExit):
         compiled.parse_args(["--peers", "reformer"])
@@ -669,8 +669,25 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
         assert (f"| 128 | {name} | {at:,} | {at / budget:.2f}x | 9 ms | 10 ms | {at / budget * (0.009 / 0.010):.2f}x |"
                 in done)
     best, words = min((gpu, "learned projections E/F"), (conv_ratio * (0.009 / 0.010), "the convolutional projection"))
-    assert (f"at n = 128, a Linformer with {words} and k = 64 needs {best:.2f} times its GPU time (the quality "
-            "study's updates, ") in report.answer(res)
+    answer = report.answer(res)
+    assert (f"at n = 128, a Linformer with {words} and k = 64 needs {best:.2f} times standard attention's GPU time "
+            "(the quality study's updates, ") in answer
+    # and the same projected to RoBERTa-base size from the training race's steps (here at n = 4,096 only)
+    assert f"; projected to RoBERTa-base size with k = 128, {1.65 / 1.5:.2f} times at n = 4,096: [docs" in answer
+    # a baseline whose compiled forward is slower than its eager one: the goal line adds the eager comparison
+    compiled = json.loads((tmp_path / "compiled_cuda_bf16_512.json").read_text())
+    compiled["rows"][0]["compiled_s"] = 4e-3
+    harness.save_json(tmp_path / "compiled_cuda_bf16_512.json", compiled)
+    assert ("1.2x, met (RoBERTa-sdpa compiled took 4 ms, more than its eager 2 ms: against its eager forward, "
+            f"{2e-3 / (1e-3 / 1.2):.1f}x)") in report.race_block(res)
+    # one-process runs (masked positions only; a padded vocabulary) get blocks of their own, saying so
+    one = json.loads((tmp_path / "training_cuda_bf16.json").read_text())
+    one.update(args=dict(one["args"], sparse_head=True), dims=dict(vocab_size=50304))
+    harness.save_json(tmp_path / "training_cuda_bf16_sparse_v50304.json", one)
+    block = report.race_block(res)
+    assert "MLM logits at every position (train_mlm.py across processes" in block
+    assert ("MLM logits at the masked positions only (train_mlm.py in one process), the vocabulary padded from "
+            "50,265 to 50,304 rows.") in block
     (tmp_path / "training_cuda_bf16_study_conv.json").unlink()  # without its own step, a convolution has none
     name, at = next(iter(conv.items()))
     missing = f"| 128 | {name} | {at:,} | {at / budget:.2f}x | not run yet | 10 ms | not run yet |"
