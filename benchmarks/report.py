@@ -50,6 +50,8 @@ words = partial(prose, TEMPLATE)  # a part of the template, filled
 # The training race again in one process (train_mlm.py's logits at the masked positions only), then with the vocabulary
 # padded to a multiple of 64: measured on the H200 after gpu_check's run, to read its profile (docs/benchmarks.md).
 GPU_ONE_PROCESS = ("training_cuda_bf16_sparse", "training_cuda_bf16_sparse_v50304")
+ANSWER_STEP = {"logits at the masked positions": "train_mlm.py's update on one GPU",
+               "logits at every position": "the update with logits at every position"}
 CPU_RACE = ("training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")
 
 
@@ -420,7 +422,7 @@ def race_block(res):
     training = gpu_result("training_cuda_bf16") + gpu_result("training_cuda_bf16_ckpt")
     compiled = gpu_result("compiled_cuda_*")
     study_times = gpu_result("training_cuda_bf16_study*")
-    quality, _ = time_to_quality.rows(study_times, training[0] if training else None)
+    quality, _ = time_to_quality.rows(study_times, training[0] if training else None, one_process=one_process())
     def gpu_cell(q):
         if q["gpu_ratio"]:
             return f"{q['gpu_ratio']:.2f}x"
@@ -436,10 +438,10 @@ def race_block(res):
               step_cell(q["step_s"], q["projected"]), step_cell(q["base_step_s"], q["projected"]), gpu_cell(q)]
              for q in quality]
     level = quality[0]["level"] if quality else None
-    one_process = [race_training(found) for found in map(gpu_result, GPU_ONE_PROCESS) if found]
+    one_process_blocks = [race_training(found) for found in map(gpu_result, GPU_ONE_PROCESS) if found]
     return "\n\n".join([
         race_training(training) if training else words("race_not_run", what="Training side by side"),
-        *one_process,
+        *one_process_blocks,
         race_training([res[tag] for tag in CPU_RACE[:2] if tag in res]) if "training_cpu_fp32_race" in res else
         words("race_cpu_not_run", what="Training side by side", tag="training_cpu_fp32_race"),
         race_compiled(compiled) if compiled else words("race_not_run", what="Compiled batch 1"),
@@ -456,22 +458,32 @@ def still_falls():
     return render.paper_n_last_stretch(render.load())
 
 
+def one_process():
+    """The training race's one-process result (train_mlm.py's step on one GPU), or None."""
+    return next(iter(gpu_result(GPU_ONE_PROCESS[0])), None)
+
+
 def answer(res):
     """The one-sentence practical answer (README's speed line and the model card): the GPU time a Linformer needs
     to reach standard attention's quality, where a GPU measured it; else that it is not measured yet."""
     from benchmarks import time_to_quality
 
     training = next(iter(gpu_result("training_cuda_bf16")), None)
-    quality, summaries = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"), training)
+    quality, summaries = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"), training,
+                                              one_process=one_process())
     best = min((c for c in summaries if c["gpu_ratio"]), key=lambda c: c["gpu_ratio"], default=None)
     if best is None:
         fewest = min(summaries, key=lambda c: c["update_ratio"])
         return words("answer_not_run", k=fewest["k"], n=fewest["n"], projection=PROJECTION_WORDS[fewest["projection"]],
                      updates=f"{fewest['update_ratio']:.2f}", seeds=time_to_quality.seeds_words(fewest))
-    projected = [q for q in quality if q["projected"] and q["gpu_ratio"] and q["what"].endswith("k = 128")]
+    # the projection a user of one GPU meets (train_mlm.py's step there) where it was measured, else every position's
+    projected = {label: [q for q in quality if q["projected"] and q["gpu_ratio"] and q["k"] == 128
+                         and q["logits"] == label]
+                 for label in (time_to_quality.MASKED_ONLY, time_to_quality.EVERY_POSITION)}
+    label, projected = next(((label, rows) for label, rows in projected.items() if rows), (None, []))
     return words("answer_gpu", n=best["n"], k=best["k"], projection=PROJECTION_WORDS[best["projection"]],
                  times=f"{best['gpu_ratio']:.2f}", seeds=time_to_quality.seeds_words(best),
-                 projected="; projected to RoBERTa-base size with k = 128, " + " and ".join(
+                 projected=f", and projected to RoBERTa-base size with k = 128 ({ANSWER_STEP[label]}), " + " and ".join(
                      f"{q['gpu_ratio']:.2f} times at n = {q['n']:,}" for q in projected) if projected else "")
 
 

@@ -25,6 +25,10 @@ PROJECTION = ("Projected: the fewest updates any configuration of the study's Li
               "trained 2 layers x hidden 128 at n = 128).")
 
 
+# The projected rows' two readings of a RoBERTa-base-size update (benchmarks/report.py says which is which)
+EVERY_POSITION, MASKED_ONLY = "logits at every position", "logits at the masked positions"
+
+
 def updates_to_reach(s=None):
     """[(run name, record, updates or None, last evaluated update)] of the extended Linformers, the baseline's
     perplexity at the budget they are read against, and the budget (the baseline's updates)."""
@@ -50,9 +54,11 @@ def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
     return None
 
 
-def rows(study_results, race=None, s=None):
-    """The table's rows, one per run: measured (n = 128) then projected (RoBERTa-base size); and the configurations
-    whose seeds all got there (configurations())."""
+def rows(study_results, race=None, s=None, one_process=None):
+    """The table's rows, one per run: measured (n = 128) then projected (RoBERTa-base size) from `race`'s steps
+    (logits at every position, as train_mlm.py computes them across processes) and, where measured, from
+    `one_process`'s (logits at the masked positions, its step on one GPU); and the configurations whose seeds all got
+    there (configurations())."""
     s = s or render.load()
     runs, level, budget = updates_to_reach(s)
     base_step = step_of(study_results, study.N)
@@ -68,18 +74,22 @@ def rows(study_results, race=None, s=None):
                         projected=False, gpu_at_least=last / budget * steps if steps and not at else None))
     summaries = configurations(out, s, level)
     ratios = [c["update_ratio"] for c in summaries if c["projection"] == "linear"]
-    for n in (4096, 16384):
-        for k in (128, 256):
-            lin, base = (next((x for x in (race or {}).get("rows", []) if x["n"] == n and x["k"] == kk
-                               and x["model"] == model), None) for kk, model in ((k, "linformer-sdpa"),
-                                                                                  (None, "roberta-sdpa")))
-            # per token: the two may run at different batches (each the largest that fits)
-            per_token = base["tokens_per_s"] / lin["tokens_per_s"] if lin and base else None
-            gpu = min(ratios) * per_token if ratios and per_token else None
-            out.append(dict(n=n, k=k, projection="linear", what=f"RoBERTa-base size, k = {k}", updates=None,
-                            last=None, at_least=None, gpu_at_least=None,
-                            update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
-                            base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level, projected=True))
+    for label, result in ((EVERY_POSITION, race), (MASKED_ONLY, one_process)):
+        for n in (4096, 16384):
+            for k in (128, 256):
+                lin, base = (next((x for x in (result or {}).get("rows", []) if x["n"] == n and x["k"] == kk
+                                   and x["model"] == model), None) for kk, model in ((k, "linformer-sdpa"),
+                                                                                      (None, "roberta-sdpa")))
+                if label == MASKED_ONLY and not lin:
+                    continue  # a second reading only where it was measured
+                # per token: the two may run at different batches (each the largest that fits)
+                per_token = base["tokens_per_s"] / lin["tokens_per_s"] if lin and base else None
+                gpu = min(ratios) * per_token if ratios and per_token else None
+                out.append(dict(n=n, k=k, projection="linear", what=f"RoBERTa-base size, k = {k}, {label}",
+                                updates=None, last=None, at_least=None, gpu_at_least=None,
+                                update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
+                                base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level,
+                                projected=True, logits=label))
     return out, summaries
 
 

@@ -661,8 +661,8 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert "RoBERTa-sdpa's attention kernel: cudnn_attention." in done
     gpu = 1.65 * 0.008 / 0.010
     assert f"| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | 8 ms | 10 ms | {gpu:.2f}x |" in done
-    assert (f"| 4096 | RoBERTa-base size, k = 128 | - | 1.65x | 667 us/token | 1e+03 us/token | "
-            f"{1.65 / 1.5:.2f}x |") in done
+    assert ("| 4096 | RoBERTa-base size, k = 128, logits at every position | - | 1.65x | 667 us/token | "
+            f"1e+03 us/token | {1.65 / 1.5:.2f}x |") in done
     assert time_to_quality.PROJECTION in done
     # a convolution's run reads the convolution's step, never learned E/F's (8 ms here)
     for name, at in conv.items():
@@ -671,9 +671,10 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     best, words = min((gpu, "learned projections E/F"), (conv_ratio * (0.009 / 0.010), "the convolutional projection"))
     answer = report.answer(res)
     assert (f"at n = 128, a Linformer with {words} and k = 64 needs {best:.2f} times standard attention's GPU time "
-            "(the quality study's updates, ") in answer
+            "(") in answer and "; the quality study's updates times the seconds of one update on the GPU)" in answer
     # and the same projected to RoBERTa-base size from the training race's steps (here at n = 4,096 only)
-    assert f"; projected to RoBERTa-base size with k = 128, {1.65 / 1.5:.2f} times at n = 4,096: [docs" in answer
+    assert (", and projected to RoBERTa-base size with k = 128 (the update with logits at every position), "
+            f"{1.65 / 1.5:.2f} times at n = 4,096 ([docs") in answer
     # a baseline whose compiled forward is slower than its eager one: the goal line adds the eager comparison
     compiled = json.loads((tmp_path / "compiled_cuda_bf16_512.json").read_text())
     compiled["rows"][0]["compiled_s"] = 4e-3
@@ -686,6 +687,14 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     harness.save_json(tmp_path / "training_cuda_bf16_sparse_v50304.json", one)
     block = report.race_block(res)
     assert "MLM logits at every position (train_mlm.py across processes" in block
+    # the one-process step (logits at the masked positions) is what the answer projects with, where measured
+    one["rows"] = [dict(row, tokens_per_s=3 * row["tokens_per_s"] if row["k"] else row["tokens_per_s"])
+                   for row in one["rows"]]
+    harness.save_json(tmp_path / "training_cuda_bf16_sparse.json", one)
+    assert ("| 4096 | RoBERTa-base size, k = 128, logits at the masked positions | - | 1.65x | 222 us/token | "
+            f"1e+03 us/token | {1.65 / 4.5:.2f}x |") in report.race_block(res)
+    assert ("(train_mlm.py's update on one GPU), "
+            f"{1.65 / 4.5:.2f} times at n = 4,096 ([docs") in report.answer(res)
     assert ("MLM logits at the masked positions only (train_mlm.py in one process), the vocabulary padded from "
             "50,265 to 50,304 rows.") in block
     (tmp_path / "training_cuda_bf16_study_conv.json").unlink()  # without its own step, a convolution has none
