@@ -46,12 +46,10 @@ ratio = harness.fmt_ratio
 words = partial(prose, TEMPLATE)  # a part of the template, filled
 
 
-# Issue 67's CPU counterparts: their tables say "not measured yet" while their results are not committed
 # The training race again in one process (train_mlm.py's logits at the masked positions only), then with the vocabulary
 # padded to a multiple of 64: measured on the H200 after gpu_check's run, to read its profile (docs/benchmarks.md).
 GPU_ONE_PROCESS = ("training_cuda_bf16_sparse", "training_cuda_bf16_sparse_v50304")
-ANSWER_STEP = {"logits at the masked positions": "train_mlm.py's update on one GPU",
-               "logits at every position": "the update with logits at every position"}
+# Issue 67's CPU counterparts: their tables say "not measured yet" while their results are not committed
 CPU_RACE = ("training_cpu_fp32_race", "training_cpu_fp32_race_512", "compiled_cpu_fp32")
 
 
@@ -477,13 +475,14 @@ def answer(res):
         return words("answer_not_run", k=fewest["k"], n=fewest["n"], projection=PROJECTION_WORDS[fewest["projection"]],
                      updates=f"{fewest['update_ratio']:.2f}", seeds=time_to_quality.seeds_words(fewest))
     # the projection a user of one GPU meets (train_mlm.py's step there) where it was measured, else every position's
-    projected = {label: [q for q in quality if q["projected"] and q["gpu_ratio"] and q["k"] == 128
-                         and q["logits"] == label]
-                 for label in (time_to_quality.MASKED_ONLY, time_to_quality.EVERY_POSITION)}
-    label, projected = next(((label, rows) for label, rows in projected.items() if rows), (None, []))
+    steps = {time_to_quality.MASKED_ONLY: "train_mlm.py's update on one GPU",
+             time_to_quality.EVERY_POSITION: "the update with logits at every position"}
+    step, projected = next(((said, rows) for label, said in steps.items() if (rows := [
+        q for q in quality if q["projected"] and q["gpu_ratio"] and q["k"] == 128 and q["logits"] == label])),
+        (None, []))
     return words("answer_gpu", n=best["n"], k=best["k"], projection=PROJECTION_WORDS[best["projection"]],
                  times=f"{best['gpu_ratio']:.2f}", seeds=time_to_quality.seeds_words(best),
-                 projected=f", and projected to RoBERTa-base size with k = 128 ({ANSWER_STEP[label]}), " + " and ".join(
+                 projected=f", and projected to RoBERTa-base size with k = 128 ({step}), " + " and ".join(
                      f"{q['gpu_ratio']:.2f} times at n = {q['n']:,}" for q in projected) if projected else "")
 
 
