@@ -203,6 +203,44 @@ def test_the_int8_graph_gives_a_text_the_same_embedding_whatever_shares_its_batc
     assert cosines(together, alone).min() >= 0.9999
 
 
+def test_counting_cut_tokens_in_one_thread_never_unpads_another_threads_batch(served, monkeypatch):
+    """The truncation count tokenizes without padding on the tokenizer every thread shares; here a second thread
+    starts counting right after the first has set padding and before it encodes (the interleaving that failed CI
+    now and then in the test above). The count waits for the first thread's batch, which comes out padded and equal
+    to the same batch tokenized alone."""
+    import threading
+
+    from transformers.utils import PaddingStrategy
+
+    module = load(served)[0]
+    tokenizer = module.tokenizer
+    texts = texts_of_every_length(tokenizer)
+    alone = module.preprocess(texts)
+    original = tokenizer.set_truncation_and_padding
+    counted, first_done, second = threading.Event(), threading.Event(), []
+
+    def interleave(**settings):
+        original(**settings)
+        if settings["padding_strategy"] == PaddingStrategy.DO_NOT_PAD:  # the second thread's count
+            counted.set()
+            first_done.wait(10)
+        elif threading.current_thread() is threading.main_thread() and not second:
+            second.append(threading.Thread(target=lambda: second.append(module.preprocess(texts[::-1]))))
+            second[0].start()
+            counted.wait(2)  # without the lock the count runs now, switching padding off before this thread encodes
+
+    monkeypatch.setattr(tokenizer, "set_truncation_and_padding", interleave)
+    try:
+        features = module.preprocess(texts)
+    finally:
+        first_done.set()
+    second[0].join(10)
+    assert not second[0].is_alive() and len(second) == 2
+    tensors = [key for key, value in alone.items() if isinstance(value, torch.Tensor)]
+    assert "input_ids" in tensors and all(torch.equal(features[key], alone[key]) for key in tensors), tensors
+    assert second[1]["input_ids"].shape == alone["input_ids"].shape
+
+
 def test_weight_only_int8_is_what_makes_a_text_independent_of_its_batch(served, tmp_path):
     """The same fp32 graph quantized with ONNX Runtime's per-tensor activation scales (quantize_dynamic, the first
     releases' scheme) gives a padded text another output in a batch than alone; quantize_int8's graph (weights in

@@ -23,6 +23,7 @@ demand) and the standard library.
 
 import logging
 import shutil
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -45,12 +46,19 @@ EXPORT = "python export_onnx.py --model_name_or_path {folder} --overwrite_output
 # the rest are optimum's names, so a line written for the stock backend means the same here.
 HUB_KEYS = {"subfolder", "token", "cache_dir", "revision", "local_files_only", "trust_remote_code", "force_download"}
 ONNX_KEYS = {"file_name", "provider", "provider_options", "session_options", "export"}
+# A fast tokenizer keeps its padding and truncation on the shared Rust object and releases the GIL while it
+# encodes. The truncation count tokenizes unpadded and uncut, so a thread counting could switch padding off between
+# another thread's setting it and encoding (a ragged batch, or one longer than max_seq_length). Both calls run under
+# this lock; the graph or the model still runs in parallel. Module level: a lock in the module's state would not
+# pickle for sentence-transformers' process pool.
+TOKENIZING = threading.Lock()
 
 
 class LinformerTransformer(Transformer):
     def preprocess(self, inputs, prompt=None, **kwargs):
-        self.warn_truncation(inputs, prompt)
-        features = super().preprocess(inputs, prompt=prompt, **kwargs)
+        with TOKENIZING:
+            self.warn_truncation(inputs, prompt)
+            features = super().preprocess(inputs, prompt=prompt, **kwargs)
         return self.pad_to_bucket(features) if getattr(self, "compiled", False) else features
 
     def pad_to_bucket(self, features):
