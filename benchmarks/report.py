@@ -316,10 +316,12 @@ def gpu_result(pattern):
     return [json.loads(path.read_text()) for path in sorted(Path(GPU_RESULTS).glob(f"{pattern}.json"))]
 
 
-def latest(results):
-    """Each n's rows from the last of `results` that measured that n (a rerun of one n replaces that n only)."""
-    last = {row["n"]: i for i, r in enumerate(results) for row in r["rows"]}
-    return [dict(r, rows=[row for row in r["rows"] if last[row["n"]] == i]) for i, r in enumerate(results)]
+def latest(results, key=lambda result, row: row["n"]):
+    """Each key's rows from the last of `results` (tag order: a rerun's tag sorts after the run it repeats) that
+    measured it, so a rerun of one n replaces that n only; a result left without rows (its command neither)."""
+    last = {key(r, row): i for i, r in enumerate(results) for row in r["rows"]}
+    kept = [dict(r, rows=[row for row in r["rows"] if last[key(r, row)] == i]) for i, r in enumerate(results)]
+    return [r for r in kept if r["rows"]]
 
 
 def mfu_cell(row):
@@ -383,8 +385,10 @@ def machine_of(result):
 
 
 def race_compiled(results):
-    """Batch 1 eager and compiled alike (issue 67, item 2): every row, then each goal met or missed."""
+    """Batch 1 eager and compiled alike (issue 67, item 2): every row (each precision, n and model from the last
+    result that ran it: the re-measure after a fix replaces what it measured again), then each goal met or missed."""
     rows, goals = [], []
+    results = latest(results, key=lambda r, row: (precision(r), row["n"], row["model"]))
     for r in results:
         for row in r["rows"]:
             rows.append([row["n"], precision(r), NAMES.get(row["model"], row["model"]), row["k"] or "-",

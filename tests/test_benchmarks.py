@@ -681,6 +681,22 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     harness.save_json(tmp_path / "compiled_cuda_bf16_512.json", compiled)
     assert ("1.2x, met (RoBERTa-sdpa compiled took 4 ms, more than its eager 2 ms: against its eager forward, "
             f"{2e-3 / (1e-3 / 1.2):.1f}x)") in report.race_block(res)
+    # a re-measure of the same precision and n (its tag sorts after) replaces those rows and their goal line only
+    rerun = dict(compiled, command="python -m benchmarks.compiled rerun",
+                 rows=[dict(row, compiled_s=row["compiled_s"] * 2, saved_vs_sdpa_compiled=0.6) if row["k"] else row
+                       for row in compiled["rows"]])
+    harness.save_json(tmp_path / "compiled_cuda_bf16_whole.json", rerun)
+    harness.save_json(tmp_path / "compiled_cuda_fp16_512.json", dict(compiled, args=dict(compiled["args"],
+                                                                                          dtype="float16")))
+    block = report.race_block(res)
+    assert "at n = 512, compiled against compiled, bf16, k = 128: 0.6x, **missed**" in block
+    assert "compiled against compiled, bf16, k = 128: 1.2x" not in block
+    assert "at n = 512, compiled against compiled, fp16, k = 128: 1.2x, met" in block
+    # the replaced result's command goes with its rows; the fp16 one (the same command here) stays
+    assert "`python -m benchmarks.compiled rerun`; `python -m benchmarks.compiled x`." in block
+    assert block.count("| 512 | bf16 | ") == 2, "one row per model, from the rerun"
+    for tag in ("compiled_cuda_bf16_whole", "compiled_cuda_fp16_512"):
+        (tmp_path / f"{tag}.json").unlink()
     # one-process runs (masked positions only; a padded vocabulary) get blocks of their own, saying so
     one = json.loads((tmp_path / "training_cuda_bf16.json").read_text())
     one.update(args=dict(one["args"], sparse_head=True), dims=dict(vocab_size=50304))
