@@ -886,10 +886,10 @@ def check_shared_short_phase(root, name, twin, printed, monkeypatch):
      "ceiling: not within 30,000 updates, and the gap did not shrink over the last stretch"),
     (60.0, [50.0, 20.0, 10.0], 70.0, "undecided: the baseline's level not reached within 30,000 updates; the gap "
                                       "still shrank over the last stretch"),
-    (60.0, [50.0, 20.0], None, "undecided: the baseline's level not reached within 20,000 updates (still running); "
-                               "the gap still shrank over the last stretch"),
-    (60.0, [20.0, 50.0], None, "undecided: the baseline's level not reached within 20,000 updates (still running); "
-                               "the gap grew over the last stretch, before the last stop"),
+    (60.0, [50.0, 20.0], None, "undecided: the baseline's level not reached within 20,000 updates (its extension "
+                               "has not finished); the gap still shrank over the last stretch"),
+    (60.0, [20.0, 50.0], None, "undecided: the baseline's level not reached within 20,000 updates (its extension "
+                               "has not finished); the gap grew over the last stretch, before the last stop"),
     (60.0, [50.0, None, None], 70.0, "undecided: the baseline's level not reached within 30,000 updates; the "
                                      "gap is known at one stop only: no trend to read yet"),
     (None, [None, None, None], 70.0, "undecided: the baseline's extended run has no 10,000-update point yet")])
@@ -1354,8 +1354,8 @@ def test_the_cards_answer_is_each_extended_linformers_updates_as_a_multiple_of_t
     said = render.longer_answer(render.load(tmp_path / "results"))
     assert said["level"] == "100.0" and said["precision"] == "fp32"
     assert "`linformer_a_s0` needs more than 2x as many updates (300.0 at 10,000, 150.0 at 20,000; at 10,000 " \
-           "updates +200.0% against standard attention's 100.0), so far: its extension to 30,000 updates is still " \
-           "running;" in said["runs"]  # the last stop both have; a run not yet at its last stop says so
+           "updates +200.0% against standard attention's 100.0), so far: its extension to 30,000 updates has not " \
+           "finished;" in said["runs"]  # the last stop both have; a run not yet at its last stop says so
     assert "`linformer_b_s0` needs about 2.3x as many updates (300.0 at 10,000, 120.0 at 20,000, 90.0 at 30,000; " \
            "at 10,000 updates +200.0%" in said["runs"]
     assert f"`{study.BASELINE}_s0`" not in said["runs"]
@@ -1460,7 +1460,8 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     rows = {line.split(" | ")[0].lstrip("| "): line for line in page["rows"].splitlines()}
     assert "| 14,000: fell by less than 2% over its last 1,000 updates | 5,000 | 100.0 | 70.0 |" in rows[
         f"{render.PAPER_N_BASELINE}_s0"]
-    assert f"| running (last evaluated update {budget:,}) | {budget - switch:,} | 300.0 | - |" in rows[f"{conv}_s0"]
+    assert (f"| not finished (last evaluated update {budget:,}) | {budget - switch:,} | 300.0 | - |"
+            in rows[f"{conv}_s0"])
     # stopped by the cap, not by the rule: how much its last stretch still fell is said
     assert ("| 19,000: 10,000 updates on n-token blocks, still falling 4.6% over its last 1,000 | 10,000 | 130.0 "
             "|") in rows[f"{k256}_s0"]
@@ -1473,7 +1474,7 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith("| not measured |")
     assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
     # Still in its short phase: no negative count of long updates. Stopped, its stop not kept yet (settle saves the
-    # stop, then keeps its model): still running on the page, and no target reads it.
+    # stop, then keeps its model): not finished on the page, and no target reads it.
     early = settled(conv, 1, 150.0)
     early["curve"], early["points"] = [{"step": 2_250, "perplexity": 900.0}], {}
     cut = settled(k256, 1, 120.0, 12_000)
@@ -1481,8 +1482,8 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     records.settled.update({early["name"]: early, cut["name"]: cut})
     page = render.settled(records)
     rows = {line.split(" | ")[0].lstrip("| "): line for line in page["rows"].splitlines()}
-    assert rows[early["name"]].endswith("| running (last evaluated update 2,250) | 0 | 900.0 | - |")
-    assert "| running (last evaluated update 12,000) |" in rows[cut["name"]]
+    assert rows[early["name"]].endswith("| not finished (last evaluated update 2,250) | 0 | 900.0 | - |")
+    assert "| not finished (last evaluated update 12,000) |" in rows[cut["name"]]
     assert "1 vs 2 pretraining seeds |" in next(line for line in page["targets"].splitlines() if k256 + " " in line)
 
 

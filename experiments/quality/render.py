@@ -325,7 +325,7 @@ def catch_up(configuration, seeds, baseline, level):
     running = not all(at) and any(s[-1][0] < LAST_STOP for s in stops)
     who = f"`{seeds[0][0]}`" if len(seeds) == 1 else f"`{configuration}` ({len(seeds)} seeds)"
     return (f"{who} needs {times} as many updates ({path})"
-            + f", so far: its extension to {LAST_STOP:,} updates is still running" * running)
+            + f", so far: its extension to {LAST_STOP:,} updates has not finished" * running)
 
 
 def spread(values, fmt=".1f", unit=""):
@@ -400,7 +400,7 @@ def delay_or_ceiling(run, level, gaps):
            "the gap still shrank over the last stretch" if known[-1] < known[-2] else
            "the gap grew over the last stretch, before the last stop")
     return (f"undecided: the baseline's level not reached within {max(map(int, run['points'])):,} updates"
-            + " (still running)" * (not done) + f"; {why}")
+            + " (its extension has not finished)" * (not done) + f"; {why}")
 
 
 def longer(records):
@@ -529,7 +529,7 @@ def settled(records):
         last = run["curve"][-1]
         rows.append([run["name"], number(budget and budget["perplexity"], ".1f"),
                      number(alone and alone["perplexity"], ".1f"),
-                     stopped_at(run["settled"]) if stop else f"running (last evaluated update {last['step']:,})",
+                     stopped_at(run["settled"]) if stop else f"not finished (last evaluated update {last['step']:,})",
                      f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
                      accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
