@@ -508,3 +508,26 @@ def test_the_options_check_finds_a_missing_value():
     text = "| `projection_init` | `normal` (default) | how E/F start |\n"
     assert unlisted_choices(text, {"projection_init": ("normal", "window_mean"), "attention_type": ("projected",)}) \
         == ["projection_init: 'window_mean'", "attention_type: no row"]
+
+
+def test_training_md_recommends_the_projection_the_recipe_answer_names():
+    """Issue 66, item 4: the projection docs/training.md tells a new model to start from is the configuration the
+    quality study's recipe answer names (its projection, k and n, read from the committed records), and the default
+    it says stays is the configuration's default; a new answer fails this until the page says it."""
+    from benchmarks import time_to_quality
+    from experiments.quality import render
+    from linformer_hf import LinformerConfig
+
+    records = render.load()
+    _, level, _ = time_to_quality.updates_to_reach(records)
+    named = re.search(r"pretrain `(\w+)` at n = (\d+)", render.recipe_answer(records, level))
+    assert named, "the records name no recipe: the page's recommendation has nothing behind it"
+    run = next(r["run"] for name, r in records.extended.items() if name.startswith(f"{named[1]}_s"))
+    page = " ".join((REPO / "docs/training.md").read_text().split())
+    head = "Which projection to pretrain a new model with: "
+    assert head in page, "docs/training.md lost its recommendation"
+    text = page.split(head, 1)[1][:1000]
+    what = "convolutional projection" if run["projection"] == "conv" else "learned E/F"
+    assert (f"At n = {run['n']} that is the {what} with k = n/{run['n'] // run['k']}, `--config_overrides "
+            f"projection_type={run['projection']},projected_dim={run['k']}`") in text, text[:400]
+    assert f"default stays the paper's learned E/F (`projection_type={LinformerConfig().projection_type}`)" in text
