@@ -1503,7 +1503,8 @@ def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_wit
         f"{render.BASELINE}_s0": run(budget), "linformer_slow_s0": run(int(2.5 * budget)),
         "linformer_fast_s0": run(int(1.5 * budget)), "linformer_fast_s1": run(int(1.525 * budget))})
     answer = render.recipe_answer(records, level=60.0)
-    assert answer.startswith("pretrain `linformer_fast`") and "1.51x" in answer and "over 2 seeds" in answer
+    assert answer.startswith("pretrain `linformer_fast`") and "1.51x" in answer
+    assert "over 2 seeds, each read at evaluations 250 updates (0.025x) apart)" in answer  # the curve's resolution
     assert answer.endswith("goal, at most 2x: met")
     records.extended["linformer_fast_s1"] = run(int(2.4 * budget))  # two seeds whose interval holds 2x
     assert render.recipe_answer(records, level=60.0).endswith("goal, at most 2x: undecided")

@@ -378,7 +378,9 @@ def recipe_answer(records, level):
         said = (f"met on one seed{so_far}, not yet with an interval" if mean <= RECIPE_UPDATES
                 else f"**missed** on one seed{so_far}")
     else:
-        spread = f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds"
+        every = study.PRETRAIN["eval_steps"]  # seeds that agree to the evaluation give an interval of no width
+        spread = (f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds, each read at "
+                  f"evaluations {every:,} updates ({every / BUDGET:g}x) apart")
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
     return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
             f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{still_training(waiting)}); goal, at "
