@@ -217,14 +217,14 @@ def test_counting_cut_tokens_in_one_thread_never_unpads_another_threads_batch(se
     texts = texts_of_every_length(tokenizer)
     alone = module.preprocess(texts)
     original = tokenizer.set_truncation_and_padding
-    counted, first_done, second = threading.Event(), threading.Event(), []
+    counted, first_done, second, first = threading.Event(), threading.Event(), [], threading.get_ident()
 
     def interleave(**settings):
         original(**settings)
         if settings["padding_strategy"] == PaddingStrategy.DO_NOT_PAD:  # the second thread's count
             counted.set()
             first_done.wait(10)
-        elif threading.current_thread() is threading.main_thread() and not second:
+        elif threading.get_ident() == first and not second:
             second.append(threading.Thread(target=lambda: second.append(module.preprocess(texts[::-1]))))
             second[0].start()
             counted.wait(2)  # without the lock the count runs now, switching padding off before this thread encodes
