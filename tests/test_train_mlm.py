@@ -611,6 +611,19 @@ def test_short_run_learns_and_saves_a_loadable_model(tmp_path, micro):
     assert len(predictions) == 5 and all(p["sequence"].startswith("Call me") for p in predictions)
 
 
+def test_a_new_models_vocabulary_can_be_padded_past_its_tokenizer(tmp_path, micro):
+    """docs/training.md's GPU tip: `--config_overrides vocab_size=N` above the tokenizer's size (a multiple of 64)
+    merges with the recipe's overrides and trains; the tokenizer keeps its own size, and the rows past it are never
+    an input (the collator's random tokens are drawn from the tokenizer) nor a label."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    out = tmp_path / "padded"
+    run(micro, out, "--max_steps", "3", "--config_overrides", "vocab_size=448")
+    model = AutoModelForMaskedLM.from_pretrained(out)
+    assert model.config.vocab_size == 448 and model.config.hidden_size == 32  # the recipe's size kept
+    assert model.get_output_embeddings().weight.shape[0] == 448 and len(AutoTokenizer.from_pretrained(out)) == 400
+
+
 def test_validation_masks_at_its_own_rate(tmp_path, micro):
     """--eval_mlm_probability fixes the validation masks whatever the training rate: an untrained model
     scores the same before any update as one trained at that rate, and not as one validated at the training rate."""
