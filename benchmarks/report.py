@@ -481,9 +481,12 @@ def answer(res):
     # the projection a user of one GPU meets (train_mlm.py's step there) where it was measured, else every position's
     steps = {time_to_quality.MASKED_ONLY: "train_mlm.py's update on one GPU",
              time_to_quality.EVERY_POSITION: "the update with logits at every position"}
-    step, projected = next(((said, rows) for label, said in steps.items() if (rows := [
-        q for q in quality if q["projected"] and q["gpu_ratio"] and q["k"] == 128 and q["logits"] == label])),
-        (None, []))
+    step, projected = None, []
+    for label, said in steps.items():
+        projected = [q for q in quality if q["projected"] and q["gpu_ratio"] and q["k"] == 128 and q["logits"] == label]
+        if projected:
+            step = said
+            break
     return words("answer_gpu", n=best["n"], k=best["k"], projection=PROJECTION_WORDS[best["projection"]],
                  times=f"{best['gpu_ratio']:.2f}", seeds=time_to_quality.seeds_words(best),
                  projected=f", and projected to RoBERTa-base size with k = 128 ({step}), " + " and ".join(

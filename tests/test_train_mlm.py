@@ -619,9 +619,15 @@ def test_a_new_models_vocabulary_can_be_padded_past_its_tokenizer(tmp_path, micr
 
     out = tmp_path / "padded"
     run(micro, out, "--max_steps", "3", "--config_overrides", "vocab_size=448")
-    model = AutoModelForMaskedLM.from_pretrained(out)
+    model, tokenizer = AutoModelForMaskedLM.from_pretrained(out), AutoTokenizer.from_pretrained(out)
     assert model.config.vocab_size == 448 and model.config.hidden_size == 32  # the recipe's size kept
-    assert model.get_output_embeddings().weight.shape[0] == 448 and len(AutoTokenizer.from_pretrained(out)) == 400
+    assert model.get_output_embeddings().weight.shape[0] == 448 and len(tokenizer) == 400
+    args = parse_args(train_mlm.MLMArguments, ["--mask_replace_prob", "0", "--random_replace_prob", "1"])
+    blocks = torch.tensor([tokenizer("Call me Ishmael. " * 40)["input_ids"][:64]] * 32)
+    batch = train_mlm.masking(tokenizer, args, validation=False)([{"input_ids": row} for row in blocks])
+    replaced = batch["labels"] != -100
+    assert replaced.sum() > 100 and (batch["input_ids"] < len(tokenizer)).all()  # every random token a real one
+    assert (batch["labels"][replaced] < len(tokenizer)).all()
 
 
 def test_validation_masks_at_its_own_rate(tmp_path, micro):
