@@ -120,4 +120,4 @@ def seeds_words(summary):
     ratios = summary["ratios"]
     said = "one pretraining seed" if len(ratios) == 1 else (
         f"the mean of {len(ratios)} pretraining seeds, {min(ratios):.2f}x to {max(ratios):.2f}x the updates")
-    return said + render.still_training(summary["waiting"])
+    return said + render.not_there_yet(summary["waiting"])

@@ -637,7 +637,7 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert ("| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | "
             "not run yet |") in empty
     # the answer names the configuration the study extended that needs the fewest updates, by the mean over its
-    # seeds that got there (seeds still training named, not counted), with its projection
+    # seeds that got there (seeds not there yet named, not counted), with its projection
     records = render.load()
     runs, level, budget = time_to_quality.updates_to_reach(records)
     reached_at, waiting = render.reaching(records, level)
@@ -648,7 +648,7 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert (f"has not been measured yet: a Linformer with {report.PROJECTION_WORDS[run['projection']]} and k = "
             f"{run['k']} at n = 128 needs {means[fewest]:.2f} times standard attention's updates (the quality study, "
             f"{seeds}") in report.answer(res)
-    assert ("still training, not there yet)" in report.answer(res)) == bool(waiting.get(fewest))
+    assert ("not there yet, extension not finished)" in report.answer(res)) == bool(waiting.get(fewest))
     conv = {name: at for name, r, at, _ in runs if r["run"]["projection"] == "conv" and r["run"]["k"] == 64 and at}
     assert conv, "the committed records hold an extended convolution at k = 64 that reached the baseline's level"
     conv_ratio = statistics.mean(conv.values()) / budget  # the configuration's mean, as the answer reads it
@@ -775,7 +775,7 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
     assert conv["update_ratio"] == pytest.approx(1.3) and conv["gpu_ratio"] == pytest.approx(1.3 * 0.9)
     assert conv["waiting"] == ["2"] and conv["ratios"] == [1.2, 1.4]
     assert time_to_quality.seeds_words(conv) == (
-        "the mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 still training, not there yet")
+        "the mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 not there yet, extension not finished")
     assert all(row["update_ratio"] is None for row in out if row["projected"])  # no learned E/F configuration got there
 
 

@@ -1517,7 +1517,7 @@ def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_wit
     waiting = SimpleNamespace(extended={"linformer_fast_s0": run(int(1.5 * budget)),
                                         "linformer_fast_s2": run(10**9, last=budget)})
     assert render.recipe_answer(waiting, 60.0).endswith(
-        "(one seed, so no interval; seed 2 still training, not there yet); goal, at most 2x: met on one seed so far, "
-        "not yet with an interval")
+        "(one seed, so no interval; seed 2 not there yet, extension not finished); goal, at most 2x: met on one seed "
+        "so far, not yet with an interval")
     waiting.extended["linformer_fast_s2"] = run(10**9, last=render.LAST_STOP)
     assert "no recipe" in render.recipe_answer(waiting, 60.0)

@@ -341,9 +341,9 @@ RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 
 def reaching(records, level):
     """Each extended Linformer configuration's seeds against `level`: {configuration: [the first update at or below
-    it, None for a seed that ended its extension above it]}, and {configuration: [seeds still training, not there
-    yet]}. A seed at its first stops is waited for, not counted as a miss, so that a configuration is not judged on
-    the seeds that happen to be ahead."""
+    it, None for a seed that ended its extension above it]}, and {configuration: [seeds not there yet, their
+    extensions not finished]}. A seed at its first stops is waited for, not counted as a miss, so that a
+    configuration is not judged on the seeds that happen to be ahead."""
     reached_at, running = {}, {}
     for name, run in sorted(records.extended.items()):
         if (configuration := configuration_of(name)) != BASELINE:
@@ -355,15 +355,16 @@ def reaching(records, level):
     return reached_at, running
 
 
-def still_training(seeds):
-    """The clause naming a configuration's seeds that are still training ("" where none is)."""
-    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} still training, not there yet" * bool(seeds)
+def not_there_yet(seeds):
+    """The clause naming a configuration's seeds not there yet, their extensions not finished ("" where none is):
+    a record cannot tell whether a process still trains them."""
+    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, extension not finished" * bool(seeds)
 
 
 def recipe_answer(records, level):
     """What to pretrain from scratch: the extended Linformer configuration that comes within RECIPE_MARGIN of the
-    baseline's budget perplexity in the fewest updates (mean over its seeds, those still training named), and
-    whether that meets the goal."""
+    baseline's budget perplexity in the fewest updates (mean over its seeds; those not there yet, their extensions
+    not finished, named), and whether that meets the goal."""
     reached_at, running = reaching(records, RECIPE_MARGIN * level)
     reached_by = {c: [at / BUDGET for at in ats] for c, ats in reached_at.items() if all(ats)}
     if not reached_by:
@@ -383,7 +384,7 @@ def recipe_answer(records, level):
                   f"evaluations {every:,} updates ({every / BUDGET:g}x) apart")
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
     return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
-            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{still_training(waiting)}); goal, at "
+            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{not_there_yet(waiting)}); goal, at "
             f"most {RECIPE_UPDATES}x: " + said)
 
 
