@@ -99,7 +99,7 @@ def configurations(out, s, level):
     mean GPU time ratio. A configuration is read by its mean, never by its luckiest seed."""
     if level is None:
         return []
-    reached_at, running = render.reaching(s, level)
+    reached_at, running = render.reaching(s.extended, level)
     summaries = []
     for configuration, ats in reached_at.items():
         if not all(ats):

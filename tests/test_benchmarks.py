@@ -640,7 +640,7 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     # seeds that got there (seeds not there yet named, not counted), with its projection
     records = render.load()
     runs, level, budget = time_to_quality.updates_to_reach(records)
-    reached_at, waiting = render.reaching(records, level)
+    reached_at, waiting = render.reaching(records.extended, level)
     means = {c: statistics.mean(ats) / budget for c, ats in reached_at.items() if all(ats)}
     fewest = min(means, key=means.get)
     run = next(r["run"] for name, r, *_ in runs if render.configuration_of(name) == fewest)

@@ -520,7 +520,7 @@ def test_training_md_recommends_the_projection_the_recipe_answer_names():
 
     records = render.load()
     _, level, _ = time_to_quality.updates_to_reach(records)
-    named = re.search(r"pretrain `(\w+)` at n = (\d+)", render.recipe_answer(records, level))
+    named = re.search(r"pretrain `(\w+)` at n = (\d+)", render.recipe_answer(records.extended, level))
     assert named, "the records name no recipe: the page's recommendation has nothing behind it"
     run = next(r["run"] for name, r in records.extended.items() if name.startswith(f"{named[1]}_s"))
     page = " ".join((REPO / "docs/training.md").read_text().split())

@@ -274,8 +274,11 @@ def extended_baseline(records):
 
 
 def reached(run, level):
-    """The first evaluated update of a run at or below `level` (None if none)."""
-    return next((point["step"] for point in run["curve"] if point["perplexity"] <= level), None)
+    """The first evaluated update of a run at or below `level` on n-token blocks (None if none): a short phase's
+    points are read on its short blocks, where perplexity is lower than on n-token ones, so they are not compared."""
+    short = run.get("run", {}).get("short", {}).get("steps", -1)
+    return next((point["step"] for point in run["curve"] if point["step"] > short and point["perplexity"] <= level),
+                None)
 
 
 def longer_answer(records):
@@ -300,7 +303,8 @@ def longer_answer(records):
             "paper_n": 4 * N, "paper_n_targets": "; ".join(paper_n), "last": f"{LAST_STOP:,}", "seeds": len(seeds),
             "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
             "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}",
-            "recipe_answer": recipe_answer(records, level)}
+            "recipe_answer": recipe_answer(records.extended, level),
+            "paper_n_recipe": paper_n_recipe(records)}
 
 
 def catch_up(configuration, seeds, baseline, level):
@@ -339,37 +343,46 @@ def spread(values, fmt=".1f", unit=""):
 RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 
 
-def reaching(records, level):
-    """Each extended Linformer configuration's seeds against `level`: {configuration: [the first update at or below
-    it, None for a seed that ended its extension above it]}, and {configuration: [seeds not there yet, their
-    extensions not finished]}. A seed at its first stops is waited for, not counted as a miss, so that a
-    configuration is not judged on the seeds that happen to be ahead."""
+def extension_finished(run):
+    return run["curve"][-1]["step"] >= LAST_STOP
+
+
+def settling_finished(run):
+    return "settled" in run
+
+
+def reaching(runs, level, finished=extension_finished):
+    """Each Linformer configuration's seeds among `runs` ({name: record}) against `level`: {configuration: [the first
+    update at or below it, None for a seed that finished (`finished`) above it]}, and {configuration: [seeds not
+    there yet, unfinished]}. An unfinished seed is waited for, not counted as a miss, so that a configuration is not
+    judged on the seeds that happen to be ahead."""
     reached_at, running = {}, {}
-    for name, run in sorted(records.extended.items()):
-        if (configuration := configuration_of(name)) != BASELINE:
+    for name, run in sorted(runs.items()):
+        if (configuration := configuration_of(name)) not in (BASELINE, PAPER_N_BASELINE):
             at = reached(run, level)
-            if at is None and run["curve"][-1]["step"] < LAST_STOP:
+            if at is None and not finished(run):
                 running.setdefault(configuration, []).append(name.rsplit("_s", 1)[1])
             else:
                 reached_at.setdefault(configuration, []).append(at)
     return reached_at, running
 
 
-def not_there_yet(seeds):
-    """The clause naming a configuration's seeds not there yet, their extensions not finished ("" where none is):
-    a record cannot tell whether a process still trains them."""
-    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, extension not finished" * bool(seeds)
+def not_there_yet(seeds, unfinished="extension"):
+    """The clause naming a configuration's seeds not there yet whose `unfinished` has not finished ("" where none
+    is): a record cannot tell whether a process still trains them."""
+    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, {unfinished} not finished" * bool(
+        seeds)
 
 
-def recipe_answer(records, level):
-    """What to pretrain from scratch: the extended Linformer configuration that comes within RECIPE_MARGIN of the
-    baseline's budget perplexity in the fewest updates (mean over its seeds; those not there yet, their extensions
-    not finished, named), and whether that meets the goal."""
-    reached_at, running = reaching(records, RECIPE_MARGIN * level)
+def recipe_answer(runs, level, n=N, finished=extension_finished, unfinished="extension"):
+    """What to pretrain from scratch at n: the Linformer configuration among `runs` that comes within RECIPE_MARGIN
+    of the baseline's budget perplexity `level` in the fewest updates (mean over its seeds; those not there yet,
+    unfinished, named), and whether that meets the goal."""
+    reached_at, running = reaching(runs, RECIPE_MARGIN * level, finished)
     reached_by = {c: [at / BUDGET for at in ats] for c, ats in reached_at.items() if all(ats)}
     if not reached_by:
         return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
-                f"recipe to name at n = {N}")
+                f"recipe to name at n = {n}")
     best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
     mean, half = reporting.t_interval(reached_by[best])
     waiting = running.get(best, [])
@@ -383,9 +396,28 @@ def recipe_answer(records, level):
         spread = (f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds, each read at "
                   f"evaluations {every:,} updates ({every / BUDGET:g}x) apart")
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
-    return (f"pretrain `{best}` at n = {N}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
-            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}{not_there_yet(waiting)}); goal, at "
-            f"most {RECIPE_UPDATES}x: " + said)
+    return (f"pretrain `{best}` at n = {n}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
+            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}"
+            f"{not_there_yet(waiting, unfinished)}); goal, at most {RECIPE_UPDATES}x: " + said)
+
+
+def paper_n_level(records):
+    """Standard attention's seed 0 at the budget in its settled run (None before): the paper's n's recipe level, as
+    the extended baseline's seed 0 is at n = N."""
+    baseline = records.settled.get(f"{PAPER_N_BASELINE}_s0", {"points": {}})
+    return baseline["points"].get(str(BUDGET), {}).get("perplexity")
+
+
+def paper_n_recipe(records):
+    """Issue 66, item 4 at the paper's n: the same answer read from the settled runs (on n-token blocks past the
+    budget until the rule stopped them), against standard attention's seed 0 at the budget, as at n = N."""
+    level = paper_n_level(records)
+    if level is None:
+        return f"At n = {4 * N} the same question waits for standard attention's settled run (issue 66, item 2)."
+    answer = recipe_answer(records.settled, level, 4 * N, settling_finished, "settling")
+    cap = study.SHORT_PHASE["steps"] + study.SETTLE["long_updates"]
+    return (f"At n = {4 * N}, from the settled runs (at most {cap / BUDGET:g}x the budget; standard attention's "
+            f"seed 0 at {BUDGET:,} updates: {level:.1f}): {answer}.")
 
 
 def delay_or_ceiling(run, level, gaps):
@@ -525,7 +557,7 @@ def settled(records):
         return None
     stops = {run["name"]: run["points"][str(run["settled"]["step"])] for run in runs  # a stop found is kept next
              if "settled" in run and str(run["settled"]["step"]) in run["points"]}
-    rows = []
+    rows, level = [], paper_n_level(records)
     for run in runs:
         alone = next((r for r in records.runs if r["name"] == run["name"]), None)
         budget, stop = run["points"].get(str(BUDGET)), stops.get(run["name"])
@@ -534,10 +566,21 @@ def settled(records):
                      number(alone and alone["perplexity"], ".1f"),
                      stopped_at(run["settled"]) if stop else f"not finished (last evaluated update {last['step']:,})",
                      f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
-                     accuracy_cell(stop) if stop else "-"])
+                     within_recipe_margin(run, level), accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
             "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
+            "margin": f"{RECIPE_MARGIN - 1:.0%}", "level": number(level, ".1f"),
             "rows": body(rows), "targets": body(settled_target(stops, c, lim) for c, lim in settled_targets())}
+
+
+def within_recipe_margin(run, level):
+    """A settled Linformer's first update within RECIPE_MARGIN of `level` on n-token blocks, as a multiple of the
+    budget ("-" for standard attention or before its level is known)."""
+    if level is None or configuration_of(run["name"]) == PAPER_N_BASELINE:
+        return "-"
+    if (at := reached(run, RECIPE_MARGIN * level)) is None:
+        return f"not by {run['curve'][-1]['step']:,}"
+    return f"{at:,} ({at / BUDGET:.2f}x)"
 
 
 def stopped_at(stop):
