@@ -1475,6 +1475,12 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     assert "1 vs 2 pretraining seeds |" in k256_row and "paired" not in k256_row  # one seed stopped: not paired
     assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith("| not measured |")
     assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
+    assert page["conv_paired"].endswith("is read once two seeds of each have stopped (0 and 2 so far).")
+    # the convolution against learned E/F at k = 128, paired by seed at their stops once two seeds of each stopped
+    paired = SimpleNamespace(settled={r["name"]: r for r in [*runs, settled(conv, 0, 93.0, 19_000),
+                                                             settled(conv, 1, 110.0, 19_000)]}, runs=[], unigram=None)
+    said = render.settled(paired)["conv_paired"]
+    assert f"(`{conv}` against `{k128}`, seeds 0, 1): perplexity 0.93x [" in said, said
     # Still in its short phase: no negative count of long updates. Stopped, its stop not kept yet (settle saves the
     # stop, then keeps its model): not finished on the page, and no target reads it.
     early = settled(conv, 1, 150.0)

@@ -568,9 +568,22 @@ def settled(records):
                      f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
                      within_recipe_margin(run, level), accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
+            "conv_paired": settled_convolution(stops),
             "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
             "margin": f"{RECIPE_MARGIN - 1:.0%}", "level": number(level, ".1f"),
             "rows": body(rows), "targets": body(settled_target(stops, c, lim) for c, lim in settled_targets())}
+
+
+def settled_convolution(stops):
+    """Issue 66: the convolution at k = 128 against learned E/F at k = 128 at their stops, paired by seed as at n = N
+    (each at its own stop), once two seeds of each have stopped."""
+    (learned, _), _, (conv, _) = settled_targets()
+    by_seed = {configuration: [{**point, "name": name, "seed": int(name.rsplit("_s", 1)[1])}
+                               for name, point in stops.items() if configuration_of(name) == configuration]
+               for configuration in (learned, conv)}
+    return convolution_paired(by_seed[conv], by_seed[learned], learned) or (
+        f"The convolution against learned E/F at k = {4 * K}, paired by seed at their stops, is read once two seeds of "
+        f"each have stopped ({len(by_seed[conv])} and {len(by_seed[learned])} so far).")
 
 
 def within_recipe_margin(run, level):
@@ -714,10 +727,11 @@ def convolution_finding(run, layerwise):
             f"tie).")
 
 
-def convolution_paired(convolutions, layerwise):
-    """The convolution against learned E/F paired by pretraining seed, once two seeds pair: both models of a seed
-    read the same batches and masks, so the seed's luck cancels. Perplexity as a ratio (on the loss), accuracy as a
-    difference in points, each the mean over seeds of the per-seed differences with its 95% t-interval."""
+def convolution_paired(convolutions, layerwise, learned_name=LINFORMER):
+    """The convolution against learned E/F (`learned_name`) paired by pretraining seed, once two seeds pair: both
+    models of a seed read the same batches and masks, so the seed's luck cancels. Perplexity as a ratio (on the
+    loss), accuracy as a difference in points, each the mean over seeds of the per-seed differences with its 95%
+    t-interval."""
     learned = {run["seed"]: run for run in layerwise if "seed" in run}  # a record without one pairs with nothing
     pairs = [(run, learned[run["seed"]]) for run in convolutions if run.get("seed") in learned]
     if len(pairs) < 2:
@@ -730,7 +744,7 @@ def convolution_paired(convolutions, layerwise):
             f"{100 * points:+.1f} points [{100 * (points - half):+.1f}, {100 * (points + half):+.1f}], convolution "
             f"better: {verdict(points - half, points + half)}")
     return (f"- **Convolution against learned E/F, paired by seed** (`{configuration_of(pairs[0][0]['name'])}` against "
-            f"`{LINFORMER}`, seeds {seeds}): perplexity {math.exp(ratio):.2f}x [{math.exp(ratio - spread):.2f}, "
+            f"`{learned_name}`, seeds {seeds}): perplexity {math.exp(ratio):.2f}x [{math.exp(ratio - spread):.2f}, "
             f"{math.exp(ratio + spread):.2f}], "
             f"convolution better: {verdict(ratio - spread, ratio + spread, above=False)}; Rotten Tomatoes accuracy "
             f"{said} (met: better, **missed**: worse, undecided: a tie).")
