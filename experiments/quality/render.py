@@ -343,42 +343,38 @@ def spread(values, fmt=".1f", unit=""):
 RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 
 
-def extension_finished(run):
-    return run["curve"][-1]["step"] >= LAST_STOP
+# When a run has finished training past the budget, by how it trains there: extended to fixed stops (n = N), or
+# settled by the rule (the paper's n)
+FINISHED = {"extension": lambda run: run["curve"][-1]["step"] >= LAST_STOP, "settling": lambda run: "settled" in run}
 
 
-def settling_finished(run):
-    return "settled" in run
-
-
-def reaching(runs, level, finished=extension_finished):
+def reaching(runs, level, phase="extension"):
     """Each Linformer configuration's seeds among `runs` ({name: record}) against `level`: {configuration: [the first
-    update at or below it, None for a seed that finished (`finished`) above it]}, and {configuration: [seeds not
-    there yet, unfinished]}. An unfinished seed is waited for, not counted as a miss, so that a configuration is not
-    judged on the seeds that happen to be ahead."""
+    update at or below it, None for a seed whose `phase` finished above it]}, and {configuration: [seeds not there
+    yet, their `phase` unfinished]}. An unfinished seed is waited for, not counted as a miss, so that a
+    configuration is not judged on the seeds that happen to be ahead."""
     reached_at, running = {}, {}
     for name, run in sorted(runs.items()):
         if (configuration := configuration_of(name)) not in (BASELINE, PAPER_N_BASELINE):
             at = reached(run, level)
-            if at is None and not finished(run):
+            if at is None and not FINISHED[phase](run):
                 running.setdefault(configuration, []).append(name.rsplit("_s", 1)[1])
             else:
                 reached_at.setdefault(configuration, []).append(at)
     return reached_at, running
 
 
-def not_there_yet(seeds, unfinished="extension"):
-    """The clause naming a configuration's seeds not there yet whose `unfinished` has not finished ("" where none
-    is): a record cannot tell whether a process still trains them."""
-    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, {unfinished} not finished" * bool(
-        seeds)
+def not_there_yet(seeds, phase="extension"):
+    """The clause naming a configuration's seeds not there yet whose `phase` has not finished ("" where none is): a
+    record cannot tell whether a process still trains them."""
+    return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, {phase} not finished" * bool(seeds)
 
 
-def recipe_answer(runs, level, n=N, finished=extension_finished, unfinished="extension"):
+def recipe_answer(runs, level, n=N, phase="extension"):
     """What to pretrain from scratch at n: the Linformer configuration among `runs` that comes within RECIPE_MARGIN
     of the baseline's budget perplexity `level` in the fewest updates (mean over its seeds; those not there yet,
     unfinished, named), and whether that meets the goal."""
-    reached_at, running = reaching(runs, RECIPE_MARGIN * level, finished)
+    reached_at, running = reaching(runs, RECIPE_MARGIN * level, phase)
     reached_by = {c: [at / BUDGET for at in ats] for c, ats in reached_at.items() if all(ats)}
     if not reached_by:
         return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
@@ -398,7 +394,7 @@ def recipe_answer(runs, level, n=N, finished=extension_finished, unfinished="ext
         said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
     return (f"pretrain `{best}` at n = {n}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
             f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}"
-            f"{not_there_yet(waiting, unfinished)}); goal, at most {RECIPE_UPDATES}x: " + said)
+            f"{not_there_yet(waiting, phase)}); goal, at most {RECIPE_UPDATES}x: " + said)
 
 
 def paper_n_level(records):
@@ -414,7 +410,7 @@ def paper_n_recipe(records):
     level = paper_n_level(records)
     if level is None:
         return f"At n = {4 * N} the same question waits for standard attention's settled run (issue 66, item 2)."
-    answer = recipe_answer(records.settled, level, 4 * N, settling_finished, "settling")
+    answer = recipe_answer(records.settled, level, 4 * N, "settling")
     cap = study.SHORT_PHASE["steps"] + study.SETTLE["long_updates"]
     return (f"At n = {4 * N}, from the settled runs (at most {cap / BUDGET:g}x the budget; standard attention's "
             f"seed 0 at {BUDGET:,} updates: {level:.1f}): {answer}.")
@@ -557,7 +553,7 @@ def settled(records):
         return None
     stops = {run["name"]: run["points"][str(run["settled"]["step"])] for run in runs  # a stop found is kept next
              if "settled" in run and str(run["settled"]["step"]) in run["points"]}
-    rows, level = [], paper_n_level(records)
+    rows, level, by_configuration = [], paper_n_level(records), stops_by_configuration(stops)
     for run in runs:
         alone = next((r for r in records.runs if r["name"] == run["name"]), None)
         budget, stop = run["points"].get(str(BUDGET)), stops.get(run["name"])
@@ -568,22 +564,31 @@ def settled(records):
                      f"{max(0, last['step'] - run['run']['short']['steps']):,}", f"{last['perplexity']:.1f}",
                      within_recipe_margin(run, level), accuracy_cell(stop) if stop else "-"])
     return {"window": f"{study.SETTLE['window']:,}", "fall": f"{study.SETTLE['fall']:.0%}",
-            "conv_paired": settled_convolution(stops),
+            "conv_paired": settled_convolution(by_configuration),
             "long": f"{study.SETTLE['long_updates']:,}", "budget": f"{BUDGET:,}", "n": 4 * N,
             "margin": f"{RECIPE_MARGIN - 1:.0%}", "level": number(level, ".1f"),
-            "rows": body(rows), "targets": body(settled_target(stops, c, lim) for c, lim in settled_targets())}
+            "rows": body(rows),
+            "targets": body(settled_target(by_configuration, c, lim) for c, lim in settled_targets())}
 
 
-def settled_convolution(stops):
+def stops_by_configuration(stops):
+    """The settled stops ({name: point}) as {configuration: [point with its run's name and pretraining seed]}: the
+    stops stand in for the runs where the settled section compares configurations."""
+    by_configuration = {}
+    for name, point in stops.items():
+        by_configuration.setdefault(configuration_of(name), []).append(
+            {**point, "name": name, "seed": int(name.rsplit("_s", 1)[1])})
+    return by_configuration
+
+
+def settled_convolution(by_configuration):
     """Issue 66: the convolution at k = 128 against learned E/F at k = 128 at their stops, paired by seed as at n = N
     (each at its own stop), once two seeds of each have stopped."""
     (learned, _), _, (conv, _) = settled_targets()
-    by_seed = {configuration: [{**point, "name": name, "seed": int(name.rsplit("_s", 1)[1])}
-                               for name, point in stops.items() if configuration_of(name) == configuration]
-               for configuration in (learned, conv)}
-    return convolution_paired(by_seed[conv], by_seed[learned], learned) or (
+    convolutions, layerwise = (by_configuration.get(c, []) for c in (conv, learned))
+    return convolution_paired(convolutions, layerwise, learned) or (
         f"The convolution against learned E/F at k = {4 * K}, paired by seed at their stops, is read once two seeds of "
-        f"each have stopped ({len(by_seed[conv])} and {len(by_seed[learned])} so far).")
+        f"each have stopped ({len(convolutions)} and {len(layerwise)} so far).")
 
 
 def within_recipe_margin(run, level):
@@ -611,13 +616,9 @@ def settled_targets():
     return [*((c, limit) for c, _, limit, _ in PAPER_N_TARGETS), (conv, PAPER_N_TARGETS[0][2])]
 
 
-def settled_target(stops, configuration, limit):
-    """One n = 512 target read at the settled stops by target_row, the stops standing in for the runs (each with its
-    pretraining seed): paired by seed where both sides stopped with the same seeds, else as the targets table reads
-    unpaired sides."""
-    by_configuration = {}
-    for name, point in stops.items():
-        by_configuration.setdefault(configuration_of(name), []).append({**point, "seed": int(name.rsplit("_s", 1)[1])})
+def settled_target(by_configuration, configuration, limit):
+    """One n = 512 target read at the settled stops (stops_by_configuration) by target_row: paired by seed where both
+    sides stopped with the same seeds, else as the targets table reads unpaired sides."""
     return target_row(SimpleNamespace(by_configuration=by_configuration, unigram=None), configuration, "gap", limit,
                       PAPER_N_BASELINE)
 
