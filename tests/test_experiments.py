@@ -1475,7 +1475,8 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     assert "1 vs 2 pretraining seeds |" in k256_row and "paired" not in k256_row  # one seed stopped: not paired
     assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith("| not measured |")
     assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
-    assert page["conv_paired"].endswith("is read once two seeds of each have stopped (0 and 2 so far).")
+    assert page["conv_paired"].endswith(
+        "is read once two seeds of each have stopped (so far: 0 of the convolution, 2 of learned E/F).")
     # the convolution against learned E/F at k = 128, paired by seed at their stops once two seeds of each stopped
     paired = SimpleNamespace(settled={r["name"]: r for r in [*runs, settled(conv, 0, 93.0, 19_000),
                                                              settled(conv, 1, 110.0, 19_000)]}, runs=[], unigram=None)

@@ -588,7 +588,7 @@ def settled_convolution(by_configuration):
     convolutions, layerwise = (by_configuration.get(c, []) for c in (conv, learned))
     return convolution_paired(convolutions, layerwise, learned) or (
         f"The convolution against learned E/F at k = {4 * K}, paired by seed at their stops, is read once two seeds of "
-        f"each have stopped ({len(convolutions)} and {len(layerwise)} so far).")
+        f"each have stopped (so far: {len(convolutions)} of the convolution, {len(layerwise)} of learned E/F).")
 
 
 def within_recipe_margin(run, level):
