@@ -19,7 +19,7 @@ import statistics
 from experiments.quality import render, study
 
 PROJECTION = ("Projected: the fewest updates any configuration of the study's Linformers with learned E/F needed (the "
-              "mean over its seeds; the projection "
+              "geometric mean over its seeds; the projection "
               "the long-n step times measure), as a multiple of standard attention's, is assumed to hold for k = 128 "
               "and 256 at RoBERTa-base size and n = 4,096 and 16,384 alike, which the study did not measure (it "
               "trained 2 layers x hidden 128 at n = 128).")
@@ -95,8 +95,9 @@ def rows(study_results, race=None, s=None, one_process=None):
 
 def configurations(out, s, level):
     """One summary per Linformer configuration whose seeds all got to the baseline's perplexity (its seeds still
-    training are named, not counted): the mean update ratio over its seeds and, where the GPU timed its step, the
-    mean GPU time ratio. A configuration is read by its mean, never by its luckiest seed."""
+    training are named, not counted): the geometric mean of its seeds' update ratios (ratios average on the log
+    scale, as the quality page's recipe answer reads them) and, where the GPU timed its step, the GPU time ratio it
+    gives. A configuration is read by its mean, never by its luckiest seed."""
     if level is None:
         return []
     reached_at, running = render.reaching(s.extended, level)
@@ -107,7 +108,7 @@ def configurations(out, s, level):
         # every seed of a configuration has the same n, k, projection and step time: its first row speaks for them
         row = next(r for r in out if not r["projected"] and render.configuration_of(r["what"]) == configuration)
         ratios = [at / study.PRETRAIN["max_steps"] for at in ats]
-        mean = statistics.mean(ratios)
+        mean = statistics.geometric_mean(ratios)
         steps = row["step_s"] / row["base_step_s"] if row["step_s"] and row["base_step_s"] else None
         summaries.append(dict(configuration=configuration, n=row["n"], k=row["k"], projection=row["projection"],
                               ratios=ratios, update_ratio=mean, gpu_ratio=mean * steps if steps else None,
@@ -119,5 +120,5 @@ def seeds_words(summary):
     """How many pretraining seeds a configuration's ratio is read from, as the answer sentence says it."""
     ratios = summary["ratios"]
     said = "one pretraining seed" if len(ratios) == 1 else (
-        f"the mean of {len(ratios)} pretraining seeds, {min(ratios):.2f}x to {max(ratios):.2f}x the updates")
+        f"the geometric mean of {len(ratios)} pretraining seeds, {min(ratios):.2f}x to {max(ratios):.2f}x the updates")
     return said + render.not_there_yet(summary["waiting"])

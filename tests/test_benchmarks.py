@@ -636,22 +636,22 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
     assert "**Compiled batch 1 on the GPU: not run yet.**" in empty
     assert ("| 128 | linformer_n128_k64_layerwise_s0 | 16,500 | 1.65x | not run yet | not run yet | "
             "not run yet |") in empty
-    # the answer names the configuration the study extended that needs the fewest updates, by the mean over its
-    # seeds that got there (seeds not there yet named, not counted), with its projection
+    # the answer names the configuration the study extended that needs the fewest updates, by the geometric mean over
+    # its seeds that got there (seeds not there yet named, not counted), with its projection
     records = render.load()
     runs, level, budget = time_to_quality.updates_to_reach(records)
     reached_at, waiting = render.reaching(records.extended, level)
-    means = {c: statistics.mean(ats) / budget for c, ats in reached_at.items() if all(ats)}
+    means = {c: statistics.geometric_mean(ats) / budget for c, ats in reached_at.items() if all(ats)}
     fewest = min(means, key=means.get)
     run = next(r["run"] for name, r, *_ in runs if render.configuration_of(name) == fewest)
-    seeds = "one pretraining seed" if len(reached_at[fewest]) == 1 else "the mean of"
+    seeds = "one pretraining seed" if len(reached_at[fewest]) == 1 else "the geometric mean of"
     assert (f"has not been measured yet: a Linformer with {report.PROJECTION_WORDS[run['projection']]} and k = "
             f"{run['k']} at n = 128 needs {means[fewest]:.2f} times standard attention's updates (the quality study, "
             f"{seeds}") in report.answer(res)
     assert ("not there yet, extension not finished)" in report.answer(res)) == bool(waiting.get(fewest))
     conv = {name: at for name, r, at, _ in runs if r["run"]["projection"] == "conv" and r["run"]["k"] == 64 and at}
     assert conv, "the committed records hold an extended convolution at k = 64 that reached the baseline's level"
-    conv_ratio = statistics.mean(conv.values()) / budget  # the configuration's mean, as the answer reads it
+    conv_ratio = statistics.geometric_mean(conv.values()) / budget  # the configuration's mean, as the answer reads it
     race_results(tmp_path, linformer_tokens_per_s=1500.0, mfu=0.2, compiled_ratio=1.2)
     done = report.race_block(res)
     assert ("- >= 2x RoBERTa-sdpa's training tokens/s at n = 4096, k = 128: 1.5x, **missed**; where its step's time "
@@ -749,8 +749,9 @@ def test_time_to_quality_reads_the_first_update_at_the_baselines_perplexity():
 
 
 def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
-    """A configuration's update ratio and GPU time ratio are the mean over its seeds, never its luckiest seed's; a
-    seed still training is named, not counted; a configuration with a seed that ended above the level is left out."""
+    """A configuration's update ratio and GPU time ratio are the geometric mean over its seeds, never its luckiest
+    seed's; a seed still training is named, not counted; a configuration with a seed that ended above the level is left
+    out."""
     from types import SimpleNamespace
 
     from benchmarks import time_to_quality
@@ -772,10 +773,12 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
     assert [row["what"] for row in out if not row["projected"]] == [
         "conv_s0", "conv_s1", "conv_s2", "learnt_s0", "learnt_s1"]
     [conv] = summaries  # learnt_s1 ended its extension above the level: learnt is left out
-    assert conv["update_ratio"] == pytest.approx(1.3) and conv["gpu_ratio"] == pytest.approx(1.3 * 0.9)
+    mean = (1.2 * 1.4) ** 0.5  # the ratios' geometric mean
+    assert conv["update_ratio"] == pytest.approx(mean) and conv["gpu_ratio"] == pytest.approx(mean * 0.9)
     assert conv["waiting"] == ["2"] and conv["ratios"] == [1.2, 1.4]
     assert time_to_quality.seeds_words(conv) == (
-        "the mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 not there yet, extension not finished")
+        "the geometric mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 not there yet, extension not "
+        "finished")
     assert all(row["update_ratio"] is None for row in out if row["projected"])  # no learned E/F configuration got there
 
 

@@ -1510,10 +1510,14 @@ def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_wit
             "linformer_fast_s0": run(int(1.5 * budget)), "linformer_fast_s1": run(int(1.525 * budget))}
     answer = render.recipe_answer(runs, level=60.0)
     assert answer.startswith("pretrain `linformer_fast` at n = 128") and "1.51x" in answer
-    assert "over 2 seeds, each read at evaluations 250 updates (0.025x) apart)" in answer  # the curve's resolution
+    # the seeds' geometric mean and its interval on the log scale, at the curve's resolution
+    assert "(geometric mean of 2 seeds, [1.36, 1.68] on the log scale, each read at evaluations 250 updates (0.025x) " \
+        "apart)" in answer, answer
     assert answer.endswith("goal, at most 2x: met")
     runs["linformer_fast_s1"] = run(int(2.4 * budget))  # two seeds whose interval holds 2x
-    assert render.recipe_answer(runs, level=60.0).endswith("goal, at most 2x: undecided")
+    wide = render.recipe_answer(runs, level=60.0)
+    assert "after 1.90x its updates (geometric mean of 2 seeds, [0.10, 37.58]" in wide, wide  # positive however wide
+    assert wide.endswith("goal, at most 2x: undecided")
     alone = render.recipe_answer({"linformer_fast_s0": run(int(1.5 * budget))}, 60.0)
     assert alone.endswith("met on one seed, not yet with an interval")
     slow = render.recipe_answer({"linformer_slow_s0": run(int(2.5 * budget))}, 60.0)

@@ -372,28 +372,32 @@ def not_there_yet(seeds, phase="extension"):
 
 def recipe_answer(runs, level, n=N, phase="extension"):
     """What to pretrain from scratch at n: the Linformer configuration among `runs` that comes within RECIPE_MARGIN
-    of the baseline's budget perplexity `level` in the fewest updates (mean over its seeds; those not there yet,
-    unfinished, named), and whether that meets the goal."""
+    of the baseline's budget perplexity `level` in the fewest updates (geometric mean over its seeds; those not there
+    yet, unfinished, named), and whether that meets the goal."""
     reached_at, running = reaching(runs, RECIPE_MARGIN * level, phase)
-    reached_by = {c: [at / BUDGET for at in ats] for c, ats in reached_at.items() if all(ats)}
-    if not reached_by:
+    # a multiple of the budget is a ratio: its seeds are averaged, and their interval taken, on the log scale, so
+    # that the interval stays positive and 2x above is as far as 0.5x below
+    logs = {c: [math.log(at / BUDGET) for at in ats] for c, ats in reached_at.items() if all(ats)}
+    if not logs:
         return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
                 f"recipe to name at n = {n}")
-    best = min(reached_by, key=lambda c: statistics.mean(reached_by[c]))
-    mean, half = reporting.t_interval(reached_by[best])
+    best = min(logs, key=lambda c: statistics.mean(logs[c]))
+    mean, half = reporting.t_interval(logs[best])
+    factor = math.exp(mean)
     waiting = running.get(best, [])
     so_far = " so far" * bool(waiting)
     if half is None:
         spread = "one seed, so no interval"
-        said = (f"met on one seed{so_far}, not yet with an interval" if mean <= RECIPE_UPDATES
+        said = (f"met on one seed{so_far}, not yet with an interval" if factor <= RECIPE_UPDATES
                 else f"**missed** on one seed{so_far}")
     else:
         every = study.PRETRAIN["eval_steps"]  # seeds that agree to the evaluation give an interval of no width
-        spread = (f"[{mean - half:.2f}, {mean + half:.2f}] over {len(reached_by[best])} seeds, each read at "
-                  f"evaluations {every:,} updates ({every / BUDGET:g}x) apart")
-        said = verdict(mean - half, mean + half, bound=RECIPE_UPDATES, above=False) + so_far
+        low, high = math.exp(mean - half), math.exp(mean + half)
+        spread = (f"geometric mean of {len(logs[best])} seeds, [{low:.2f}, {high:.2f}] on the log scale, each read "
+                  f"at evaluations {every:,} updates ({every / BUDGET:g}x) apart")
+        said = verdict(low, high, bound=RECIPE_UPDATES, above=False) + so_far
     return (f"pretrain `{best}` at n = {n}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
-            f"{BUDGET:,}-update perplexity after {mean:.2f}x its updates ({spread}"
+            f"{BUDGET:,}-update perplexity after {factor:.2f}x its updates ({spread}"
             f"{not_there_yet(waiting, phase)}); goal, at most {RECIPE_UPDATES}x: " + said)
 
 
