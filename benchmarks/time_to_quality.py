@@ -3,15 +3,15 @@
 # Licensed under the Apache License, Version 2.0: http://www.apache.org/licenses/LICENSE-2.0
 """The GPU time a Linformer needs to reach standard attention's quality (issue 67, item 3), from measured parts.
 
-updates: the quality study's extended runs (experiments/quality/results/extended/), each the first evaluated update
-whose validation perplexity is at or below the standard-attention baseline's after the study's budget (its 10,000
-updates, read off the baseline's own extended run), or "more than" its last update where it never got there;
-seconds per update: the same bodies and tokens per update timed on a GPU (`gpu_check`'s `training_cuda_bf16_study*`
-results), each model alone on the GPU and interleaved with the baseline, each run's from a result of its own sharing
-and projection type. Their product over the baseline's is the GPU
-time ratio. Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one
-assumption PROJECTION states. The study's n = 512 runs are left out while its curves still fall
-(render.paper_n_last_stretch).
+updates: the quality study's runs past its budget, each the first evaluated update whose validation perplexity is at
+or below standard attention's seed 0 after the budget, or "more than" its last update where it never got there: at
+n = 128 the extended runs (experiments/quality/results/extended/), at the paper's n = 512 the settled ones
+(results/settled/, read on 512-token blocks only); seconds per update: the same bodies and tokens per update timed on
+a GPU (`gpu_check`'s `training_cuda_bf16_study*` results), each model alone on the GPU and interleaved with the
+baseline, each run's from a result of its own sharing and projection type. A run's GPU seconds over the baseline's
+at the budget is its GPU time ratio; at n = 512 both include the short phase, costed as SHORT_PHASE_COST states.
+Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one assumption
+PROJECTION states.
 """
 
 import statistics
@@ -25,18 +25,40 @@ PROJECTION = ("Projected: the fewest updates any configuration of the study's Li
               "trained 2 layers x hidden 128 at n = 128).")
 
 
+SHORT_PHASE_COST = (f"At n = {4 * study.N} a run's short phase (its first {study.SHORT_PHASE['steps']:,} updates, "
+                    f"on {study.SHORT_PHASE['block_size']}-token blocks, read by exact attention in a Linformer) is "
+                    f"costed at standard attention's n = {study.N} step, for the Linformers too: the GPU timed no "
+                    "Linformer reading short blocks exactly.")
+
 # The projected rows' two readings of a RoBERTa-base-size update (benchmarks/report.py says which is which)
 EVERY_POSITION, MASKED_ONLY = "logits at every position", "logits at the masked positions"
 
 
-def updates_to_reach(s=None):
-    """[(run name, record, updates or None, last evaluated update)] of the extended Linformers, the baseline's
-    perplexity at the budget they are read against, and the budget (the baseline's updates)."""
+# Where the runs past the budget are and the level they are read against: extended to fixed stops at n = N, settled
+# by the rule at the paper's n (each level is standard attention's seed 0 at the budget in the same phase)
+PHASES = {"extension": (lambda s: s.extended, lambda s: render.extended_baseline(s)[1]),
+          "settling": (lambda s: s.settled, render.paper_n_level)}
+
+
+def updates_to_reach(s=None, phase="extension"):
+    """[(run name, record, updates or None, last evaluated update)] of the Linformers `phase` trained past the
+    budget, the baseline's perplexity at the budget they are read against, and the budget (the baseline's updates)."""
     s = s or render.load()
-    base, level = render.extended_baseline(s)
-    runs = [(name, r, render.reached(r, level), r["curve"][-1]["step"])
-            for name, r in s.extended.items() if r is not base] if level is not None else []
+    records, level_of = PHASES[phase]
+    level = level_of(s)
+    runs = [(name, r, render.reached(r, level), r["curve"][-1]["step"]) for name, r in records(s).items()
+            if render.configuration_of(name) not in (render.BASELINE, render.PAPER_N_BASELINE)
+            ] if level is not None else []
     return runs, level, study.PRETRAIN["max_steps"]
+
+
+def gpu_seconds(updates, step, short):
+    """The GPU seconds of `updates` updates at `step` seconds each, after a short phase of short = (updates, seconds
+    each) where the run had one (None: it had not)."""
+    if short is None:
+        return updates * step
+    short_updates, short_step = short
+    return short_updates * short_step + (updates - short_updates) * step
 
 
 def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
@@ -55,25 +77,33 @@ def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
 
 
 def rows(study_results, race=None, s=None, one_process=None):
-    """The table's rows, one per run: measured (n = 128) then projected (RoBERTa-base size) from `race`'s steps
-    (logits at every position, as train_mlm.py computes them across processes) and, where measured, from
-    `one_process`'s (logits at the masked positions, its step on one GPU); and the configurations whose seeds all got
-    there (configurations())."""
+    """The table's rows, one per run: measured (n = 128, then the paper's n) then projected (RoBERTa-base size) from
+    `race`'s steps (logits at every position, as train_mlm.py computes them across processes) and, where measured,
+    from `one_process`'s (logits at the masked positions, its step on one GPU); and the configurations whose seeds all
+    got there (configurations())."""
     s = s or render.load()
-    runs, level, budget = updates_to_reach(s)
-    base_step = step_of(study_results, study.N)
-    out = []
-    for name, r, at, last in runs:
-        n, k, projection = r["run"]["n"], r["run"]["k"], r["run"].get("projection", "linear")
-        ratio = at / budget if at else None
-        lin = step_of(study_results, n, k, r["run"]["sharing"], projection)
-        steps = lin / base_step if lin and base_step else None
-        gpu = ratio * steps if ratio and steps else None
-        out.append(dict(n=n, k=k, projection=projection, what=name, updates=at, last=last, update_ratio=ratio,
-                        at_least=last / budget, step_s=lin, base_step_s=base_step, gpu_ratio=gpu, level=level,
-                        projected=False, gpu_at_least=last / budget * steps if steps and not at else None))
-    summaries = configurations(out, s, level)
-    ratios = [c["update_ratio"] for c in summaries if c["projection"] == "linear"]
+    out, summaries = [], []
+    for phase in PHASES:
+        runs, level, budget = updates_to_reach(s, phase)
+        measured = []
+        for name, r, at, last in runs:
+            n, k, projection = r["run"]["n"], r["run"]["k"], r["run"].get("projection", "linear")
+            lin = step_of(study_results, n, k, r["run"]["sharing"], projection)
+            base = step_of(study_results, n)
+            # a short phase reads short blocks by exact attention: SHORT_PHASE_COST's one assumption
+            short = (r["run"]["short"]["steps"], step_of(study_results, study.N)) if "short" in r["run"] else None
+            known = lin and base and (short is None or short[1])
+            baseline = gpu_seconds(budget, base, short) if known else None
+            measured.append(dict(
+                n=n, k=k, projection=projection, what=name, updates=at, last=last,
+                update_ratio=at / budget if at else None, at_least=last / budget, step_s=lin, base_step_s=base,
+                gpu_ratio=gpu_seconds(at, lin, short) / baseline if known and at else None, level=level,
+                projected=False, phase=phase,
+                gpu_at_least=gpu_seconds(last, lin, short) / baseline if known and not at else None))
+        out += measured
+        summaries += configurations(measured, s, level, phase)
+    # the projection reads the study's body at n = N, where a Linformer trained every update
+    ratios = [c["update_ratio"] for c in summaries if c["projection"] == "linear" and c["n"] == study.N]
     for label, result in ((EVERY_POSITION, race), (MASKED_ONLY, one_process)):
         for n in (4096, 16384):
             for k in (128, 256):
@@ -88,31 +118,31 @@ def rows(study_results, race=None, s=None, one_process=None):
                 out.append(dict(n=n, k=k, projection="linear", what=f"RoBERTa-base size, k = {k}, {label}",
                                 updates=None, last=None, at_least=None, gpu_at_least=None,
                                 update_ratio=min(ratios) if ratios else None, step_s=lin and 1 / lin["tokens_per_s"],
-                                base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=level,
+                                base_step_s=base and 1 / base["tokens_per_s"], gpu_ratio=gpu, level=None,
                                 projected=True, logits=label))
     return out, summaries
 
 
-def configurations(out, s, level):
-    """One summary per Linformer configuration whose seeds all got to the baseline's perplexity (its seeds still
-    training are named, not counted): the geometric mean of its seeds' update ratios (ratios average on the log
-    scale, as the quality page's recipe answer reads them) and, where the GPU timed its step, the GPU time ratio it
-    gives. A configuration is read by its mean, never by its luckiest seed."""
+def configurations(measured, s, level, phase="extension"):
+    """One summary per Linformer configuration among `phase`'s `measured` rows whose seeds all got to the baseline's
+    perplexity (its seeds still training are named, not counted): the geometric mean of its seeds' update ratios and,
+    where the GPU timed its steps, of their GPU time ratios (ratios average on the log scale, as the quality page's
+    recipe answer reads them). A configuration is read by its mean, never by its luckiest seed."""
     if level is None:
         return []
-    reached_at, running = render.reaching(s.extended, level)
+    reached_at, running = render.reaching(PHASES[phase][0](s), level, phase)
     summaries = []
     for configuration, ats in reached_at.items():
         if not all(ats):
             continue
-        # every seed of a configuration has the same n, k, projection and step time: its first row speaks for them
-        row = next(r for r in out if not r["projected"] and render.configuration_of(r["what"]) == configuration)
-        ratios = [at / study.PRETRAIN["max_steps"] for at in ats]
-        mean = statistics.geometric_mean(ratios)
-        steps = row["step_s"] / row["base_step_s"] if row["step_s"] and row["base_step_s"] else None
-        summaries.append(dict(configuration=configuration, n=row["n"], k=row["k"], projection=row["projection"],
-                              ratios=ratios, update_ratio=mean, gpu_ratio=mean * steps if steps else None,
-                              waiting=running.get(configuration, [])))
+        # the seeds that got there (all of those not still training)
+        seeds = [r for r in measured if render.configuration_of(r["what"]) == configuration and r["updates"]]
+        gpu, ratios = [r["gpu_ratio"] for r in seeds], [at / study.PRETRAIN["max_steps"] for at in ats]
+        summaries.append(dict(configuration=configuration, n=seeds[0]["n"], k=seeds[0]["k"],
+                              projection=seeds[0]["projection"], ratios=ratios,
+                              update_ratio=statistics.geometric_mean(ratios),
+                              gpu_ratio=statistics.geometric_mean(gpu) if all(gpu) else None,
+                              waiting=running.get(configuration, []), phase=phase))
     return summaries
 
 
@@ -121,4 +151,4 @@ def seeds_words(summary):
     ratios = summary["ratios"]
     said = "one pretraining seed" if len(ratios) == 1 else (
         f"the geometric mean of {len(ratios)} pretraining seeds, {min(ratios):.2f}x to {max(ratios):.2f}x the updates")
-    return said + render.not_there_yet(summary["waiting"])
+    return said + render.not_there_yet(summary["waiting"], summary["phase"])

@@ -762,7 +762,7 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
                            for step in range(10_000, last + 1, 250)])
 
     base = dict(points={"10000": dict(perplexity=50.0)}, curve=[dict(step=10_000, perplexity=50.0)])
-    made = SimpleNamespace(extended={
+    made = SimpleNamespace(settled={}, extended={
         "roberta_n128_s0": base, "conv_s0": run(12_000, 30_000), "conv_s1": run(14_000, 20_000),
         "conv_s2": run(10**9, 10_000), "learnt_s0": run(16_000, 30_000, projection="linear"),
         "learnt_s1": run(10**9, 30_000, projection="linear")})
@@ -780,6 +780,51 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
         "the geometric mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 not there yet, extension not "
         "finished")
     assert all(row["update_ratio"] is None for row in out if row["projected"])  # no learned E/F configuration got there
+
+
+def test_time_to_quality_at_the_papers_n_costs_the_short_phase_and_reads_long_blocks_only():
+    """At n = 512 a run's GPU time includes its short phase (costed at standard attention's n = 128 step, the stated
+    assumption) and its updates count on 512-token blocks only, where the short phase's lower perplexity on 128-token
+    blocks is not compared; standard attention's budget is costed the same way; a run that settled above the level
+    gets a lower bound; a configuration is read by the geometric mean of its seeds' GPU time ratios."""
+    from types import SimpleNamespace
+
+    from benchmarks import time_to_quality
+
+    short = dict(steps=9_000, block_size=128)
+
+    def run(reach_at, last, k=256, projection="linear"):
+        # below the level during the short phase (its 128-token blocks), above it on 512-token blocks until reach_at
+        return dict(run=dict(n=512, k=k, sharing="layerwise", projection=projection, short=short),
+                    curve=[dict(step=step, perplexity=50.0 if step < 9_000 or step >= reach_at else 80.0)
+                           for step in range(8_000, last + 1, 250)])
+
+    base = dict(points={"10000": dict(perplexity=60.0)}, curve=[dict(step=10_000, perplexity=60.0)])
+    made = SimpleNamespace(extended={}, settled={
+        "roberta_n512_short128_s0": base, "lin_s0": run(11_000, 19_000), "lin_s1": run(13_000, 19_000),
+        "far_s0": run(10**9, 19_000, k=128)})
+    steps = [dict(args={}, rows=[dict(n=128, k=None, model="roberta-sdpa", step_s=0.010),
+                                 dict(n=512, k=None, model="roberta-sdpa", step_s=0.020),
+                                 dict(n=512, k=256, model="linformer-sdpa", step_s=0.015),
+                                 dict(n=512, k=128, model="linformer-sdpa", step_s=0.012)])]
+    out, summaries = time_to_quality.rows(steps, s=made)
+    by_name = {row["what"]: row for row in out if not row["projected"]}
+    budget = 9_000 * 0.010 + 1_000 * 0.020  # standard attention's 10,000 updates, 1,000 of them on 512-token blocks
+    assert by_name["lin_s0"]["updates"] == 11_000 and by_name["lin_s0"]["level"] == 60.0
+    assert by_name["lin_s0"]["gpu_ratio"] == pytest.approx((9_000 * 0.010 + 2_000 * 0.015) / budget)
+    assert by_name["lin_s1"]["gpu_ratio"] == pytest.approx((9_000 * 0.010 + 4_000 * 0.015) / budget)
+    assert by_name["far_s0"]["updates"] is None and by_name["far_s0"]["gpu_ratio"] is None
+    assert by_name["far_s0"]["gpu_at_least"] == pytest.approx((9_000 * 0.010 + 10_000 * 0.012) / budget)
+    [lin] = summaries  # far settled above the level: left out
+    assert lin["phase"] == "settling" and lin["n"] == 512 and lin["ratios"] == [1.1, 1.3]
+    assert lin["gpu_ratio"] == pytest.approx((by_name["lin_s0"]["gpu_ratio"] * by_name["lin_s1"]["gpu_ratio"]) ** 0.5)
+    # without the standard-attention n = 128 step the short phase has no cost, so the run has none either
+    out, _ = time_to_quality.rows([dict(args={}, rows=steps[0]["rows"][1:])], s=made)
+    assert all(row["gpu_ratio"] is None and row["gpu_at_least"] is None for row in out if not row["projected"])
+    assert report.paper_n_configurations(summaries) == (
+        " At n = 512, per configuration whose seeds all got there: learned projections E/F with k = 256, "
+        f"{lin['gpu_ratio']:.2f}x standard attention's GPU time (the geometric mean of 2 pretraining seeds, 1.10x to "
+        "1.30x the updates).")
 
 
 def test_instruction_sets_name_what_the_cpu_lacks():
