@@ -1430,8 +1430,9 @@ def test_the_convolution_is_read_against_learned_projections_paired_by_seed_once
 
 def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_paired_by_seed_at_the_stops():
     """Issue 66, item 2: a stopped run shows its stop and why, one still training shows its last evaluation; a target
-    whose two sides stopped with the same seeds is read paired by seed, one with a single seed stopped unpaired (as
-    the targets table reads it), one with none is not measured."""
+    is read on the seeds both sides stopped, paired by seed from two, with one as the targets table reads one seed a
+    side, a seed stopped on one side only named as waiting for its pair (never counted: it would read its data's luck
+    as a gap); one with none is not measured."""
     from types import SimpleNamespace
 
     from experiments.quality import render
@@ -1472,7 +1473,9 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     # two seeds a side: t(1) is wide (checked by hand: ln(103/100), ln(114/110) -> -0.6% to +7.4%)
     assert k128_row.endswith("| +3.3% (-0.6 to +7.4), 2 vs 2 pretraining seeds, paired by seed | undecided |"), k128_row
     k256_row = next(line for what, line in targets.items() if what.startswith(k256 + " "))
-    assert "1 vs 2 pretraining seeds |" in k256_row and "paired" not in k256_row  # one seed stopped: not paired
+    # one seed stopped: read on the seed both stopped, the baseline's other seed waiting for its pair
+    assert (f"1 vs 1 pretraining seeds; seed 1 of `{render.PAPER_N_BASELINE}` stopped, its pair not yet |" in k256_row
+            and "paired by seed" not in k256_row), k256_row
     assert next(line for what, line in targets.items() if what.startswith(conv + " ")).endswith("| not measured |")
     assert render.settled(SimpleNamespace(settled={}, runs=[])) is None
     assert page["conv_paired"].endswith(
@@ -1493,7 +1496,16 @@ def test_the_settled_runs_show_where_each_stopped_and_read_the_n512_targets_pair
     rows = {line.split(" | ")[0].lstrip("| "): line for line in page["rows"].splitlines()}
     assert rows[early["name"]].endswith("| not finished (last evaluated update 2,250) | 0 | 900.0 | not by 2,250 | - |")
     assert "| not finished (last evaluated update 12,000) |" in rows[cut["name"]]
-    assert "1 vs 2 pretraining seeds |" in next(line for line in page["targets"].splitlines() if k256 + " " in line)
+    assert "1 vs 1 pretraining seeds; seed 1 of" in next(line for line in page["targets"].splitlines()
+                                                         if k256 + " " in line)
+    # a Linformer seed stopped before the baseline's is named the same way, and three stopped seeds a side pair
+    extra = [settled(k128, 2, 120.0, 19_000)]
+    records.settled.update({r["name"]: r for r in extra})
+    k128_row = next(line for line in render.settled(records)["targets"].splitlines() if line.startswith(f"| {k128} "))
+    assert f"2 vs 2 pretraining seeds, paired by seed; seed 2 of `{k128}` stopped, its pair not yet |" in k128_row
+    records.settled.update({r["name"]: r for r in [settled(render.PAPER_N_BASELINE, 2, 118.0, 19_000)]})
+    k128_row = next(line for line in render.settled(records)["targets"].splitlines() if line.startswith(f"| {k128} "))
+    assert "3 vs 3 pretraining seeds, paired by seed |" in k128_row, k128_row
 
 
 def test_the_recipe_answer_names_the_fastest_configuration_and_says_the_goal_with_its_interval():

@@ -621,10 +621,21 @@ def settled_targets():
 
 
 def settled_target(by_configuration, configuration, limit):
-    """One n = 512 target read at the settled stops (stops_by_configuration) by target_row: paired by seed where both
-    sides stopped with the same seeds, else as the targets table reads unpaired sides."""
-    return target_row(SimpleNamespace(by_configuration=by_configuration, unigram=None), configuration, "gap", limit,
-                      PAPER_N_BASELINE)
+    """One n = 512 target read at the settled stops (stops_by_configuration) by target_row, on the seeds both sides
+    have stopped: paired by seed where two or more are, else as the targets table reads one seed a side. A seed one
+    side stopped waits for its pair, named: seeds differ by their data's luck, which moves both models of a seed alike,
+    so one side's extra seed would read as a gap."""
+    sides = (configuration, PAPER_N_BASELINE)
+    seeds = [{stop["seed"] for stop in by_configuration.get(side, [])} for side in sides]
+    both = {side: [stop for stop in by_configuration.get(side, []) if stop["seed"] in seeds[0] & seeds[1]]
+            for side in sides}
+    row = target_row(SimpleNamespace(by_configuration={**by_configuration, **both}, unigram=None), configuration,
+                     "gap", limit, PAPER_N_BASELINE)
+    waiting = [f"seed {seed} of `{side}`" for side, mine, other in zip(sides, seeds, reversed(seeds), strict=True)
+               for seed in sorted(mine - other)]
+    if waiting and row[1] != "-":
+        row[1] += f"; {' and '.join(waiting)} stopped, {'their pairs' if len(waiting) > 1 else 'its pair'} not yet"
+    return row
 
 
 def left_plateau(records, run):
