@@ -469,7 +469,7 @@ def paper_n_configurations(summaries):
                      + (f"{c['gpu_ratio']:.2f}x standard attention's GPU time" if c["gpu_ratio"] else
                         "its GPU time not run yet")
                      + f" ({time_to_quality.seeds_words(c)})" for c in sorted(read, key=lambda c: c["update_ratio"]))
-    return f" At n = {read[0]['n']}, per configuration whose seeds all got there: {said}."
+    return f" At n = {read[0]['n']}, per configuration none of whose stopped seeds stopped above that level: {said}."
 
 
 def one_process():

@@ -346,13 +346,14 @@ RECIPE_MARGIN, RECIPE_UPDATES = 1.05, 2
 # When a run has finished training past the budget, by how it trains there: extended to fixed stops (n = N), or
 # settled by the rule (the paper's n)
 FINISHED = {"extension": lambda run: run["curve"][-1]["step"] >= LAST_STOP, "settling": lambda run: "settled" in run}
+PLANNED = {"extension": study.EXTENDED, "settling": study.SETTLED}  # the runs each trains, begun or not
 
 
 def reaching(runs, level, phase="extension"):
     """Each Linformer configuration's seeds among `runs` ({name: record}) against `level`: {configuration: [the first
     update at or below it, None for a seed whose `phase` finished above it]}, and {configuration: [seeds not there
-    yet, their `phase` unfinished]}. An unfinished seed is waited for, not counted as a miss, so that a
-    configuration is not judged on the seeds that happen to be ahead."""
+    yet, their `phase` unfinished or not begun (the study plans them: PLANNED)]}. An unfinished seed is waited for,
+    not counted as a miss, so that a configuration is not judged on the seeds that happen to be ahead."""
     reached_at, running = {}, {}
     for name, run in sorted(runs.items()):
         if (configuration := configuration_of(name)) not in (BASELINE, PAPER_N_BASELINE):
@@ -361,6 +362,9 @@ def reaching(runs, level, phase="extension"):
                 running.setdefault(configuration, []).append(name.rsplit("_s", 1)[1])
             else:
                 reached_at.setdefault(configuration, []).append(at)
+    for name in sorted(set(PLANNED[phase]) - set(runs)):
+        if (configuration := configuration_of(name)) in reached_at or configuration in running:
+            running.setdefault(configuration, []).append(name.rsplit("_s", 1)[1])
     return reached_at, running
 
 
