@@ -485,8 +485,8 @@ def answer(res):
     training = next(iter(gpu_result("training_cuda_bf16")), None)
     quality, summaries = time_to_quality.rows(gpu_result("training_cuda_bf16_study*"), training,
                                               one_process=one_process())
-    # the study's body at n = N, where a Linformer trained every update: the paper's n spent 9 of its budget's 10
-    # updates in the short phase (docs/benchmarks.md reads it in its own table rows)
+    # the study's body at n = N, where a Linformer trained every update: the paper's n spent 9,000 of its budget's
+    # 10,000 updates in the short phase (docs/benchmarks.md reads it in its own table rows)
     summaries = [c for c in summaries if c["phase"] == "extension"]
     best = min((c for c in summaries if c["gpu_ratio"]), key=lambda c: c["gpu_ratio"], default=None)
     if best is None:
