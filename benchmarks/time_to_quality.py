@@ -8,8 +8,10 @@ or below standard attention's seed 0 after the budget, or "more than" its last u
 n = 128 the extended runs (experiments/quality/results/extended/), at the paper's n = 512 the settled ones
 (results/settled/, read on 512-token blocks only); seconds per update: the same bodies and tokens per update timed on
 a GPU (`gpu_check`'s `training_cuda_bf16_study*` results), each model alone on the GPU and interleaved with the
-baseline, each run's from a result of its own sharing and projection type. A run's GPU seconds over the baseline's
-at the budget is its GPU time ratio; at n = 512 both include the short phase, costed as SHORT_PHASE_COST states.
+baseline, each run's from a result of its own sharing and projection type, and the baseline's step it is divided by
+from that same result (standard attention's own step differed by as much as a fifth between calls). A run's GPU
+seconds over the baseline's at the budget is its GPU time ratio; at n = 512 both include the short phase, costed as
+SHORT_PHASE_COST states.
 Projected to RoBERTa-base size at long n with item 1's step times (`training_cuda_bf16`), under the one assumption
 PROJECTION states.
 """
@@ -61,19 +63,23 @@ def gpu_seconds(updates, step, short):
     return short_updates * short_step + (updates - short_updates) * step
 
 
-def step_of(results, n, k=None, sharing="layerwise", projection="linear"):
-    """Seconds per update of one model in the study's step-time results (None: not measured). A Linformer's step is
-    read only from a result of its own sharing and projection type: a convolution's run never borrows the step time
-    of learned E/F."""
-    for r in results:
-        if k is not None and (r["args"].get("sharing", "layerwise"), r["args"].get("projection", "linear")) != (
-                sharing, projection):
-            continue
+def steps_of(results, n, k, sharing="layerwise", projection="linear"):
+    """The seconds per update a Linformer's ratio is read from, all from the one result that timed it (each model
+    interleaved with standard attention in that call): the Linformer's at n, standard attention's at n, and standard
+    attention's at study.N (what a short phase is costed at, SHORT_PHASE_COST); None where that result lacks one. A
+    Linformer's step is read only from a result of its own sharing and projection type: a convolution's run never
+    borrows the step time of learned E/F, nor its baseline the step of another call."""
+    def step(r, n, k):
         row = next((x for x in r["rows"] if x["n"] == n and x["k"] == k and
                     x["model"] == ("roberta-sdpa" if k is None else "linformer-sdpa")), None)
-        if row:
-            return row["step_s"]
-    return None
+        return row["step_s"] if row else None
+
+    for r in results:
+        if (r["args"].get("sharing", "layerwise"), r["args"].get("projection", "linear")) != (sharing, projection):
+            continue
+        if lin := step(r, n, k):
+            return lin, step(r, n, None), step(r, study.N, None)
+    return None, None, None
 
 
 def rows(study_results, race=None, s=None, one_process=None):
@@ -88,10 +94,9 @@ def rows(study_results, race=None, s=None, one_process=None):
         measured = []
         for name, r, at, last in runs:
             n, k, projection = r["run"]["n"], r["run"]["k"], r["run"].get("projection", "linear")
-            lin = step_of(study_results, n, k, r["run"]["sharing"], projection)
-            base = step_of(study_results, n)
+            lin, base, short_base = steps_of(study_results, n, k, r["run"]["sharing"], projection)
             # a short phase reads short blocks by exact attention: SHORT_PHASE_COST's one assumption
-            short = (r["run"]["short"]["steps"], step_of(study_results, study.N)) if "short" in r["run"] else None
+            short = (r["run"]["short"]["steps"], short_base) if "short" in r["run"] else None
             known = lin and base and (short is None or short[1])
             baseline = gpu_seconds(budget, base, short) if known else None
             measured.append(dict(

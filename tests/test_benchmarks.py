@@ -713,9 +713,10 @@ def test_report_race_tables_from_gpu_results_or_not_run_yet(tmp_path, monkeypatc
             f"{1.65 / 4.5:.2f} times at n = 4,096 ([docs") in report.answer(res)
     assert ("MLM logits at the masked positions only (train_mlm.py in one process), the vocabulary padded from "
             "50,265 to 50,304 rows.") in block
-    (tmp_path / "training_cuda_bf16_study_conv.json").unlink()  # without its own step, a convolution has none
+    # without its own call, a convolution has no step, nor a baseline's step to read it against
+    (tmp_path / "training_cuda_bf16_study_conv.json").unlink()
     name, at = next(iter(conv.items()))
-    missing = f"| 128 | {name} | {at:,} | {at / budget:.2f}x | not run yet | 10 ms | not run yet |"
+    missing = f"| 128 | {name} | {at:,} | {at / budget:.2f}x | not run yet | not run yet | not run yet |"
     assert missing in report.race_block(res)
 
 
@@ -766,9 +767,11 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
         "roberta_n128_s0": base, "conv_s0": run(12_000, 30_000), "conv_s1": run(14_000, 20_000),
         "conv_s2": run(10**9, 10_000), "learnt_s0": run(16_000, 30_000, projection="linear"),
         "learnt_s1": run(10**9, 30_000, projection="linear")})
-    steps = [dict(args=dict(sharing="layerwise", projection="conv"),
-                  rows=[dict(n=128, k=64, model="linformer-sdpa", step_s=0.009)]),
-             dict(args={}, rows=[dict(n=128, k=None, model="roberta-sdpa", step_s=0.010)])]
+    # each Linformer's step over the baseline's of its own call: the first result's faster baseline is not borrowed
+    steps = [dict(args={}, rows=[dict(n=128, k=None, model="roberta-sdpa", step_s=0.008)]),
+             dict(args=dict(sharing="layerwise", projection="conv"),
+                  rows=[dict(n=128, k=None, model="roberta-sdpa", step_s=0.010),
+                        dict(n=128, k=64, model="linformer-sdpa", step_s=0.009)])]
     out, summaries = time_to_quality.rows(steps, s=made)
     assert [row["what"] for row in out if not row["projected"]] == [
         "conv_s0", "conv_s1", "conv_s2", "learnt_s0", "learnt_s1"]
@@ -780,6 +783,9 @@ def test_time_to_quality_reads_a_configuration_by_the_mean_of_its_seeds():
         "the geometric mean of 2 pretraining seeds, 1.20x to 1.40x the updates; seed 2 not there yet, extension not "
         "finished")
     assert all(row["update_ratio"] is None for row in out if row["projected"])  # no learned E/F configuration got there
+    # a call that timed the Linformer without its baseline gives no GPU ratio, whatever another call timed
+    out, summaries = time_to_quality.rows([steps[0], dict(steps[1], rows=steps[1]["rows"][1:])], s=made)
+    assert summaries[0]["gpu_ratio"] is None and all(row["gpu_ratio"] is None for row in out if not row["projected"])
 
 
 def test_time_to_quality_at_the_papers_n_costs_the_short_phase_and_reads_long_blocks_only():
