@@ -304,7 +304,7 @@ def longer_answer(records):
             "spread": f"{min(seeds):.1f} to {max(seeds):.1f}" if len(seeds) > 1 else "unmeasured",
             "last_stretch": (falls := paper_n_last_stretch(records)) and f" {falls}",
             "recipe_answer": recipe_answer(records.extended, level),
-            "paper_n_recipe": paper_n_recipe(records)}
+            "paper_n_recipe": paper_n_recipe(records), "convolution_default": convolution_default(records)}
 
 
 def catch_up(configuration, seeds, baseline, level):
@@ -374,35 +374,88 @@ def not_there_yet(seeds, phase="extension"):
     return f"; seed{'s' * (len(seeds) > 1)} {' and '.join(seeds)} not there yet, {phase} not finished" * bool(seeds)
 
 
-def recipe_answer(runs, level, n=N, phase="extension"):
-    """What to pretrain from scratch at n: the Linformer configuration among `runs` that comes within RECIPE_MARGIN
-    of the baseline's budget perplexity `level` in the fewest updates (geometric mean over its seeds; those not there
-    yet, unfinished, named), and whether that meets the goal."""
+def fastest(runs, level, phase="extension"):
+    """The Linformer configuration among `runs` that comes within RECIPE_MARGIN of the baseline's budget perplexity
+    `level` in the fewest updates, as its factor over the budget (geometric mean over its seeds), interval (None for
+    one seed), seeds not there yet (unfinished) and the goal's verdict; None where no configuration has."""
     reached_at, running = reaching(runs, RECIPE_MARGIN * level, phase)
     # a multiple of the budget is a ratio: its seeds are averaged, and their interval taken, on the log scale, so
     # that the interval stays positive and 2x above is as far as 0.5x below
     logs = {c: [math.log(at / BUDGET) for at in ats] for c, ats in reached_at.items() if all(ats)}
     if not logs:
-        return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
-                f"recipe to name at n = {n}")
+        return None
     best = min(logs, key=lambda c: statistics.mean(logs[c]))
     mean, half = reporting.t_interval(logs[best])
-    factor = math.exp(mean)
-    waiting = running.get(best, [])
+    factor, waiting = math.exp(mean), running.get(best, [])
     so_far = " so far" * bool(waiting)
     if half is None:
-        spread = "one seed, so no interval"
+        interval = None
         said = (f"met on one seed{so_far}, not yet with an interval" if factor <= RECIPE_UPDATES
                 else f"**missed** on one seed{so_far}")
     else:
+        interval = (math.exp(mean - half), math.exp(mean + half))
+        said = verdict(*interval, bound=RECIPE_UPDATES, above=False) + so_far
+    return SimpleNamespace(configuration=best, factor=factor, interval=interval, seeds=len(logs[best]),
+                           waiting=waiting, verdict=said)
+
+
+def recipe_answer(runs, level, n=N, phase="extension"):
+    """What to pretrain from scratch at n: the fastest configuration among `runs` (`fastest`), its seeds not there
+    yet named, and whether that meets the goal."""
+    best = fastest(runs, level, phase)
+    if best is None:
+        return (f"no Linformer configuration has come within {RECIPE_MARGIN - 1:.0%} of it yet, so there is no "
+                f"recipe to name at n = {n}")
+    if best.interval is None:
+        spread = "one seed, so no interval"
+    else:
         every = study.PRETRAIN["eval_steps"]  # seeds that agree to the evaluation give an interval of no width
-        low, high = math.exp(mean - half), math.exp(mean + half)
-        spread = (f"geometric mean of {len(logs[best])} seeds, [{low:.2f}, {high:.2f}] on the log scale, each read "
-                  f"at evaluations {every:,} updates ({every / BUDGET:g}x) apart")
-        said = verdict(low, high, bound=RECIPE_UPDATES, above=False) + so_far
-    return (f"pretrain `{best}` at n = {n}: it comes within {RECIPE_MARGIN - 1:.0%} of standard attention's "
-            f"{BUDGET:,}-update perplexity after {factor:.2f}x its updates ({spread}"
-            f"{not_there_yet(waiting, phase)}); goal, at most {RECIPE_UPDATES}x: " + said)
+        spread = (f"geometric mean of {best.seeds} seeds, [{best.interval[0]:.2f}, {best.interval[1]:.2f}] on the log "
+                  f"scale, each read at evaluations {every:,} updates ({every / BUDGET:g}x) apart")
+    return (f"pretrain `{best.configuration}` at n = {n}: it comes within {RECIPE_MARGIN - 1:.0%} of standard "
+            f"attention's {BUDGET:,}-update perplexity after {best.factor:.2f}x its updates ({spread}"
+            f"{not_there_yet(best.waiting, phase)}); goal, at most {RECIPE_UPDATES}x: " + best.verdict)
+
+
+def convolution_readings(records):
+    """Issue 66, item 4: the convolution held to the recipe goal by itself, at n = N (the extended runs) and at the
+    paper's n (the settled runs), each at its fastest k: [(n, `fastest` of the convolution's configurations, or None
+    before any reaches the level or before the level is known)]."""
+    readings = []
+    for n, runs, level, phase in ((N, records.extended, extended_baseline(records)[1], "extension"),
+                                  (4 * N, records.settled, paper_n_level(records), "settling")):
+        convolutions = {name: run for name, run in runs.items() if run.get("run", {}).get("projection") == "conv"}
+        readings.append((n, fastest(convolutions, level, phase) if level is not None else None))
+    return readings
+
+
+def convolution_is_the_default(records):
+    """Whether the convolution meets the recipe goal at both n, the condition on which train_mlm.py pretrains a new
+    Linformer with it by default (issue 66, item 4; tests hold train_mlm.DEMO_MODELS to it)."""
+    return all(best is not None and best.verdict == reporting.MET for _, best in convolution_readings(records))
+
+
+def convolution_default(records):
+    """The card's sentence on train_mlm.py's default: the convolution's reading at each n, and what follows."""
+    said = []
+    for n, best in convolution_readings(records):
+        if best is None:
+            said.append(f"at n = {n} none of its runs has come within {RECIPE_MARGIN - 1:.0%} yet")
+            continue
+        spread = "one seed" if best.interval is None else f"[{best.interval[0]:.2f}, {best.interval[1]:.2f}]"
+        said.append(f"at n = {n} `{best.configuration}` after {best.factor:.2f}x the updates ({spread}): "
+                    f"{best.verdict}")
+    if convolution_is_the_default(records):
+        (n, best), _ = convolution_readings(records)
+        k = next(run["run"]["k"] for name, run in records.extended.items()
+                 if configuration_of(name) == best.configuration)
+        follows = (f"it meets the goal at both n, so `python train_mlm.py` pretrains a new Linformer with it by "
+                   f"default (`projection_type=conv`, k = {k} at its default n = {n}; docs/training.md says what to "
+                   f"pass at n = {4 * N})")
+    else:
+        follows = ("it has not met the goal at both n, so train_mlm.py's default stays the paper's learned E/F "
+                   "(`projection_type=linear`)")
+    return f"The convolutional projection on its own, at its fastest k: {'; '.join(said)}; {follows}."
 
 
 def paper_n_level(records):

@@ -120,6 +120,7 @@ class LearnedProjection:
 
     has_weights = True
     commutes_with_maps = True
+    fixed_slots = True  # k, whatever the length
 
     def parameter_shape(self, groups, k, n):
         return (groups, k, n)
@@ -183,6 +184,7 @@ class WindowProjection:
 
     has_weights = False
     commutes_with_maps = True
+    fixed_slots = False  # one per window of the length
 
     def slots(self, k, stride, length):
         return window_count(length, stride)
@@ -568,6 +570,13 @@ class LinformerSelfAttention(nn.Module):
         """Keys and values projected to k slots (windows for pooling), and the slots that hold no token."""
         length = x.shape[1]
         mask = None if route.key_mask is None else route.key_mask[:, None, :, None].to(x.dtype)
+        if torch.compiler.is_exporting() and not self.projection.fixed_slots:
+            # A traced graph reads windows over all n positions, the empty ones blocked below, so that no shape in
+            # it depends on the length it was traced with (a window count of one fails in ONNX Runtime).
+            mask = x.new_ones(x.shape[0], 1, length, 1) if mask is None else mask
+            x, mask = F.pad(x, (0, 0, 0, self.config.max_seq_length - length)), F.pad(
+                mask, (0, 0, 0, self.config.max_seq_length - length))
+            length = self.config.max_seq_length
 
         def project(t, weight):
             return self.projection.project(t, weight, self.stride, mask, self.length_scaling)
@@ -588,7 +597,7 @@ class LinformerSelfAttention(nn.Module):
             key, valid = project(self._heads(F.linear(x, key_weight, key_bias)), route.proj_key)
             value, _ = project(self._heads(F.linear(x, value_weight, value_bias)), route.proj_value)
         # Pooling windows past the end of a padded sequence hold no token: they are kept out of the softmax.
-        blocked = None if valid is None or route.key_mask is None else ~valid.reshape(valid.shape[0], -1)
+        blocked = None if valid is None or mask is None else ~valid.reshape(valid.shape[0], -1)
         return key, value, blocked
 
     def _attend(self, query, key, value, blocked, kwargs):

@@ -76,9 +76,6 @@ def _load(path, task, allow_untrained_head=False):
         config = LinformerConfig.from_pretrained(path)
     except (OSError, ValueError) as e:
         raise UsageError(f"--model_name_or_path {path}: not a Linformer folder ({str(e).splitlines()[0]})") from None
-    if config.projection_type != "linear":
-        raise UsageError(f"--model_name_or_path {path}: projection_type={config.projection_type!r}; ONNX export "
-                         "supports learned projections ('linear', the default and what conversion writes)")
     if task == "auto":
         architecture = (config.architectures or ["LinformerModel"])[0]
         task = {"LinformerForSequenceClassification": "sequence-classification",
