@@ -107,9 +107,8 @@ def test_a_new_linformer_pretrains_with_the_projection_the_quality_study_makes_t
         assert config.projection_type == "linear"
         return
     (n, best), _ = render.convolution_readings(records)
-    run = next(r["run"] for name, r in records.extended.items() if render.configuration_of(name) == best.configuration)
-    assert (config.projection_type, config.max_seq_length, config.projected_dim) == ("conv", n, run["k"])
-    assert config.projection_sharing == run["sharing"]
+    assert (config.projection_type, config.max_seq_length, config.projected_dim) == ("conv", n, best.run["k"])
+    assert config.projection_sharing == best.run["sharing"]
 
 
 @pytest.mark.parametrize("overrides, field", [("max_seq_length=100", "projected_dim"),

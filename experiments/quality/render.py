@@ -377,7 +377,8 @@ def not_there_yet(seeds, phase="extension"):
 def fastest(runs, level, phase="extension"):
     """The Linformer configuration among `runs` that comes within RECIPE_MARGIN of the baseline's budget perplexity
     `level` in the fewest updates, as its factor over the budget (geometric mean over its seeds), interval (None for
-    one seed), seeds not there yet (unfinished) and the goal's verdict; None where no configuration has."""
+    one seed), seeds not there yet (unfinished), the goal's verdict and its plan (`run`: n, k, projection); None
+    where no configuration has."""
     reached_at, running = reaching(runs, RECIPE_MARGIN * level, phase)
     # a multiple of the budget is a ratio: its seeds are averaged, and their interval taken, on the log scale, so
     # that the interval stays positive and 2x above is as far as 0.5x below
@@ -387,6 +388,7 @@ def fastest(runs, level, phase="extension"):
     best = min(logs, key=lambda c: statistics.mean(logs[c]))
     mean, half = reporting.t_interval(logs[best])
     factor, waiting = math.exp(mean), running.get(best, [])
+    run = next(r.get("run", {}) for name, r in runs.items() if configuration_of(name) == best)
     so_far = " so far" * bool(waiting)
     if half is None:
         interval = None
@@ -395,7 +397,7 @@ def fastest(runs, level, phase="extension"):
     else:
         interval = (math.exp(mean - half), math.exp(mean + half))
         said = verdict(*interval, bound=RECIPE_UPDATES, above=False) + so_far
-    return SimpleNamespace(configuration=best, factor=factor, interval=interval, seeds=len(logs[best]),
+    return SimpleNamespace(configuration=best, run=run, factor=factor, interval=interval, seeds=len(logs[best]),
                            waiting=waiting, verdict=said)
 
 
@@ -429,29 +431,29 @@ def convolution_readings(records):
     return readings
 
 
-def convolution_is_the_default(records):
+def convolution_is_the_default(records, readings=None):
     """Whether the convolution meets the recipe goal at both n, the condition on which train_mlm.py pretrains a new
-    Linformer with it by default (issue 66, item 4; tests hold train_mlm.DEMO_MODELS to it)."""
-    return all(best is not None and best.verdict == reporting.MET for _, best in convolution_readings(records))
+    Linformer with it by default (issue 66, item 4; tests hold train_mlm.DEMO_MODELS to it). `readings`:
+    convolution_readings(records), where already read."""
+    readings = readings or convolution_readings(records)
+    return all(best is not None and best.verdict == reporting.MET for _, best in readings)
 
 
 def convolution_default(records):
     """The card's sentence on train_mlm.py's default: the convolution's reading at each n, and what follows."""
-    said = []
-    for n, best in convolution_readings(records):
+    said, readings = [], convolution_readings(records)
+    for n, best in readings:
         if best is None:
             said.append(f"at n = {n} none of its runs has come within {RECIPE_MARGIN - 1:.0%} yet")
             continue
         spread = "one seed" if best.interval is None else f"[{best.interval[0]:.2f}, {best.interval[1]:.2f}]"
         said.append(f"at n = {n} `{best.configuration}` after {best.factor:.2f}x the updates ({spread}): "
                     f"{best.verdict}")
-    if convolution_is_the_default(records):
-        (n, best), _ = convolution_readings(records)
-        k = next(run["run"]["k"] for name, run in records.extended.items()
-                 if configuration_of(name) == best.configuration)
+    if convolution_is_the_default(records, readings):
+        (n, best), _ = readings
         follows = (f"it meets the goal at both n, so `python train_mlm.py` pretrains a new Linformer with it by "
-                   f"default (`projection_type=conv`, k = {k} at its default n = {n}; docs/training.md says what to "
-                   f"pass at n = {4 * N})")
+                   f"default (`projection_type=conv`, k = {best.run['k']} at its default n = {n}; docs/training.md "
+                   f"says what to pass at n = {4 * N})")
     else:
         follows = ("it has not met the goal at both n, so train_mlm.py's default stays the paper's learned E/F "
                    "(`projection_type=linear`)")
